@@ -1,0 +1,195 @@
+"""The request document (contract: Request): model, cluster, parallel layout and options.
+
+Only per-field rules live here (types, ranges, enums, the placement spelling, num_nodes xor num_gpus).
+Rules that need preset values or several sections (dp * tp * pp = GPUs, tp divides the heads, the batch
+divides into microbatches) belong to the domain layer. Unknown fields are rejected by name; ints and bools
+are strict (no ``"8"``, ``2.5`` or ``"yes"``), floats also take ints. Units are in the field names.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    ValidationInfo,
+    field_validator,
+)
+from pydantic_core import PydanticCustomError
+
+__all__ = [
+    "PARALLEL_DIMENSIONS",
+    "ClusterIn",
+    "LayoutIn",
+    "ModelIn",
+    "OptionsIn",
+    "SimulationRequest",
+]
+
+Size = Annotated[StrictInt, Field(ge=1)]
+"""A count: int >= 1."""
+PositiveFloat = Annotated[StrictFloat, Field(gt=0, allow_inf_nan=False)]
+NonNegativeFloat = Annotated[StrictFloat, Field(ge=0, allow_inf_nan=False)]
+
+# The parallel dimensions that `placement` orders, innermost first.
+PARALLEL_DIMENSIONS: tuple[str, ...] = ("dp", "tp", "pp")
+
+
+def _strict_zero_stage(value: Any) -> Any:
+    # Literal[0, 1, 2, 3] alone accepts True and 1.0 (they compare equal to 1); a stage is an int.
+    if type(value) is not int:
+        raise PydanticCustomError("literal_error", "Input should be {expected}", {"expected": "0, 1, 2 or 3"})
+    return value
+
+
+ZeroStage = Annotated[Literal[0, 1, 2, 3], BeforeValidator(_strict_zero_stage)]
+
+
+class ModelIn(BaseModel):
+    """The model to train: a preset, or its shape; fields given beside a preset override it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    preset: StrictStr | None = Field(default=None, description="a model preset, e.g. gpt3-1.3b")
+    architecture: Literal["decoder_only", "encoder_decoder", "encoder_only"] | None = None
+    num_layers: Size | None = Field(default=None, description="decoder_only and encoder_only")
+    encoder_layers: Size | None = Field(default=None, description="encoder_decoder")
+    decoder_layers: Size | None = Field(default=None, description="encoder_decoder")
+    hidden_size: Size | None = None
+    num_attention_heads: Size | None = None
+    num_kv_heads: Size | None = Field(
+        default=None, description="grouped-query attention; default num_attention_heads"
+    )
+    head_dim: Size | None = Field(default=None, description="default hidden_size / num_attention_heads")
+    ffn_hidden_size: Size | None = None
+    gated_mlp: StrictBool | None = Field(
+        default=None, description="SwiGLU / GeGLU: three MLP matrices instead of two"
+    )
+    vocab_size: Size | None = None
+    seq_length: Size | None = Field(
+        default=None, description="tokens per sample (the encoder input for encoder_decoder)"
+    )
+    decoder_seq_length: Size | None = Field(
+        default=None, description="encoder_decoder only: target tokens per sample"
+    )
+    tied_embeddings: StrictBool | None = None
+    attention: Literal["standard", "flash"] | None = Field(
+        default=None, description="flash never writes the s x s score matrix"
+    )
+
+
+class ClusterIn(BaseModel):
+    """The cluster: a preset plus num_nodes or num_gpus, or the hardware fields (bandwidth, latency)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    preset: StrictStr | None = Field(default=None, description="a cluster preset, e.g. dgx-a100")
+    num_nodes: Size | None = Field(default=None, description="whole nodes")
+    num_gpus: Size | None = Field(default=None, description="any GPU count, a partial node allowed")
+    gpu: Literal["v100-32gb", "a100-40gb", "a100-80gb", "h100-80gb", "h200-141gb"] | None = None
+    gpus_per_node: Size | None = None
+    nvlink_bandwidth_gb_per_s: PositiveFloat | None = Field(
+        default=None, description="GB/s (10^9 bytes) per GPU, per direction, through the node's switch"
+    )
+    nics_per_node: Size | None = None
+    nic_bandwidth_gbit_per_s: PositiveFloat | None = Field(
+        default=None, description="Gbit/s (10^9 bits) per NIC, per direction"
+    )
+    fabric: Literal["fat_tree", "rail_optimized"] | None = Field(
+        default=None, description="inter-node network shape"
+    )
+    oversubscription: Annotated[StrictFloat, Field(ge=1, allow_inf_nan=False)] | None = Field(
+        default=None, description="1 = full bisection"
+    )
+    intra_node_latency_us: NonNegativeFloat | None = Field(default=None, description="microseconds per hop")
+    inter_node_latency_us: NonNegativeFloat | None = Field(default=None, description="microseconds per hop")
+
+    @field_validator("num_gpus")
+    @classmethod
+    def _one_size(cls, value: int | None, info: ValidationInfo) -> int | None:
+        # num_nodes is declared first, so it has been validated when num_gpus is.
+        if value is not None and info.data.get("num_nodes") is not None:
+            raise ValueError("give num_nodes or num_gpus, not both")
+        return value
+
+
+class LayoutIn(BaseModel):
+    """The parallel layout: DP/TP/PP degrees, batch, pipeline schedule, ZeRO, recompute and placement."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    dp: Size
+    tp: Size
+    pp: Size
+    virtual_stages: Size = Field(
+        default=1, description="model chunks per pipeline rank; > 1 only with interleaved_1f1b"
+    )
+    microbatch_size: Size = Field(default=1, description="samples per microbatch")
+    global_batch_size: Size = Field(description="samples per iteration; divisible by dp * microbatch_size")
+    schedule: Literal["gpipe", "1f1b", "interleaved_1f1b"] = "1f1b"
+    sequence_parallel: StrictBool = False
+    zero_stage: ZeroStage = 0
+    recompute: Literal["none", "selective", "full"] = "none"
+    overlap_grad_reduce: StrictBool = False
+    placement: StrictStr = Field(
+        default="tp,dp,pp", description="order of the parallel dimensions onto GPUs, innermost first"
+    )
+    encoder_pipeline_stages: Size | None = Field(
+        default=None, description="encoder_decoder only; default: balanced"
+    )
+    precision: Literal["bf16"] = "bf16"
+
+    @field_validator("placement")
+    @classmethod
+    def _placement_is_permutation(cls, value: str) -> str:
+        parts = [part.strip() for part in value.split(",")]
+        if sorted(parts) != sorted(PARALLEL_DIMENSIONS):
+            raise ValueError(
+                "must list dp, tp and pp once each, comma-separated, innermost first (e.g. 'tp,dp,pp')"
+            )
+        return ",".join(parts)
+
+
+class OptionsIn(BaseModel):
+    """How to simulate: fidelity, trace, seed and the collective algorithm."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    fidelity: Literal["representative", "full"] = Field(
+        default="representative",
+        description="full: every rank simulated; representative: one rank per symmetry class",
+    )
+    trace: StrictBool = Field(default=False, description="the API then includes a Chrome trace")
+    seed: StrictInt = 0
+    collective_algorithm: Literal["ring", "tree", "hierarchical"] = Field(
+        default="ring", description="the all-reduce algorithm of the simulated collectives"
+    )
+
+
+class SimulationRequest(BaseModel):
+    """One request document; the CLI (JSON or YAML file) and the HTTP API take the same."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "model": {"preset": "gpt3-1.3b"},
+                    "cluster": {"preset": "dgx-a100", "num_nodes": 1},
+                    "layout": {"dp": 2, "tp": 4, "pp": 1, "global_batch_size": 16},
+                }
+            ]
+        },
+    )
+
+    model: ModelIn
+    cluster: ClusterIn
+    layout: LayoutIn
+    options: OptionsIn = Field(default_factory=OptionsIn)

@@ -1,0 +1,134 @@
+"""The result document (contract: Result): what one simulated training iteration gives.
+
+Times are seconds, memory GiB (2^30 bytes), communication bytes per iteration. The memory fields are nullable
+while the memory model is optional. Used for the OpenAPI schema and to check responses.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "CommunicationBytes",
+    "CommunicationTimes",
+    "MemoryBreakdown",
+    "MemoryResult",
+    "SimulationResult",
+    "SimulatorInfo",
+    "StageMemory",
+    "StageResult",
+    "TimeBreakdown",
+]
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TimeBreakdown(_Out):
+    """Seconds of the critical rank's iteration, an exclusive split that sums to iteration_time_s.
+
+    Communication counts only what the compute stream waited for; dp_comm covers DP and ZeRO.
+    """
+
+    compute: float
+    recompute: float
+    tp_comm: float
+    pp_comm: float
+    dp_comm: float
+    optimizer: float
+    bubble: float
+    other: float
+
+
+class CommunicationTimes(_Out):
+    """Seconds each kind of communication was busy, including what overlapped with compute."""
+
+    tp: float
+    pp: float
+    dp: float
+    zero: float
+
+
+class CommunicationBytes(_Out):
+    """Bytes one rank of each stage sends per iteration, summed over stages, per kind."""
+
+    tp: float
+    pp: float
+    dp: float
+    zero: float
+
+
+class MemoryBreakdown(_Out):
+    """GiB per GPU by kind."""
+
+    weights: float | None = None
+    gradients: float | None = None
+    optimizer_states: float | None = None
+    activations: float | None = None
+    buffers: float | None = None
+
+
+class StageMemory(_Out):
+    """GiB per GPU of one pipeline stage: its peak and what makes it up."""
+
+    peak_gib_per_gpu: float | None = None
+    breakdown_gib: MemoryBreakdown | None = None
+
+
+class StageResult(_Out):
+    """One pipeline stage: what it holds and its per-microbatch compute times in seconds."""
+
+    index: int
+    layers: dict[str, int] = Field(description="e.g. encoder/decoder layer counts, embedding, logits")
+    forward_s: float = Field(description="seconds per microbatch")
+    backward_s: float = Field(description="seconds per microbatch")
+    busy_fraction: float
+    memory: StageMemory | None = None
+
+
+class MemoryResult(_Out):
+    """Memory per GPU in GiB: the peak over stages, the GPU's capacity, and the peak stage's breakdown."""
+
+    peak_gib_per_gpu: float | None = None
+    capacity_gib: float | None = None
+    fits: bool | None = None
+    breakdown_gib: MemoryBreakdown | None = None
+
+
+class SimulatorInfo(_Out):
+    """How the result was produced; wall_time_s is the only field that varies between identical runs."""
+
+    version: str
+    events: int
+    fidelity: str
+    simulated_ranks: int
+    wall_time_s: float
+
+
+class SimulationResult(_Out):
+    """One optimizer step of the requested layout, as simulated."""
+
+    iteration_time_s: float
+    samples_per_s: float
+    tokens_per_s: float = Field(description="samples x (seq_length + decoder_seq_length where there is one)")
+    model_flops_per_iteration: float = Field(description="3 x forward matmul FLOPs of the global batch")
+    model_tflops_per_gpu: float
+    mfu: float = Field(description="model FLOPs / time / GPUs over the GPU's dense 16-bit peak")
+    hardware_tflops_per_gpu: float
+    hfu: float = Field(description="as mfu, counting recomputed forward work")
+    bubble_fraction: float = Field(description="mean over stages of pipeline-wait time over iteration_time_s")
+    pipeline_overhead: float = Field(description="bubble time over ideal compute time")
+    time_breakdown_s: TimeBreakdown
+    communication_s: CommunicationTimes
+    communication_bytes: CommunicationBytes
+    stages: list[StageResult]
+    memory: MemoryResult | None
+    warnings: list[str]
+    simulator: SimulatorInfo
+    trace: dict[str, Any] | None = Field(
+        default=None,
+        description="Chrome trace (Trace Event Format) when options.trace is true; absent otherwise",
+    )

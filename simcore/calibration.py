@@ -1,0 +1,40 @@
+"""The cost model's constants: the few fitted ones, and the fixed ones with their sources.
+
+Fitted (by `bench/fit_cost_model.py` on the calibration rows of the reference data: Megatron 2020 and
+Megatron-Core 2024; judged on the Narayanan'21 rows, which the fit never sees):
+- GEMM_EFFICIENCY: the fraction of the dense 16-bit peak a large matrix product reaches, per GPU generation.
+- GEMM_HALF_FLOPS: a matrix product of this many FLOPs runs at half that fraction (small products are slower:
+  wave quantization, launch and tail effects).
+- MEMORY_EFFICIENCY: the fraction of HBM bandwidth that memory-bound kernels (norms, softmax, dropout,
+  activations, the optimizer) reach.
+
+Fixed, from sources (../shared/reference/README.md §4, §5):
+- NCCL moves about 240 of 300 GB/s over A100 NVLink (80%), about 370 of 450 GB/s over H100 NVLink (82%), and
+  about 24 of 25 GB/s per HDR NIC (96%; 46-48 of 50 GB/s for NDR).
+"""
+
+from __future__ import annotations
+
+GEMM_EFFICIENCY: dict[str, float] = {"volta": 0.78, "ampere": 0.70, "hopper": 0.62}
+GEMM_HALF_FLOPS = 2.0e9
+MEMORY_EFFICIENCY = 0.75
+
+# A fused attention kernel (FlashAttention-2) reaches about 70% of what a large GEMM does in forward and its
+# backward does 2.5x the forward's work (it recomputes the scores): Dao 2023, FlashAttention-2, §4.
+FLASH_RELATIVE_EFFICIENCY = 0.7
+FLASH_BACKWARD_FACTOR = 2.5
+
+# Each CUDA kernel costs at least this much (launch and tail), seconds.
+KERNEL_OVERHEAD_S = 4e-6
+
+# Fraction of a link's line rate that NCCL's bulk protocol achieves, by link kind.
+LINK_EFFICIENCY: dict[str, float] = {"nvlink": 0.80, "pcie": 0.80, "ib": 0.96}
+
+# Software cost of one collective step (proxy thread, flag polling), seconds, on top of the hops' latency;
+# with it an 8-GPU all-reduce of a few bytes takes about 15 us, as NCCL measures (collectives.json).
+COLLECTIVE_STEP_OVERHEAD_S = 0.1e-6
+COLLECTIVE_LAUNCH_S = 4e-6
+
+# Megatron's data-parallel gradient buckets (elements); bf16 training reduces gradients in fp32.
+DP_BUCKET_ELEMENTS = 40_000_000
+GRAD_REDUCE_BYTES = 4

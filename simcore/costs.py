@@ -1,0 +1,131 @@
+"""FLOPs and bytes of every kernel of a transformer layer, and their time on a GPU (roofline).
+
+Shapes per tensor-parallel rank: b = microbatch size, s = sequence length, h = hidden size, a = attention heads,
+g = key/value heads, d = head dimension, f = MLP hidden size, t = tensor-parallel size, V = vocabulary.
+Activations are 16-bit (2 bytes). Matrix products follow Megatron's split: QKV and MLP-up by columns, the
+attention output and MLP-down by rows. With sequence parallelism the norms and dropouts work on s/t tokens;
+without it every tensor-parallel rank repeats them on all s tokens.
+
+Backward: each matrix product runs twice (input gradient and weight gradient), memory-bound kernels move about
+twice the bytes, and the fused attention kernel does FLASH_BACKWARD_FACTOR times its forward work.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from simcore.calibration import (
+    FLASH_BACKWARD_FACTOR,
+    FLASH_RELATIVE_EFFICIENCY,
+    GEMM_EFFICIENCY,
+    GEMM_HALF_FLOPS,
+    KERNEL_OVERHEAD_S,
+    MEMORY_EFFICIENCY,
+)
+from simcore.model import AttentionKind, ModelShape
+from topology.hardware import GpuSpec
+
+BYTES = 2  # 16-bit activations and weights
+
+
+class OpKind(StrEnum):
+    GEMM = "gemm"
+    FLASH = "flash"
+    MEMORY = "memory"
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    name: str
+    kind: OpKind
+    flops: float
+    bytes: float
+
+    def backward(self) -> Op:
+        factor = FLASH_BACKWARD_FACTOR if self.kind is OpKind.FLASH else 2.0
+        return Op(self.name + "_bwd", self.kind, self.flops * factor, self.bytes * 2.0)
+
+
+def _gemm(name: str, m: float, n: float, k: float, batch: float = 1.0) -> Op:
+    """A (batched) product of an m x k and a k x n matrix: 2mnk FLOPs, reads both, writes the result."""
+    return Op(name, OpKind.GEMM, 2.0 * m * n * k * batch, BYTES * batch * (m * k + k * n + m * n))
+
+
+def _mem(name: str, nbytes: float) -> Op:
+    return Op(name, OpKind.MEMORY, 0.0, nbytes)
+
+
+def layer_forward_ops(model: ModelShape, b: int, t: int, sequence_parallel: bool) -> tuple[Op, ...]:
+    """Kernels of one transformer layer's forward pass on one tensor-parallel rank."""
+    s, h, d, f = model.seq_length, model.hidden_size, model.head_dim, model.ffn_hidden_size
+    a, g = model.num_attention_heads / t, max(model.num_kv_heads / t, 1.0)
+    tokens = b * s
+    norm_tokens = tokens / t if sequence_parallel else tokens
+    up = 2 if model.gated_mlp else 1
+    ops = [
+        _mem("layernorm", 2 * BYTES * norm_tokens * h),
+        _gemm("qkv", tokens, (a + 2 * g) * d, h),
+    ]
+    if model.attention is AttentionKind.FLASH:
+        # FLOPs of QK^T and AV; a causal kernel skips the masked half of the score blocks.
+        work = 4.0 * b * a * s * s * d * (0.5 if model.causal else 1.0)
+        ops.append(Op("flash_attention", OpKind.FLASH, work, BYTES * tokens * d * (2 * a + 2 * g)))
+    else:
+        scores = b * a * s * s
+        ops += [
+            _gemm("attention_scores", s, s, d, batch=b * a),
+            # Megatron's fused scale-mask-softmax reads and writes the scores; dropout reads them, writes them
+            # and a 1-byte mask.
+            _mem("softmax_dropout", BYTES * scores * 4 + scores),
+            _gemm("attention_values", s, d, s, batch=b * a),
+        ]
+    ops += [
+        _gemm("attention_output", tokens, h, a * d),
+        _mem("dropout_residual", 3 * BYTES * norm_tokens * h + norm_tokens * h),
+        _mem("layernorm", 2 * BYTES * norm_tokens * h),
+        _gemm("mlp_up", tokens, up * f / t, h),
+        _mem("activation", BYTES * tokens * f / t * (up + 1)),
+        _gemm("mlp_down", tokens, h, f / t),
+        _mem("dropout_residual", 3 * BYTES * norm_tokens * h + norm_tokens * h),
+    ]
+    return tuple(ops)
+
+
+def embedding_forward_ops(model: ModelShape, b: int, t: int) -> tuple[Op, ...]:
+    """Word and position embedding lookup on the first stage (vocabulary split over tensor ranks)."""
+    tokens = b * model.seq_length
+    return (_mem("embedding", 3 * BYTES * tokens * model.hidden_size),)
+
+
+def logits_forward_ops(model: ModelShape, b: int, t: int, sequence_parallel: bool) -> tuple[Op, ...]:
+    """Final norm, the output projection onto the (split) vocabulary, and the cross-entropy loss."""
+    tokens = b * model.seq_length
+    norm_tokens = tokens / t if sequence_parallel else tokens
+    vocab = model.vocab_size / t
+    return (
+        _mem("final_layernorm", 2 * BYTES * norm_tokens * model.hidden_size),
+        _gemm("logits", tokens, vocab, model.hidden_size),
+        # softmax cross-entropy in fp32: read the logits, write and re-read fp32 probabilities
+        _mem("cross_entropy", tokens * vocab * (BYTES + 8)),
+    )
+
+
+def op_time(op: Op, gpu: GpuSpec) -> float:
+    """Seconds for one kernel: the slower of its compute and memory times, plus launch overhead."""
+    memory_s = op.bytes / (gpu.hbm_bandwidth_bytes_per_s * MEMORY_EFFICIENCY)
+    if op.kind is OpKind.MEMORY:
+        return memory_s + KERNEL_OVERHEAD_S
+    efficiency = GEMM_EFFICIENCY[gpu.generation] * op.flops / (op.flops + GEMM_HALF_FLOPS)
+    if op.kind is OpKind.FLASH:
+        efficiency *= FLASH_RELATIVE_EFFICIENCY
+    compute_s = op.flops / (gpu.peak_flops_per_s * efficiency) if op.flops > 0 else 0.0
+    return max(compute_s, memory_s) + KERNEL_OVERHEAD_S
+
+
+def ops_time(ops: tuple[Op, ...], gpu: GpuSpec) -> float:
+    return sum(op_time(op, gpu) for op in ops)
+
+
+def ops_flops(ops: tuple[Op, ...]) -> float:
+    return sum(op.flops for op in ops)

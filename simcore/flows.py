@@ -1,0 +1,170 @@
+"""Bandwidth sharing on the cluster's links: fluid flows with max-min fair rates, driven by SimPy.
+
+A transfer is a `FlowGroup`: one or more flows that move together (a point-to-point message, or every hop of a
+pipelined collective, or the mirror copies of a transfer that symmetric ranks make at the same instant). Its
+`pattern` gives, for each link it crosses, the link's load in "units": bytes crossing that link per unit of the
+group's progress. The group is done when `size_units` units have progressed. Rates follow progressive filling
+(max-min fairness per unit of progress): a link's capacity is shared by the groups on it, and a group runs at the
+rate of its most loaded link. Every time a group starts or finishes, the rates of the groups that share links
+with it (transitively) are recomputed, and their completions rescheduled.
+
+Exact small cases this must reproduce: two 1 MB transfers on one 1 GB/s link starting together both end at 2 ms;
+a 0.5 MB and a 1.5 MB transfer starting together end at 1 ms and 2 ms.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import simpy
+
+_EPS = 1e-12
+
+
+@dataclass(frozen=True, slots=True)
+class FlowPattern:
+    """Links a group loads (link ids) and its load on each (bytes per unit of progress), plus fixed latency."""
+
+    links: tuple[int, ...]
+    loads: tuple[float, ...]
+    latency_s: float = 0.0
+
+    def isolated_rate(self, capacity: Sequence[float]) -> float:
+        """Units per second when nothing else shares the links."""
+        return min(capacity[link] / load for link, load in zip(self.links, self.loads))
+
+
+class _Group:
+    __slots__ = ("pattern", "remaining", "rate", "stamp", "generation", "on_done")
+
+    def __init__(self, pattern: FlowPattern, size: float, on_done: Callable[[], None]) -> None:
+        self.pattern = pattern
+        self.remaining = size
+        self.rate = 0.0
+        self.stamp = 0.0
+        self.generation = 0
+        self.on_done = on_done
+
+
+class FlowNetwork:
+    """Active flow groups on links with the given capacities (bytes/s, already derated for protocol efficiency)."""
+
+    def __init__(self, env: simpy.Environment, capacity: Sequence[float]) -> None:
+        self.env = env
+        self.capacity = capacity
+        self._on_link: dict[int, list[_Group]] = {}
+        self.events = 0
+
+    def start(self, pattern: FlowPattern, size_units: float, on_done: Callable[[], None]) -> None:
+        """Start a group after its latency; `on_done()` runs when its last byte arrives."""
+        if pattern.latency_s > 0:
+            timer = self.env.timeout(pattern.latency_s)
+            timer.callbacks.append(lambda _e: self._admit(pattern, size_units, on_done))
+            self.events += 1
+        else:
+            self._admit(pattern, size_units, on_done)
+
+    def _admit(self, pattern: FlowPattern, size: float, on_done: Callable[[], None]) -> None:
+        if size <= 0 or not pattern.links:
+            on_done()
+            return
+        group = _Group(pattern, size, on_done)
+        group.stamp = self.env.now
+        shared = False
+        for link in pattern.links:
+            groups = self._on_link.setdefault(link, [])
+            if groups:
+                shared = True
+            groups.append(group)
+        if shared:
+            self._rebalance(group)
+        else:
+            group.rate = pattern.isolated_rate(self.capacity)
+            self._schedule(group)
+
+    def _component(self, seed: _Group) -> list[_Group]:
+        seen = {id(seed): seed}
+        stack = [seed]
+        while stack:
+            group = stack.pop()
+            for link in group.pattern.links:
+                for other in self._on_link.get(link, ()):
+                    if id(other) not in seen:
+                        seen[id(other)] = other
+                        stack.append(other)
+        return sorted(seen.values(), key=lambda g: (g.stamp, id(g.pattern), g.remaining))
+
+    def _rebalance(self, seed: _Group) -> list[_Group]:
+        now = self.env.now
+        groups = self._component(seed)
+        for group in groups:  # settle progress at the old rates
+            group.remaining -= group.rate * (now - group.stamp)
+            group.stamp = now
+        rates = water_fill([g.pattern for g in groups], self.capacity)
+        for group, rate in zip(groups, rates):
+            if rate != group.rate or group is seed:
+                group.rate = rate
+                self._schedule(group)
+        return groups
+
+    def _schedule(self, group: _Group) -> None:
+        group.generation += 1
+        generation = group.generation
+        delay = max(group.remaining, 0.0) / group.rate
+        timer = self.env.timeout(delay)
+        timer.callbacks.append(lambda _e: self._finish(group, generation))
+        self.events += 1
+
+    def _finish(self, group: _Group, generation: int) -> None:
+        if generation != group.generation:
+            return  # rescheduled since
+        neighbours: list[_Group] = []
+        for link in group.pattern.links:
+            groups = self._on_link[link]
+            groups.remove(group)
+            neighbours.extend(groups)
+            if not groups:
+                del self._on_link[link]
+        group.remaining = 0.0
+        if neighbours:
+            seen: set[int] = set()
+            for other in neighbours:
+                if id(other) not in seen:
+                    seen.update(id(g) for g in self._rebalance(other))
+        group.on_done()
+
+
+def water_fill(patterns: Sequence[FlowPattern], capacity: Sequence[float]) -> list[float]:
+    """Max-min fair rates (units/s) by progressive filling: raise every unfrozen group's rate together until a
+    link saturates, freeze the groups on it, repeat."""
+    rates = [0.0] * len(patterns)
+    frozen = [False] * len(patterns)
+    used: dict[int, float] = {}
+    on_link: dict[int, list[tuple[int, float]]] = {}
+    for i, pattern in enumerate(patterns):
+        for link, load in zip(pattern.links, pattern.loads):
+            on_link.setdefault(link, []).append((i, load))
+    left = len(patterns)
+    while left:
+        best_level = float("inf")
+        best_link = -1
+        for link, members in on_link.items():
+            denom = sum(load for i, load in members if not frozen[i])
+            if denom <= _EPS:
+                continue
+            level = (capacity[link] - used.get(link, 0.0)) / denom
+            if level < best_level:
+                best_level, best_link = level, link
+        if best_link < 0:
+            break
+        best_level = max(best_level, 0.0)
+        for i, _load in on_link[best_link]:
+            if frozen[i]:
+                continue
+            frozen[i] = True
+            rates[i] = best_level
+            left -= 1
+            for link, load in zip(patterns[i].links, patterns[i].loads):
+                used[link] = used.get(link, 0.0) + load * best_level
+    return rates

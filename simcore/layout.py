@@ -1,0 +1,97 @@
+"""The parallel layout (domain object) and the rules that tie it to a model and a cluster."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from simcore.model import ModelShape
+from topology.errors import SpecError
+
+
+class Schedule(StrEnum):
+    GPIPE = "gpipe"
+    ONE_F_ONE_B = "1f1b"
+    INTERLEAVED_1F1B = "interleaved_1f1b"
+
+
+class Recompute(StrEnum):
+    NONE = "none"
+    SELECTIVE = "selective"
+    FULL = "full"
+
+
+class Fidelity(StrEnum):
+    REPRESENTATIVE = "representative"
+    FULL = "full"
+
+
+class CollectiveAlgorithm(StrEnum):
+    RING = "ring"
+    TREE = "tree"
+    HIERARCHICAL = "hierarchical"
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    dp: int
+    tp: int
+    pp: int
+    microbatch_size: int
+    global_batch_size: int
+    virtual_stages: int = 1
+    schedule: Schedule = Schedule.ONE_F_ONE_B
+    sequence_parallel: bool = False
+    zero_stage: int = 0
+    recompute: Recompute = Recompute.NONE
+    overlap_grad_reduce: bool = False
+    placement: str = "tp,dp,pp"
+
+    @property
+    def num_microbatches(self) -> int:
+        """m: microbatches per pipeline per iteration."""
+        return self.global_batch_size // (self.dp * self.microbatch_size)
+
+    @property
+    def num_gpus(self) -> int:
+        return self.dp * self.tp * self.pp
+
+
+def validate_layout(layout: Layout, model: ModelShape, num_gpus: int) -> None:
+    """Raise SpecError naming the first rule the layout breaks for this model and cluster."""
+    for name in ("dp", "tp", "pp", "microbatch_size", "global_batch_size", "virtual_stages"):
+        if getattr(layout, name) < 1:
+            raise SpecError(f"layout.{name}", "must be >= 1")
+    if layout.num_gpus != num_gpus:
+        raise SpecError("layout.dp", f"dp*tp*pp = {layout.dp}*{layout.tp}*{layout.pp} = {layout.num_gpus} "
+                        f"must equal the number of GPUs ({num_gpus})")
+    if model.num_attention_heads % layout.tp:
+        raise SpecError("layout.tp", f"must divide num_attention_heads ({model.num_attention_heads})")
+    if model.num_kv_heads % layout.tp and layout.tp % model.num_kv_heads:
+        raise SpecError("layout.tp", f"must divide num_kv_heads ({model.num_kv_heads}) or be a multiple of it")
+    if model.ffn_hidden_size % layout.tp:
+        raise SpecError("layout.tp", f"must divide ffn_hidden_size ({model.ffn_hidden_size})")
+    per_replica = layout.dp * layout.microbatch_size
+    if layout.global_batch_size % per_replica:
+        raise SpecError("layout.global_batch_size",
+                        f"must be divisible by dp*microbatch_size = {per_replica} (microbatches must divide the batch)")
+    chunks = layout.pp * layout.virtual_stages
+    if chunks > model.num_layers:
+        raise SpecError("layout.pp", f"pp*virtual_stages = {chunks} exceeds num_layers ({model.num_layers})")
+    if layout.virtual_stages > 1 and layout.schedule is not Schedule.INTERLEAVED_1F1B:
+        raise SpecError("layout.virtual_stages", "must be 1 unless schedule is interleaved_1f1b")
+    if layout.schedule is Schedule.INTERLEAVED_1F1B:
+        if layout.pp < 2:
+            raise SpecError("layout.schedule", "interleaved_1f1b needs pp >= 2")
+        if layout.num_microbatches % layout.pp:
+            raise SpecError("layout.global_batch_size",
+                            f"interleaved_1f1b needs the microbatch count ({layout.num_microbatches}) "
+                            f"to be a multiple of pp ({layout.pp})")
+    if layout.sequence_parallel and model.seq_length % layout.tp:
+        raise SpecError("layout.sequence_parallel", f"needs tp to divide seq_length ({model.seq_length})")
+    if layout.zero_stage not in (0, 1, 2, 3):
+        raise SpecError("layout.zero_stage", "must be 0, 1, 2 or 3")
+    if layout.zero_stage > 0:
+        raise SpecError("layout.zero_stage", "ZeRO stages 1-3 are not simulated yet; use 0")
+    if layout.recompute is Recompute.SELECTIVE:
+        raise SpecError("layout.recompute", "selective recomputation is not simulated yet; use none or full")

@@ -1,0 +1,110 @@
+"""Results of one simulated iteration, derived from what the engine recorded (contract: Result)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simcore.engine import EngineResult
+from simcore.flops import hardware_flops_per_iteration, model_flops_per_iteration
+from simcore.layout import Layout
+from simcore.model import ModelShape
+from simcore.recorder import CATEGORIES, COMM_KINDS, RankRecord
+from simcore.workload import Workload
+from topology.hardware import GIB, GpuSpec
+
+
+@dataclass(frozen=True, slots=True)
+class StageReport:
+    index: int
+    layers: dict[str, int]
+    forward_s: float
+    backward_s: float
+    busy_fraction: float
+
+
+@dataclass(frozen=True, slots=True)
+class Metrics:
+    iteration_time_s: float
+    samples_per_s: float
+    tokens_per_s: float
+    model_flops_per_iteration: float
+    model_tflops_per_gpu: float
+    mfu: float
+    hardware_tflops_per_gpu: float
+    hfu: float
+    bubble_fraction: float
+    pipeline_overhead: float
+    time_breakdown_s: dict[str, float]
+    communication_s: dict[str, float]
+    communication_bytes: dict[str, float]
+    stages: tuple[StageReport, ...]
+    capacity_gib: float
+    critical_gpu: int
+
+
+def _critical(ranks: list[RankRecord]) -> RankRecord:
+    """The rank that finishes last; ties go to the lowest GPU index."""
+    return min(ranks, key=lambda r: (-r.end_s, r.gpu))
+
+
+def compute_metrics(model: ModelShape, layout: Layout, gpu: GpuSpec, workload: Workload,
+                    result: EngineResult) -> Metrics:
+    T = result.iteration_time_s
+    ranks = result.recorder.ranks
+    gpus = layout.num_gpus
+    model_flops = model_flops_per_iteration(model, layout)
+    hardware_flops = hardware_flops_per_iteration(model, layout)
+    by_stage: dict[int, list[RankRecord]] = {}
+    for record in ranks:
+        by_stage.setdefault(record.pipeline_rank, []).append(record)
+
+    def stage_mean(values: dict[int, list[float]]) -> float:
+        return sum(sum(v) / len(v) for v in values.values()) / len(values)
+
+    # Idle on pipeline dependencies: waits for a producer, the wait for the slowest stage, and the drain after.
+    bubble = {s: [r.time_s["bubble"] + (T - r.end_s) for r in rs] for s, rs in by_stage.items()}
+    m = layout.num_microbatches
+    passes = {s: [m * sum(c.forward_s + c.backward_s for c in workload.chunks if c.rank == s)] for s in by_stage}
+    bubble_mean = stage_mean(bubble)
+
+    critical = _critical(ranks)
+    breakdown = dict(critical.time_s)
+    breakdown["bubble"] += T - critical.end_s
+    breakdown["other"] = max(0.0, T - sum(v for k, v in breakdown.items() if k != "other"))
+
+    representatives = [min(rs, key=lambda r: r.gpu) for _s, rs in sorted(by_stage.items())]
+    comm_s = {k: sum(r.comm_busy_s[k] for r in representatives) for k in COMM_KINDS}
+    comm_bytes = {k: sum(r.comm_bytes[k] for r in representatives) for k in COMM_KINDS}
+
+    stages = []
+    for s, rs in sorted(by_stage.items()):
+        mine = [c for c in workload.chunks if c.rank == s]
+        layers = {"transformer": sum(c.layers for c in mine)}
+        if any(c.has_embedding for c in mine):
+            layers["embedding"] = 1
+        if any(c.has_logits for c in mine):
+            layers["logits"] = 1
+        stages.append(StageReport(
+            index=s, layers=layers,
+            forward_s=sum(c.forward_s for c in mine), backward_s=sum(c.backward_s for c in mine),
+            busy_fraction=sum(r.busy_s for r in rs) / len(rs) / T,
+        ))
+    samples_per_s = layout.global_batch_size / T
+    return Metrics(
+        iteration_time_s=T,
+        samples_per_s=samples_per_s,
+        tokens_per_s=samples_per_s * model.tokens_per_sample,
+        model_flops_per_iteration=model_flops,
+        model_tflops_per_gpu=model_flops / T / gpus / 1e12,
+        mfu=model_flops / T / gpus / gpu.peak_flops_per_s,
+        hardware_tflops_per_gpu=hardware_flops / T / gpus / 1e12,
+        hfu=hardware_flops / T / gpus / gpu.peak_flops_per_s,
+        bubble_fraction=bubble_mean / T,
+        pipeline_overhead=bubble_mean / stage_mean(passes),
+        time_breakdown_s={k: breakdown[k] for k in CATEGORIES},
+        communication_s=comm_s,
+        communication_bytes=comm_bytes,
+        stages=tuple(stages),
+        capacity_gib=gpu.hbm_capacity_bytes / GIB,
+        critical_gpu=critical.gpu,
+    )

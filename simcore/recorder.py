@@ -1,0 +1,41 @@
+"""What the engine observed: per simulated rank, time by category, and (optionally) spans for a trace."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+CATEGORIES = ("compute", "recompute", "tp_comm", "pp_comm", "dp_comm", "optimizer", "bubble", "other")
+COMM_KINDS = ("tp", "pp", "dp", "zero")
+
+
+@dataclass(slots=True)
+class RankRecord:
+    """One simulated rank: exclusive time by category on its compute stream, and its communication totals."""
+
+    gpu: int
+    pipeline_rank: int
+    time_s: dict[str, float] = field(default_factory=lambda: dict.fromkeys(CATEGORIES, 0.0))
+    comm_busy_s: dict[str, float] = field(default_factory=lambda: dict.fromkeys(COMM_KINDS, 0.0))
+    comm_bytes: dict[str, float] = field(default_factory=lambda: dict.fromkeys(COMM_KINDS, 0.0))
+    end_s: float = 0.0
+    busy_s: float = 0.0  # compute stream busy (passes and optimizer)
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    track: str  # e.g. "stage 3 compute"
+    name: str
+    category: str
+    start_s: float
+    end_s: float
+
+
+@dataclass(slots=True)
+class Recorder:
+    keep_spans: bool
+    ranks: list[RankRecord] = field(default_factory=list)
+    spans: list[Span] = field(default_factory=list)
+
+    def span(self, track: str, name: str, category: str, start: float, end: float) -> None:
+        if self.keep_spans and end > start:
+            self.spans.append(Span(track, name, category, start, end))

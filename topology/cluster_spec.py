@@ -1,0 +1,98 @@
+"""Cluster description (domain object) and the node presets of the contract."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from enum import StrEnum
+
+from topology.errors import SpecError
+from topology.hardware import GB, GPUS, GpuKind
+
+
+class Fabric(StrEnum):
+    FAT_TREE = "fat_tree"
+    RAIL_OPTIMIZED = "rail_optimized"
+
+
+# Ports a leaf switch gives to NICs. A 40-port HDR or 64-port NDR switch in a non-blocking two-level tree gives
+# half its ports down; 32 keeps the numbers simple and matches a DGX SuperPOD scalable unit of 32 nodes per rail.
+LEAF_DOWN_PORTS = 32
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSpec:
+    """A homogeneous GPU cluster. Bandwidths per direction, in bytes/s; latencies per hop, in seconds."""
+
+    gpu: GpuKind
+    num_gpus: int
+    gpus_per_node: int
+    nvlink_bandwidth_bytes_per_s: float
+    nics_per_node: int
+    nic_bandwidth_bytes_per_s: float
+    fabric: Fabric
+    oversubscription: float
+    intra_node_latency_s: float
+    inter_node_latency_s: float
+
+    @property
+    def num_nodes(self) -> int:
+        return -(-self.num_gpus // self.gpus_per_node)
+
+    @property
+    def peak_flops_per_s(self) -> float:
+        return GPUS[self.gpu].peak_flops_per_s
+
+    def validate(self) -> ClusterSpec:
+        """Raise SpecError naming the first field that breaks a rule; return self."""
+        ints = {"cluster.num_gpus": self.num_gpus, "cluster.gpus_per_node": self.gpus_per_node,
+                "cluster.nics_per_node": self.nics_per_node}
+        for name, value in ints.items():
+            if value < 1:
+                raise SpecError(name, "must be >= 1")
+        if self.nvlink_bandwidth_bytes_per_s <= 0:
+            raise SpecError("cluster.nvlink_bandwidth_gb_per_s", "must be > 0")
+        if self.nic_bandwidth_bytes_per_s <= 0:
+            raise SpecError("cluster.nic_bandwidth_gbit_per_s", "must be > 0")
+        if self.oversubscription < 1:
+            raise SpecError("cluster.oversubscription", "must be >= 1 (1 = full bisection)")
+        if self.intra_node_latency_s < 0 or self.inter_node_latency_s < 0:
+            raise SpecError("cluster.inter_node_latency_us", "must be >= 0")
+        return self
+
+
+def _node(gpu: GpuKind, gpus: int, nics: int, nic_gbit: float) -> ClusterSpec:
+    return ClusterSpec(
+        gpu=gpu,
+        num_gpus=gpus,
+        gpus_per_node=gpus,
+        nvlink_bandwidth_bytes_per_s=GPUS[gpu].nvlink_bandwidth_bytes_per_s,
+        nics_per_node=nics,
+        nic_bandwidth_bytes_per_s=nic_gbit * GB / 8,
+        fabric=Fabric.RAIL_OPTIMIZED,
+        oversubscription=1.0,
+        intra_node_latency_s=0.35e-6,
+        inter_node_latency_s=1.0e-6,
+    )
+
+
+# One node of each kind; `num_nodes` / `num_gpus` of a request scales it. Sources: reference README §4, §10.
+NODE_PRESETS: dict[str, ClusterSpec] = {
+    "dgx-a100": _node(GpuKind.A100_80GB, 8, 8, 200),
+    "dgx-a100-40gb": _node(GpuKind.A100_40GB, 8, 8, 200),
+    "dgx-h100": _node(GpuKind.H100_80GB, 8, 8, 400),
+    "dgx-h200": _node(GpuKind.H200_141GB, 8, 8, 400),
+    "dgx-2-v100": _node(GpuKind.V100_32GB, 16, 8, 100),
+}
+
+NODE_PRESET_NOTES: dict[str, str] = {
+    "dgx-a100": "8 x A100 80GB, NVSwitch (300 GB/s per GPU per direction), 8 x 200 Gbit/s HDR InfiniBand",
+    "dgx-a100-40gb": "8 x A100 40GB, NVSwitch, 8 x 200 Gbit/s HDR InfiniBand",
+    "dgx-h100": "8 x H100 80GB, NVSwitch (450 GB/s per GPU per direction), 8 x 400 Gbit/s NDR InfiniBand",
+    "dgx-h200": "8 x H200 141GB, NVSwitch (450 GB/s per GPU per direction), 8 x 400 Gbit/s NDR InfiniBand",
+    "dgx-2-v100": "16 x V100 32GB, NVSwitch (150 GB/s per GPU per direction), 8 x 100 Gbit/s EDR InfiniBand",
+}
+
+
+def sized(spec: ClusterSpec, num_gpus: int) -> ClusterSpec:
+    """The same cluster with `num_gpus` GPUs (the last node may be partial)."""
+    return replace(spec, num_gpus=num_gpus)

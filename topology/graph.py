@@ -1,0 +1,125 @@
+"""The cluster as a networkx DiGraph: GPUs, one NVSwitch fabric per node, NICs, leaf and spine switches.
+
+Every directed edge carries `bandwidth_bytes_per_s`, `latency_s`, `kind` (nvlink | pcie | ib) and `link_id`, an
+index into the flat link tables that the simulator uses on its hot path.
+
+Shape of the inter-node fabric (two levels; `LEAF_DOWN_PORTS` NIC ports per leaf):
+- fat_tree: NICs fill leaf switches in node order, so a leaf serves a few whole nodes.
+- rail_optimized: nodes form scalable units of LEAF_DOWN_PORTS nodes; NIC i of every node in a unit goes to the
+  unit's leaf i (rail i), as in a DGX SuperPOD.
+Every leaf has ceil(LEAF_DOWN_PORTS / oversubscription) uplinks, one to each spine, each as fast as a NIC.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import networkx as nx
+
+from topology.cluster_spec import LEAF_DOWN_PORTS, ClusterSpec, Fabric
+from topology.hardware import GPUS
+
+Node = tuple[str, int] | tuple[str, int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Cluster:
+    """A built cluster: the graph plus flat per-link tables (indexed by link_id)."""
+
+    spec: ClusterSpec
+    graph: nx.DiGraph
+    link_ends: tuple[tuple[Node, Node], ...]
+    link_bandwidth_bytes_per_s: tuple[float, ...]
+    link_latency_s: tuple[float, ...]
+    link_kind: tuple[str, ...]
+    edge_link: dict[tuple[Node, Node], int]
+    nic_leaf: tuple[int, ...]  # leaf index of global NIC index (node * nics_per_node + k)
+    num_spines: int
+
+    @property
+    def num_gpus(self) -> int:
+        return self.spec.num_gpus
+
+    def node_of(self, gpu: int) -> int:
+        return gpu // self.spec.gpus_per_node
+
+    def nic_of(self, gpu: int) -> int:
+        """Global index of the NIC nearest to `gpu` (GPU i of a node uses NIC i mod nics_per_node)."""
+        spec = self.spec
+        return self.node_of(gpu) * spec.nics_per_node + (gpu % spec.gpus_per_node) % spec.nics_per_node
+
+    def link(self, u: Node, v: Node) -> int:
+        return self.edge_link[(u, v)]
+
+
+def _leaf_of_nic(spec: ClusterSpec, node: int, k: int) -> int:
+    if spec.fabric is Fabric.RAIL_OPTIMIZED:
+        unit = node // LEAF_DOWN_PORTS
+        return unit * spec.nics_per_node + k
+    return (node * spec.nics_per_node + k) // LEAF_DOWN_PORTS
+
+
+def build_cluster(spec: ClusterSpec) -> Cluster:
+    """Build the graph of `spec` (validated first); pure function of the spec."""
+    spec.validate()
+    gpu = GPUS[spec.gpu]
+    g: nx.DiGraph = nx.DiGraph()
+    ends: list[tuple[Node, Node]] = []
+    bws: list[float] = []
+    lats: list[float] = []
+    kinds: list[str] = []
+    edge_link: dict[tuple[Node, Node], int] = {}
+
+    def add_pair(u: Node, v: Node, bw: float, lat: float, kind: str) -> None:
+        for a, b in ((u, v), (v, u)):
+            link_id = len(ends)
+            g.add_edge(a, b, bandwidth_bytes_per_s=bw, latency_s=lat, kind=kind, link_id=link_id)
+            ends.append((a, b))
+            bws.append(bw)
+            lats.append(lat)
+            kinds.append(kind)
+            edge_link[(a, b)] = link_id
+
+    nodes = spec.num_nodes
+    nic_leaf: list[int] = []
+    for n in range(nodes):
+        switch: Node = ("nvswitch", n)
+        g.add_node(switch, kind="nvswitch", node=n)
+        first = n * spec.gpus_per_node
+        for i in range(first, min(first + spec.gpus_per_node, spec.num_gpus)):
+            g.add_node(("gpu", i), kind="gpu", node=n)
+            add_pair(("gpu", i), switch, spec.nvlink_bandwidth_bytes_per_s, spec.intra_node_latency_s, "nvlink")
+        for k in range(spec.nics_per_node):
+            nic: Node = ("nic", n * spec.nics_per_node + k)
+            g.add_node(nic, kind="nic", node=n)
+            nic_leaf.append(_leaf_of_nic(spec, n, k))
+        for i in range(first, min(first + spec.gpus_per_node, spec.num_gpus)):
+            k = (i - first) % spec.nics_per_node
+            add_pair(("gpu", i), ("nic", n * spec.nics_per_node + k), gpu.pcie_bandwidth_bytes_per_s,
+                     spec.intra_node_latency_s, "pcie")
+
+    num_spines = 0
+    if nodes > 1:
+        leaves = max(nic_leaf) + 1
+        for nic_index, leaf in enumerate(nic_leaf):
+            g.add_node(("leaf", leaf), kind="leaf")
+            add_pair(("nic", nic_index), ("leaf", leaf), spec.nic_bandwidth_bytes_per_s, spec.inter_node_latency_s, "ib")
+        if leaves > 1:
+            num_spines = math.ceil(LEAF_DOWN_PORTS / spec.oversubscription)
+            for s in range(num_spines):
+                g.add_node(("spine", s), kind="spine")
+                for leaf in range(leaves):
+                    add_pair(("leaf", leaf), ("spine", s), spec.nic_bandwidth_bytes_per_s,
+                             spec.inter_node_latency_s, "ib")
+    return Cluster(
+        spec=spec,
+        graph=g,
+        link_ends=tuple(ends),
+        link_bandwidth_bytes_per_s=tuple(bws),
+        link_latency_s=tuple(lats),
+        link_kind=tuple(kinds),
+        edge_link=edge_link,
+        nic_leaf=tuple(nic_leaf),
+        num_spines=num_spines,
+    )
