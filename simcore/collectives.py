@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from enum import StrEnum
 
 from simcore.calibration import COLLECTIVE_LAUNCH_S, COLLECTIVE_STEP_OVERHEAD_S, LINK_EFFICIENCY
-from simcore.flows import FlowPattern
+from simcore.flows import FlowPattern, keep_links
 from simcore.layout import CollectiveAlgorithm
 from topology.graph import Cluster
 from topology.routing import Router
@@ -156,13 +156,18 @@ class CollectiveModel:
             phases.append(local.pattern(g - 1))
         return tuple(phases)
 
-    def p2p(self, pairs: Sequence[tuple[int, int]]) -> FlowPattern:
-        """A message sent at once by every (src, dst) pair; one unit = one byte of each message."""
+    def p2p(self, pairs: Sequence[tuple[int, int]], mirrors: bool = False) -> FlowPattern:
+        """A message sent at once by every (src, dst) pair; one unit = one byte of each message. With `mirrors`,
+        the pairs after the first are symmetric copies of it and only the first pair's path and the most loaded
+        links are kept (see flows.keep_links)."""
         acc = _Loads(self.router)
         for src, dst in pairs:
             acc.hop(src, dst, 1.0)
         links = tuple(sorted(acc.loads))
-        return FlowPattern(links, tuple(acc.loads[link] for link in links), acc.hop_latency)
+        pattern = FlowPattern(links, tuple(acc.loads[link] for link in links), acc.hop_latency)
+        if mirrors and pairs:
+            pattern = keep_links(pattern, set(self.router.route(*pairs[0])), self.capacity)
+        return pattern
 
     def isolated_time(self, kind: Collective, groups: Sequence[Sequence[int]], size_bytes: float) -> float:
         """Seconds the collective takes when nothing else uses its links."""

@@ -93,7 +93,7 @@ class Engine:
             place = self.c.placement
             replicas = range(place.dp) if self.c.fidelity is Fidelity.REPRESENTATIVE else [replica]
             pairs = [(place.gpu(d, t, src_rank), place.gpu(d, t, dst_rank)) for d in replicas for t in range(place.tp)]
-            pattern = self._patterns[key] = self.c.collectives.p2p(pairs)
+            pattern = self._patterns[key] = self.c.collectives.p2p(pairs, mirrors=len(pairs) > place.tp)
         return pattern
 
     def _send(self, kind: str, replica: int, src_rank: int, dst_rank: int, vstage: int, microbatch: int,

@@ -35,6 +35,17 @@ class FlowPattern:
         return min(capacity[link] / load for link, load in zip(self.links, self.loads))
 
 
+def keep_links(pattern: FlowPattern, primary: set[int], capacity: Sequence[float], extra: int = 4) -> FlowPattern:
+    """The pattern restricted to the `primary` links (the simulated flow's own path) and the `extra` links that
+    the pattern loads most (load over capacity). Used for the mirror copies of a representative transfer: they
+    are symmetric images of the simulated flow, so contention on their other links repeats what happens on the
+    kept ones, and the kept bottlenecks still set the rate."""
+    ranked = sorted(zip(pattern.links, pattern.loads), key=lambda lw: (-lw[1] / capacity[lw[0]], lw[0]))
+    chosen = {link for link, _w in ranked[:extra]} | primary
+    kept = [(link, w) for link, w in zip(pattern.links, pattern.loads) if link in chosen]
+    return FlowPattern(tuple(link for link, _w in kept), tuple(w for _l, w in kept), pattern.latency_s)
+
+
 class _Group:
     __slots__ = ("pattern", "remaining", "rate", "stamp", "generation", "on_done")
 
