@@ -15,9 +15,31 @@ Fixed, from sources (../shared/reference/README.md §4, §5):
 
 from __future__ import annotations
 
-GEMM_EFFICIENCY: dict[str, float] = {"volta": 0.78, "ampere": 0.70, "hopper": 0.62}
-GEMM_HALF_FLOPS = 2.0e9
-MEMORY_EFFICIENCY = 0.75
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class CostParameters:
+    """The fitted parameters of the compute cost model."""
+
+    gemm_efficiency_volta: float
+    gemm_efficiency_ampere: float
+    gemm_efficiency_hopper: float
+    gemm_half_flops: float
+    memory_efficiency: float
+
+    def gemm_efficiency(self, generation: str) -> float:
+        return {"volta": self.gemm_efficiency_volta, "ampere": self.gemm_efficiency_ampere,
+                "hopper": self.gemm_efficiency_hopper}[generation]
+
+
+FITTED = CostParameters(
+    gemm_efficiency_volta=0.78,
+    gemm_efficiency_ampere=0.70,
+    gemm_efficiency_hopper=0.62,
+    gemm_half_flops=2.0e9,
+    memory_efficiency=0.75,
+)
 
 # A fused attention kernel (FlashAttention-2) reaches about 70% of what a large GEMM does in forward and its
 # backward does 2.5x the forward's work (it recomputes the scores): Dao 2023, FlashAttention-2, §4.

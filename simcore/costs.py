@@ -18,10 +18,8 @@ from enum import StrEnum
 from simcore.calibration import (
     FLASH_BACKWARD_FACTOR,
     FLASH_RELATIVE_EFFICIENCY,
-    GEMM_EFFICIENCY,
-    GEMM_HALF_FLOPS,
     KERNEL_OVERHEAD_S,
-    MEMORY_EFFICIENCY,
+    CostParameters,
 )
 from simcore.model import AttentionKind, ModelShape
 from topology.hardware import GpuSpec
@@ -111,20 +109,20 @@ def logits_forward_ops(model: ModelShape, b: int, t: int, sequence_parallel: boo
     )
 
 
-def op_time(op: Op, gpu: GpuSpec) -> float:
+def op_time(op: Op, gpu: GpuSpec, params: CostParameters) -> float:
     """Seconds for one kernel: the slower of its compute and memory times, plus launch overhead."""
-    memory_s = op.bytes / (gpu.hbm_bandwidth_bytes_per_s * MEMORY_EFFICIENCY)
+    memory_s = op.bytes / (gpu.hbm_bandwidth_bytes_per_s * params.memory_efficiency)
     if op.kind is OpKind.MEMORY:
         return memory_s + KERNEL_OVERHEAD_S
-    efficiency = GEMM_EFFICIENCY[gpu.generation] * op.flops / (op.flops + GEMM_HALF_FLOPS)
+    efficiency = params.gemm_efficiency(gpu.generation) * op.flops / (op.flops + params.gemm_half_flops)
     if op.kind is OpKind.FLASH:
         efficiency *= FLASH_RELATIVE_EFFICIENCY
     compute_s = op.flops / (gpu.peak_flops_per_s * efficiency) if op.flops > 0 else 0.0
     return max(compute_s, memory_s) + KERNEL_OVERHEAD_S
 
 
-def ops_time(ops: tuple[Op, ...], gpu: GpuSpec) -> float:
-    return sum(op_time(op, gpu) for op in ops)
+def ops_time(ops: tuple[Op, ...], gpu: GpuSpec, params: CostParameters) -> float:
+    return sum(op_time(op, gpu, params) for op in ops)
 
 
 def ops_flops(ops: tuple[Op, ...]) -> float:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from simcore.calibration import FITTED, CostParameters
 from simcore.collectives import CollectiveModel
 from simcore.engine import Engine, EngineConfig
 from simcore.layout import CollectiveAlgorithm, Fidelity, Layout, validate_layout
@@ -31,6 +32,7 @@ class Scenario:
     keep_spans: bool = False
     free_communication: bool = False
     seed: int = 0  # the engine is deterministic; the seed is kept for future stochastic models
+    cost_parameters: CostParameters = FITTED
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +60,8 @@ def simulate(scenario: Scenario) -> Outcome:
     placement = place(layout.dp, layout.tp, layout.pp, layout.placement, scenario.cluster.num_gpus)
     collectives = CollectiveModel(cluster, Router(cluster), scenario.algorithm)
     gpu = GPUS[scenario.cluster.gpu]
-    workload = build_workload(model, layout, gpu, placement, collectives, scenario.free_communication)
+    workload = build_workload(model, layout, gpu, placement, collectives, scenario.free_communication,
+                              scenario.cost_parameters)
     engine = Engine(EngineConfig(layout, placement, workload, collectives, scenario.fidelity,
                                  scenario.free_communication, scenario.keep_spans))
     result = engine.run()

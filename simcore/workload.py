@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simcore.calibration import GRAD_REDUCE_BYTES, MEMORY_EFFICIENCY
+from simcore.calibration import FITTED, GRAD_REDUCE_BYTES, CostParameters
 from simcore.collectives import Collective, CollectiveModel
 from simcore.costs import BYTES, Op, embedding_forward_ops, layer_forward_ops, logits_forward_ops, ops_time
 from simcore.layout import Layout, Recompute
@@ -80,19 +80,20 @@ def _tp_time(model: CollectiveModel, groups: list[tuple[int, ...]], size: float,
 
 
 def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: Placement,
-                   collectives: CollectiveModel, free_communication: bool = False) -> Workload:
+                   collectives: CollectiveModel, free_communication: bool = False,
+                   params: CostParameters = FITTED) -> Workload:
     """Cost every chunk of the layout; pure function of its inputs. With `free_communication` the
     tensor-parallel collectives take no time."""
     b, t, p, v = layout.microbatch_size, layout.tp, layout.pp, layout.virtual_stages
     sp = layout.sequence_parallel
     full = layout.recompute is Recompute.FULL
     layer_ops = layer_forward_ops(model, b, t, sp)
-    layer_fwd = ops_time(layer_ops, gpu)
-    layer_bwd = ops_time(tuple(op.backward() for op in layer_ops), gpu)
+    layer_fwd = ops_time(layer_ops, gpu, params)
+    layer_bwd = ops_time(tuple(op.backward() for op in layer_ops), gpu, params)
     emb_ops = embedding_forward_ops(model, b, t)
     logit_ops = logits_forward_ops(model, b, t, sp)
-    emb_fwd, emb_bwd = ops_time(emb_ops, gpu), ops_time(_bwd(emb_ops), gpu)
-    logit_fwd, logit_bwd = ops_time(logit_ops, gpu), ops_time(_bwd(logit_ops), gpu)
+    emb_fwd, emb_bwd = ops_time(emb_ops, gpu, params), ops_time(_bwd(emb_ops), gpu, params)
+    logit_fwd, logit_bwd = ops_time(logit_ops, gpu, params), ops_time(_bwd(logit_ops), gpu, params)
     message = b * model.seq_length * model.hidden_size * BYTES  # one microbatch's activations
     per_layer_params = model.parameters_per_layer() // t
     vocab_params = model.vocab_size * model.hidden_size // t
@@ -108,21 +109,21 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
         emb_tp = one_tp if first else 0.0
         fwd_compute = layers * layer_fwd + (emb_fwd if first else 0.0) + (logit_fwd if last else 0.0)
         bwd_compute = layers * layer_bwd + (emb_bwd if first else 0.0) + (logit_bwd if last else 0.0)
-        params = layers * per_layer_params + (vocab_params + model.seq_length * model.hidden_size // t
-                                              if first else 0) + (vocab_params if last and p * v > 1 else 0)
+        weights = layers * per_layer_params + (vocab_params + model.seq_length * model.hidden_size // t
+                                               if first else 0) + (vocab_params if last and p * v > 1 else 0)
         chunks.append(ChunkCost(
             virtual_stage=vs, rank=rank, chunk=chunk, layers=layers, has_embedding=first, has_logits=last,
             forward_compute_s=fwd_compute, forward_tp_s=layers * layer_tp + emb_tp,
             backward_compute_s=bwd_compute, backward_tp_s=layers * layer_tp,
             recompute_s=layers * (layer_fwd + layer_tp) if full else 0.0,
             recompute_tp_s=layers * layer_tp if full else 0.0,
-            parameters=params,
+            parameters=weights,
             activation_bytes=message / t,  # scatter/gather over tensor ranks (or sequence-parallel shards)
             tp_bytes_forward=_tp_bytes(t, message) * (2 * layers + (1 if first else 0)),
             tp_bytes_backward=_tp_bytes(t, message) * 2 * layers * (2 if full else 1),
         ))
     params_per_rank = [sum(c.parameters for c in chunks if c.rank == r) for r in range(p)]
-    optimizer = tuple(n * OPTIMIZER_BYTES_PER_PARAMETER / (gpu.hbm_bandwidth_bytes_per_s * MEMORY_EFFICIENCY)
+    optimizer = tuple(n * OPTIMIZER_BYTES_PER_PARAMETER / (gpu.hbm_bandwidth_bytes_per_s * params.memory_efficiency)
                       for n in params_per_rank)
     grads = tuple(float(n * GRAD_REDUCE_BYTES) if layout.dp > 1 else 0.0 for n in params_per_rank)
     return Workload(tuple(chunks), optimizer, grads)
