@@ -141,6 +141,11 @@ class LayoutIn(BaseModel):
     placement: StrictStr = Field(
         default="tp,dp,pp", description="order of the parallel dimensions onto GPUs, innermost first"
     )
+    tp_comm_overlap: StrictBool = Field(
+        default=False,
+        description="overlap tensor-parallel collectives with the GEMMs (Megatron-Core --tp-comm-overlap); "
+        "needs sequence_parallel",
+    )
     encoder_pipeline_stages: Size | None = Field(
         default=None, description="encoder_decoder only; default: balanced"
     )

@@ -27,15 +27,31 @@ def _model_fields(request: SimulationRequest) -> dict[str, Any]:
         if name not in MODEL_PRESETS:
             raise SpecError("model.preset", f"unknown model preset '{name}' (see `clustersim presets models`)")
         fields.update(MODEL_PRESETS[name])
+        _drop_stale_defaults(fields, given)
     fields.update(given)
     return fields
+
+
+def _drop_stale_defaults(preset: dict[str, Any], given: dict[str, Any]) -> None:
+    """A preset field that only restates a default derived from other fields (kv heads = heads, head_dim =
+    hidden / heads, ffn = 4 x hidden) follows those fields when the request overrides them."""
+    heads, hidden = preset.get("num_attention_heads"), preset.get("hidden_size")
+    if "num_attention_heads" in given and "num_kv_heads" not in given and preset.get("num_kv_heads") == heads:
+        preset.pop("num_kv_heads", None)
+    if ({"num_attention_heads", "hidden_size"} & given.keys() and "head_dim" not in given and heads and hidden
+            and preset.get("head_dim") == hidden // heads):
+        preset.pop("head_dim", None)
+    ffn = preset.get("ffn_hidden_size")
+    if "hidden_size" in given and "ffn_hidden_size" not in given and hidden and ffn == 4 * hidden:
+        preset.pop("ffn_hidden_size", None)
 
 
 def to_cluster(request: SimulationRequest) -> ClusterSpec:
     c = request.cluster
     if c.preset is not None:
         if c.preset not in NODE_PRESETS:
-            raise SpecError("cluster.preset", f"unknown cluster preset '{c.preset}' (see `clustersim presets clusters`)")
+            raise SpecError("cluster.preset",
+                            f"unknown cluster preset '{c.preset}' (see `clustersim presets clusters`)")
         base = NODE_PRESETS[c.preset]
     elif c.gpu is not None:
         base = next(spec for spec in NODE_PRESETS.values() if spec.gpu == GpuKind(c.gpu))
@@ -80,6 +96,7 @@ def to_scenario(request: SimulationRequest, free_communication: bool = False) ->
         global_batch_size=lay.global_batch_size, virtual_stages=lay.virtual_stages,
         schedule=Schedule(lay.schedule), sequence_parallel=lay.sequence_parallel, zero_stage=lay.zero_stage,
         recompute=Recompute(lay.recompute), overlap_grad_reduce=lay.overlap_grad_reduce, placement=lay.placement,
+        tp_comm_overlap=lay.tp_comm_overlap,
     )
     opts = request.options
     return Scenario(
@@ -103,7 +120,8 @@ def presets(kind: str | None) -> dict[str, Any]:
     """Preset catalogs for `clustersim presets` and GET /v1/presets/{kind}."""
     out: dict[str, Any] = {}
     if kind in (None, "models"):
-        out["models"] = {name: {**fields, "source": MODEL_PRESET_SOURCES[name]} for name, fields in MODEL_PRESETS.items()}
+        out["models"] = {name: {**fields, "source": MODEL_PRESET_SOURCES[name]}
+                         for name, fields in MODEL_PRESETS.items()}
     if kind in (None, "clusters"):
         out["clusters"] = {
             name: {"gpu": str(s.gpu), "gpus_per_node": s.gpus_per_node,

@@ -7,7 +7,7 @@ import json
 import sys
 import traceback
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from api_schemas import RequestError, load_request_file
 from service import adapters
@@ -16,7 +16,7 @@ from topology.errors import SpecError
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # usage errors are invalid input too: exit 2, one line
+    def error(self, message: str) -> NoReturn:  # usage errors are invalid input too: exit 2, one line
         sys.stderr.write(f"clustersim: {message}\n")
         raise SystemExit(2)
 

@@ -2,10 +2,11 @@
 
 Fitted (by `bench/fit_cost_model.py` on the calibration rows of the reference data: Megatron 2020 and
 Megatron-Core 2024; judged on the Narayanan'21 rows, which the fit never sees):
-- GEMM_EFFICIENCY: the fraction of the dense 16-bit peak a large matrix product reaches, per GPU generation.
-- GEMM_HALF_FLOPS: a matrix product of this many FLOPs runs at half that fraction (small products are slower:
-  wave quantization, launch and tail effects).
-- MEMORY_EFFICIENCY: the fraction of HBM bandwidth that memory-bound kernels (norms, softmax, dropout,
+- gemm_efficiency_<generation>: the fraction of the dense 16-bit peak a large matrix product reaches, per GPU generation.
+- gemm_half_time_s: a matrix product that would take this long at full efficiency runs at half of it (small
+  products are slower: wave quantization, ramp-up and tail). A time, not a FLOP count, so that a faster GPU
+  needs a proportionally larger product to fill it.
+- memory_efficiency: the fraction of HBM bandwidth that memory-bound kernels (norms, softmax, dropout,
   activations, the optimizer) reach.
 
 Fixed, from sources (../shared/reference/README.md §4, §5):
@@ -25,7 +26,7 @@ class CostParameters:
     gemm_efficiency_volta: float
     gemm_efficiency_ampere: float
     gemm_efficiency_hopper: float
-    gemm_half_flops: float
+    gemm_half_time_s: float
     memory_efficiency: float
 
     def gemm_efficiency(self, generation: str) -> float:
@@ -34,11 +35,11 @@ class CostParameters:
 
 
 FITTED = CostParameters(
-    gemm_efficiency_volta=0.78,
-    gemm_efficiency_ampere=0.70,
+    gemm_efficiency_volta=0.80,
+    gemm_efficiency_ampere=0.68,
     gemm_efficiency_hopper=0.62,
-    gemm_half_flops=2.0e9,
-    memory_efficiency=0.75,
+    gemm_half_time_s=47e-6,
+    memory_efficiency=0.77,
 )
 
 # A fused attention kernel (FlashAttention-2) reaches about 70% of what a large GEMM does in forward and its

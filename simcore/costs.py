@@ -114,7 +114,9 @@ def op_time(op: Op, gpu: GpuSpec, params: CostParameters) -> float:
     memory_s = op.bytes / (gpu.hbm_bandwidth_bytes_per_s * params.memory_efficiency)
     if op.kind is OpKind.MEMORY:
         return memory_s + KERNEL_OVERHEAD_S
-    efficiency = params.gemm_efficiency(gpu.generation) * op.flops / (op.flops + params.gemm_half_flops)
+    peak_efficiency = params.gemm_efficiency(gpu.generation)
+    half_flops = gpu.peak_flops_per_s * peak_efficiency * params.gemm_half_time_s
+    efficiency = peak_efficiency * op.flops / (op.flops + half_flops)
     if op.kind is OpKind.FLASH:
         efficiency *= FLASH_RELATIVE_EFFICIENCY
     compute_s = op.flops / (gpu.peak_flops_per_s * efficiency) if op.flops > 0 else 0.0

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 
 import simpy
 
-from simcore.calibration import DP_BUCKET_ELEMENTS, GRAD_REDUCE_BYTES
-from simcore.collectives import Collective, CollectiveModel
+from simcore.collectives import CollectiveModel
+from simcore.dp_sync import GradientSync
 from simcore.flows import FlowNetwork, FlowPattern
 from simcore.layout import Fidelity, Layout
-from simcore.recorder import Recorder, RankRecord
+from simcore.recorder import RankRecord, Recorder
 from simcore.schedules import BACKWARD, POLICIES, Pass
 from simcore.workload import ChunkCost, Workload
 from topology.placement import Placement
@@ -69,14 +69,12 @@ class Engine:
         self.events = 0
         self._arrivals: dict[tuple[str, int, int, int], _Arrival] = {}
         self._patterns: dict[tuple[int, int, int], FlowPattern] = {}
-        self._dp_phases: dict[int, tuple[FlowPattern, ...]] = {}
         self._barrier_waiting = 0
         layout = config.layout
         self.replicas = list(range(layout.dp)) if config.fidelity is Fidelity.FULL else [0]
         self._barrier = self.env.event()
         self._ranks_total = len(self.replicas) * layout.pp
-        self._buckets_of: dict[tuple[int, int], tuple[list[tuple[int, float]], list[simpy.Event]]] = {}
-        self._joins: dict[tuple[int, int], tuple[list[int], simpy.Event]] = {}
+        self.sync = GradientSync(self)
 
     # -- helpers ---------------------------------------------------------------------------------------
     def _arrival(self, kind: str, replica: int, vstage: int, microbatch: int) -> _Arrival:
@@ -127,7 +125,8 @@ class Engine:
         track = f"stage {rank}" + (f" dp{replica}" if len(self.replicas) > 1 else "")
         passes: list[Pass] = POLICIES[layout.schedule].passes(rank, p, layout.num_microbatches, v)
         last_backward = {ps.chunk: i for i, ps in enumerate(passes) if ps.direction == BACKWARD}
-        dp_done = self._start_dp_stream(replica, rank, record)
+        dp_done = self.sync.start(replica, rank, record)
+        first_forward = {ps.chunk: i for i, ps in reversed(list(enumerate(passes))) if ps.direction != BACKWARD}
         for i, ps in enumerate(passes):
             vs = ps.chunk * p + rank
             cost = chunks[vs]
@@ -140,8 +139,22 @@ class Engine:
                     self._account_wait(t, track, waited, arrival.produced_s, ps)
             start = env.now
             duration = cost.forward_s if forward else cost.backward_s
-            self.events += 1
-            yield env.timeout(duration)
+            gates = self.sync.first_forward_gates(replica, rank, ps.chunk) if first_forward[ps.chunk] == i else []
+            if gates:  # the pass runs bucket by bucket behind the parameter gathers
+                for gate in gates:
+                    if not gate.triggered:
+                        waited = env.now
+                        yield gate
+                        t["dp_comm"] += env.now - waited
+                        self.rec.span(track, "wait parameter gather", "dp_comm", waited, env.now)
+                    self.events += 1
+                    yield env.timeout(duration / len(gates))
+                start = env.now - duration
+            else:
+                if not forward and last_backward[ps.chunk] == i:
+                    self.sync.grads_ready(replica, rank, ps.chunk, start, start + duration)
+                self.events += 1
+                yield env.timeout(duration)
             record.busy_s += duration
             if forward:
                 t["compute"] += cost.forward_compute_s
@@ -150,7 +163,8 @@ class Engine:
                 t["compute"] += cost.backward_compute_s
                 t["recompute"] += cost.recompute_s - cost.recompute_tp_s
                 t["tp_comm"] += cost.backward_tp_s + cost.recompute_tp_s
-            record.comm_busy_s["tp"] += cost.forward_tp_s if forward else cost.backward_tp_s + cost.recompute_tp_s
+            record.comm_busy_s["tp"] += (cost.forward_tp_s + cost.tp_hidden_forward_s if forward else
+                                         cost.backward_tp_s + cost.recompute_tp_s + cost.tp_hidden_backward_s)
             record.comm_bytes["tp"] += cost.tp_bytes_forward if forward else cost.tp_bytes_backward
             if self.rec.keep_spans:
                 self._pass_spans(track, ps, cost, start)
@@ -158,8 +172,6 @@ class Engine:
                 self._send("act", replica, rank, (vs + 1) % p, vs + 1, ps.microbatch, record)
             elif not forward and vs > 0:
                 self._send("grad", replica, rank, (vs - 1) % p, vs - 1, ps.microbatch, record)
-            if not forward and last_backward[ps.chunk] == i:
-                self._grads_ready(replica, rank, ps.chunk, start, env.now)
         waited = env.now
         yield dp_done
         t["dp_comm"] += env.now - waited
@@ -177,12 +189,19 @@ class Engine:
         record.busy_s += env.now - start
         t["optimizer"] += env.now - start
         self.rec.span(track, "optimizer", "optimizer", start, env.now)
+        gathered = self.sync.gather_after_step(replica, rank, record)
+        if gathered is not None:
+            waited = env.now
+            yield gathered
+            t["dp_comm"] += env.now - waited
+            self.rec.span(track, "wait parameter gather", "dp_comm", waited, env.now)
         record.end_s = env.now
 
     def _pass_spans(self, track: str, ps: Pass, cost: ChunkCost, start: float) -> None:
         """A pass as consecutive named spans: recomputation, compute and its tensor-parallel collectives."""
-        label = f"{'fwd' if ps.direction != BACKWARD else 'bwd'} mb{ps.microbatch}" + (f" chunk{ps.chunk}" if
-                                                                                    self.c.layout.virtual_stages > 1 else "")
+        label = f"{'fwd' if ps.direction != BACKWARD else 'bwd'} mb{ps.microbatch}"
+        if self.c.layout.virtual_stages > 1:
+            label += f" chunk{ps.chunk}"
         if ps.direction != BACKWARD:
             parts = [("compute", label, cost.forward_compute_s), ("tp_comm", "tp " + label, cost.forward_tp_s)]
         else:
@@ -200,80 +219,6 @@ class Engine:
         t["pp_comm"] += now - bubble_end
         self.rec.span(track, f"idle: wait {ps.direction}{ps.microbatch}", "bubble", waited, bubble_end)
         self.rec.span(track, f"recv {ps.direction}{ps.microbatch}", "pp_comm", bubble_end, now)
-
-    # -- data-parallel gradient reduction --------------------------------------------------------------
-    def _buckets(self, rank: int) -> list[tuple[int, float]]:
-        """(chunk, bytes) per bucket, in the order backward produces them (last chunk first)."""
-        out: list[tuple[int, float]] = []
-        for cost in sorted((ch for ch in self.c.workload.chunks if ch.rank == rank), key=lambda ch: -ch.chunk):
-            remaining = cost.parameters
-            while remaining > 0:
-                n = min(remaining, DP_BUCKET_ELEMENTS)
-                out.append((cost.chunk, float(n * GRAD_REDUCE_BYTES)))
-                remaining -= n
-        return out
-
-    def _start_dp_stream(self, replica: int, rank: int, record: RankRecord) -> simpy.Event:
-        done = self.env.event()
-        if self.c.layout.dp < 2:
-            done.succeed()
-            return done
-        buckets = self._buckets(rank)
-        ready = [self.env.event() for _ in buckets]
-        self._buckets_of[(replica, rank)] = (buckets, ready)
-        self.env.process(self._dp_stream(replica, rank, buckets, ready, done, record))
-        return done
-
-    def _grads_ready(self, replica: int, rank: int, chunk: int, start: float, end: float) -> None:
-        """The last backward pass of `chunk` ran from start to end: its buckets became ready along the way (or,
-        without overlap, all buckets are released once the rank's last backward pass ends)."""
-        if self.c.layout.dp < 2:
-            return
-        buckets, ready = self._buckets_of[(replica, rank)]
-        mine = [i for i, (ch, _size) in enumerate(buckets) if ch == chunk]
-        if self.c.layout.overlap_grad_reduce:
-            for k, i in enumerate(mine):
-                delay = (end - start) * ((k + 1) / len(mine) - 1.0)  # negative: readiness happened inside the pass
-                ready[i].succeed(value=end + delay)
-        elif chunk == 0:
-            for i in range(len(buckets)):
-                ready[i].succeed(value=end)
-
-    def _dp_stream(self, replica: int, rank: int, buckets: list[tuple[int, float]], ready: list[simpy.Event],
-                   done: simpy.Event, record: RankRecord) -> Generator[simpy.Event, object, None]:
-        env = self.env
-        n = self.c.layout.dp
-        track = f"stage {rank} dp" + (f"{replica}" if len(self.replicas) > 1 else "")
-        for i, (_chunk, size) in enumerate(buckets):
-            yield ready[i]
-            start = env.now
-            record.comm_bytes["dp"] += 2 * (n - 1) / n * size
-            # The collective starts once every simulated member of the group has reached it.
-            arrived, finished = self._joins.setdefault((rank, i), ([0], env.event()))
-            arrived[0] += 1
-            if arrived[0] == len(self.replicas):
-                env.process(self._collective(rank, size, finished))
-            yield finished
-            record.comm_busy_s["dp"] += env.now - start
-            self.rec.span(track, f"all-reduce bucket {i}", "dp_comm", start, env.now)
-        done.succeed()
-
-    def _collective(self, rank: int, size: float, finished: simpy.Event) -> Generator[simpy.Event, object, None]:
-        if not self.c.free_communication:
-            for phase in self._dp_phase_list(rank):
-                step = self.env.event()
-                self.events += 1
-                self.net.start(phase, size, step.succeed)
-                yield step
-        finished.succeed()
-
-    def _dp_phase_list(self, rank: int) -> tuple[FlowPattern, ...]:
-        phases = self._dp_phases.get(rank)
-        if phases is None:
-            place = self.c.placement
-            groups = [place.dp_group(t, rank) for t in range(place.tp)]
-            phases = self._dp_phases[rank] = self.c.collectives.phases(Collective.ALL_REDUCE, groups)
-        return phases
 
     # -- run -------------------------------------------------------------------------------------------
     def run(self) -> EngineResult:

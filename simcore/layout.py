@@ -46,6 +46,7 @@ class Layout:
     recompute: Recompute = Recompute.NONE
     overlap_grad_reduce: bool = False
     placement: str = "tp,dp,pp"
+    tp_comm_overlap: bool = False  # Megatron-Core's --tp-comm-overlap: TP collectives hidden under the GEMMs
 
     @property
     def num_microbatches(self) -> int:
@@ -89,9 +90,11 @@ def validate_layout(layout: Layout, model: ModelShape, num_gpus: int) -> None:
                             f"to be a multiple of pp ({layout.pp})")
     if layout.sequence_parallel and model.seq_length % layout.tp:
         raise SpecError("layout.sequence_parallel", f"needs tp to divide seq_length ({model.seq_length})")
+    if layout.tp_comm_overlap and not layout.sequence_parallel:
+        raise SpecError("layout.tp_comm_overlap", "needs sequence_parallel (as in Megatron-Core)")
     if layout.zero_stage not in (0, 1, 2, 3):
         raise SpecError("layout.zero_stage", "must be 0, 1, 2 or 3")
-    if layout.zero_stage > 0:
-        raise SpecError("layout.zero_stage", "ZeRO stages 1-3 are not simulated yet; use 0")
+    if layout.zero_stage > 1:
+        raise SpecError("layout.zero_stage", "ZeRO stages 2 and 3 are not simulated yet; use 0 or 1")
     if layout.recompute is Recompute.SELECTIVE:
         raise SpecError("layout.recompute", "selective recomputation is not simulated yet; use none or full")

@@ -62,7 +62,8 @@ class Interleaved1F1B:
             group, within = divmod(k, pp * v)
             return Pass(BACKWARD, group * pp + within % pp, v - 1 - (k // pp) % v)
 
-        warmup = min((pp - rank - 1) * 2 + (v - 1) * pp, total)
+        # Megatron: with exactly pp microbatches every forward runs before any backward.
+        warmup = total if m == pp else min((pp - rank - 1) * 2 + (v - 1) * pp, total)
         order = [forward(k) for k in range(warmup)]
         for k in range(total - warmup):
             order.append(forward(warmup + k))

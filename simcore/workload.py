@@ -42,6 +42,8 @@ class ChunkCost:
     recompute_tp_s: float
     parameters: int
     activation_bytes: float  # message to the next virtual stage (and the gradient back), per tensor rank
+    tp_hidden_forward_s: float  # tensor-parallel time overlapped with the GEMMs (tp_comm_overlap), per microbatch
+    tp_hidden_backward_s: float  # the same for the backward pass, the recomputed forward included
     tp_bytes_forward: float  # bytes one tensor rank sends in tensor-parallel collectives, per microbatch
     tp_bytes_backward: float  # the same for the backward pass, the recomputed forward included
 
@@ -59,6 +61,9 @@ class Workload:
     chunks: tuple[ChunkCost, ...]  # by virtual stage
     optimizer_s: tuple[float, ...]  # per pipeline rank
     grad_bytes: tuple[float, ...]  # per pipeline rank: gradient bytes each rank reduces over data parallelism
+
+
+_PROJECTIONS = ("qkv", "attention_output", "mlp_up", "mlp_down")
 
 
 def split_layers(num_layers: int, parts: int) -> list[int]:
@@ -90,6 +95,8 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
     layer_ops = layer_forward_ops(model, b, t, sp)
     layer_fwd = ops_time(layer_ops, gpu, params)
     layer_bwd = ops_time(tuple(op.backward() for op in layer_ops), gpu, params)
+    gemm_fwd = ops_time(tuple(op for op in layer_ops if op.name in _PROJECTIONS), gpu, params)
+    gemm_bwd = ops_time(tuple(op.backward() for op in layer_ops if op.name in _PROJECTIONS), gpu, params)
     emb_ops = embedding_forward_ops(model, b, t)
     logit_ops = logits_forward_ops(model, b, t, sp)
     emb_fwd, emb_bwd = ops_time(emb_ops, gpu, params), ops_time(_bwd(emb_ops), gpu, params)
@@ -105,6 +112,10 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
         groups = [placement.tp_group(d, rank) for d in range(layout.dp)]
         one_tp = 0.0 if free_communication else _tp_time(collectives, groups, message, sp)
         layer_tp = 2 * one_tp  # two collectives per layer per direction (Megatron's f and g operators)
+        # With tp_comm_overlap the collectives run in chunks under the GEMMs that feed or consume them
+        # (Megatron-Core's userbuffers): only what the GEMMs cannot cover stays on the critical path.
+        exposed_fwd = max(0.0, layer_tp - gemm_fwd) if layout.tp_comm_overlap else layer_tp
+        exposed_bwd = max(0.0, layer_tp - gemm_bwd) if layout.tp_comm_overlap else layer_tp
         first, last = vs == 0, vs == p * v - 1
         emb_tp = one_tp if first else 0.0
         fwd_compute = layers * layer_fwd + (emb_fwd if first else 0.0) + (logit_fwd if last else 0.0)
@@ -113,18 +124,21 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
                                                if first else 0) + (vocab_params if last and p * v > 1 else 0)
         chunks.append(ChunkCost(
             virtual_stage=vs, rank=rank, chunk=chunk, layers=layers, has_embedding=first, has_logits=last,
-            forward_compute_s=fwd_compute, forward_tp_s=layers * layer_tp + emb_tp,
-            backward_compute_s=bwd_compute, backward_tp_s=layers * layer_tp,
-            recompute_s=layers * (layer_fwd + layer_tp) if full else 0.0,
-            recompute_tp_s=layers * layer_tp if full else 0.0,
+            forward_compute_s=fwd_compute, forward_tp_s=layers * exposed_fwd + emb_tp,
+            backward_compute_s=bwd_compute, backward_tp_s=layers * exposed_bwd,
+            recompute_s=layers * (layer_fwd + exposed_fwd) if full else 0.0,
+            recompute_tp_s=layers * exposed_fwd if full else 0.0,
+            tp_hidden_forward_s=layers * (layer_tp - exposed_fwd),
+            tp_hidden_backward_s=layers * (layer_tp - exposed_bwd + ((layer_tp - exposed_fwd) if full else 0.0)),
             parameters=weights,
             activation_bytes=message / t,  # scatter/gather over tensor ranks (or sequence-parallel shards)
             tp_bytes_forward=_tp_bytes(t, message) * (2 * layers + (1 if first else 0)),
             tp_bytes_backward=_tp_bytes(t, message) * 2 * layers * (2 if full else 1),
         ))
     params_per_rank = [sum(c.parameters for c in chunks if c.rank == r) for r in range(p)]
-    optimizer = tuple(n * OPTIMIZER_BYTES_PER_PARAMETER / (gpu.hbm_bandwidth_bytes_per_s * params.memory_efficiency)
-                      for n in params_per_rank)
+    shards = layout.dp if layout.zero_stage >= 1 else 1  # ZeRO 1: each rank updates 1/dp of the parameters
+    optimizer = tuple(n / shards * OPTIMIZER_BYTES_PER_PARAMETER
+                      / (gpu.hbm_bandwidth_bytes_per_s * params.memory_efficiency) for n in params_per_rank)
     grads = tuple(float(n * GRAD_REDUCE_BYTES) if layout.dp > 1 else 0.0 for n in params_per_rank)
     return Workload(tuple(chunks), optimizer, grads)
 

@@ -104,7 +104,8 @@ def build_cluster(spec: ClusterSpec) -> Cluster:
         leaves = max(nic_leaf) + 1
         for nic_index, leaf in enumerate(nic_leaf):
             g.add_node(("leaf", leaf), kind="leaf")
-            add_pair(("nic", nic_index), ("leaf", leaf), spec.nic_bandwidth_bytes_per_s, spec.inter_node_latency_s, "ib")
+            add_pair(("nic", nic_index), ("leaf", leaf), spec.nic_bandwidth_bytes_per_s,
+                     spec.inter_node_latency_s, "ib")
         if leaves > 1:
             num_spines = math.ceil(LEAF_DOWN_PORTS / spec.oversubscription)
             for s in range(num_spines):

@@ -35,7 +35,8 @@ class Placement:
 def place(dp: int, tp: int, pp: int, order: str, num_gpus: int) -> Placement:
     """Map (dp, tp, pp) onto GPUs 0..num_gpus-1 in `order`; raise SpecError if the sizes do not match."""
     if dp * tp * pp != num_gpus:
-        raise SpecError("layout.dp", f"dp*tp*pp = {dp}*{tp}*{pp} = {dp * tp * pp} must equal the number of GPUs ({num_gpus})")
+        raise SpecError("layout.dp",
+                        f"dp*tp*pp = {dp}*{tp}*{pp} = {dp * tp * pp} must equal the number of GPUs ({num_gpus})")
     names = tuple(part.strip() for part in order.split(","))
     if sorted(names) != sorted(DIMENSIONS):
         raise SpecError("layout.placement", "must be a comma-separated order of exactly dp, tp and pp")

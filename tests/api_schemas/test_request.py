@@ -69,6 +69,7 @@ FULL_REQUEST: dict[str, Any] = {
         "recompute": "selective",
         "overlap_grad_reduce": True,
         "placement": "tp,pp,dp",
+        "tp_comm_overlap": True,
         "encoder_pipeline_stages": 1,
         "precision": "bf16",
     },

@@ -1,0 +1,73 @@
+"""Megatron-LM 2020 weak scaling, simulated: the eight runs of this folder against the published figures.
+
+Runs every request here through the same path as `clustersim simulate` (load and validate the file, convert it
+to a scenario, simulate) and prints one row per run: GPUs, iteration time, model and hardware TFLOP/s per GPU,
+and weak-scaling efficiency = hardware TFLOP/s per GPU over that of the 1-GPU 1B run, beside the published
+numbers (Megatron-LM images/tables.tex @5281919420, copied in /work/shared/reference/README.md section 1b).
+
+Usage, from the repository root:  .venv/bin/python examples/dp-scaling/scaling.py
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from api_schemas import load_request_file
+from service.adapters import to_scenario
+from simcore.simulate import simulate
+
+HERE = Path(__file__).resolve().parent
+
+# file stem -> (published iteration ms, published TFLOP/s per GPU, published weak-scaling efficiency or None)
+PUBLISHED: dict[str, tuple[float, float, float | None]] = {
+    "1b-1gpu": (1076, 149.8, None),
+    "1b-128gpu": (1153, 139.8, 0.933),
+    "2b-2gpu": (1026, 136.8, None),
+    "2b-256gpu": (1101, 127.5, 0.855),
+    "4b-4gpu": (1162, 124.7, None),
+    "4b-512gpu": (1242, 116.7, 0.790),
+    "8b-8gpu": (1343, 109.3, None),
+    "8b-1024gpu": (1380, 106.5, 0.727),
+}
+BASELINE = "1b-1gpu"
+
+
+def run_all() -> list[dict[str, float | str | None]]:
+    rows: list[dict[str, float | str | None]] = []
+    for stem in PUBLISHED:
+        scenario = to_scenario(load_request_file(str(HERE / f"{stem}.yaml")))
+        metrics = simulate(scenario).metrics
+        rows.append({
+            "run": stem,
+            "gpus": scenario.cluster.num_gpus,
+            "iteration_s": metrics.iteration_time_s,
+            "model_tflops": metrics.model_tflops_per_gpu,
+            "hardware_tflops": metrics.hardware_tflops_per_gpu,
+        })
+    base = next(r for r in rows if r["run"] == BASELINE)["hardware_tflops"]
+    for row in rows:
+        row["efficiency"] = float(row["hardware_tflops"]) / float(base)  # type: ignore[arg-type]
+    return rows
+
+
+def main() -> None:
+    started = time.perf_counter()
+    rows = run_all()
+    header = (f"{'run':<11} {'GPUs':>5} {'iter s':>7} {'pub s':>6} {'model TF':>9} {'hw TF':>7} "
+              f"{'pub TF':>7} {'eff':>6} {'pub eff':>7}")
+    print(header)
+    print("-" * len(header))
+    for row in rows:
+        pub_ms, pub_tf, pub_eff = PUBLISHED[str(row["run"])]
+        pub_eff_text = f"{pub_eff:.1%}" if pub_eff is not None else "-"
+        print(f"{row['run']:<11} {row['gpus']:>5} {row['iteration_s']:>7.3f} {pub_ms / 1000:>6.3f} "
+              f"{row['model_tflops']:>9.1f} {row['hardware_tflops']:>7.1f} {pub_tf:>7.1f} "
+              f"{row['efficiency']:>6.1%} {pub_eff_text:>7}")
+    elapsed = time.perf_counter() - started
+    print(f"\nefficiency = hardware TFLOP/s per GPU / that of {BASELINE}; published TFLOP/s count "
+          f"recomputation (hardware FLOPs). Simulated in {elapsed:.1f} s.")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,129 @@
+"""Collectives over the cluster graph: the ring closed form, and what NCCL really achieves
+(../shared/reference/collectives.json)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from simcore.calibration import COLLECTIVE_LAUNCH_S, COLLECTIVE_STEP_OVERHEAD_S, LINK_EFFICIENCY
+from simcore.collectives import Collective, CollectiveModel, bus_bandwidth, effective_capacity
+from simcore.layout import CollectiveAlgorithm
+from topology import NODE_PRESETS, Router, build_cluster, sized
+from topology.cluster_spec import ClusterSpec
+
+GIB = 2**30
+GB = 1e9
+DGX_A100 = NODE_PRESETS["dgx-a100"]
+
+
+def model_for(spec: ClusterSpec, algorithm: CollectiveAlgorithm = CollectiveAlgorithm.RING) -> CollectiveModel:
+    cluster = build_cluster(spec)
+    return CollectiveModel(cluster, Router(cluster), algorithm)
+
+
+def all_reduce_s(spec: ClusterSpec, size_bytes: float, gpus: list[int] | None = None) -> float:
+    group = gpus if gpus is not None else list(range(spec.num_gpus))
+    return model_for(spec).isolated_time(Collective.ALL_REDUCE, [group], size_bytes)
+
+
+def test_effective_capacity_derates_each_link_kind() -> None:
+    cluster = build_cluster(sized(DGX_A100, 16))
+    capacity = effective_capacity(cluster)
+    for link, kind in enumerate(cluster.link_kind):
+        assert capacity[link] == pytest.approx(cluster.link_bandwidth_bytes_per_s[link] * LINK_EFFICIENCY[kind])
+
+
+@pytest.mark.parametrize("size_bytes", [256 * 2**20, GIB, 8 * GIB])
+def test_ring_all_reduce_in_one_node_matches_the_closed_form(size_bytes: float) -> None:
+    n = 8
+    spec = sized(DGX_A100, n)
+    b_eff = 300 * GB * LINK_EFFICIENCY["nvlink"]
+    hop_latency = 2 * spec.intra_node_latency_s  # GPU -> NVSwitch -> GPU
+    latency = COLLECTIVE_LAUNCH_S + 2 * (n - 1) * (hop_latency + COLLECTIVE_STEP_OVERHEAD_S)
+    expected = 2 * (n - 1) / n * size_bytes / b_eff + latency
+    assert all_reduce_s(spec, size_bytes) == pytest.approx(expected, rel=0.01)
+
+
+def test_ring_all_reduce_scales_with_group_size_as_2_n_minus_1_over_n() -> None:
+    spec = sized(DGX_A100, 8)
+    size = 4 * GIB
+    b_eff = 300 * GB * LINK_EFFICIENCY["nvlink"]
+    for n in (2, 4, 8):
+        assert all_reduce_s(spec, size, list(range(n))) == pytest.approx(2 * (n - 1) / n * size / b_eff, rel=0.01)
+
+
+def test_bus_bandwidth_in_one_dgx_a100_is_what_nccl_measures() -> None:
+    # nccl-a100-8gpu-allreduce-expected: 230 GB/s bus bandwidth.
+    t = all_reduce_s(sized(DGX_A100, 8), GIB)
+    assert bus_bandwidth(Collective.ALL_REDUCE, 8, GIB, t) / GB == pytest.approx(230, rel=0.15)
+
+
+def test_bus_bandwidth_across_two_dgx_a100_is_what_nccl_measures() -> None:
+    # nccl-dgxa100-multinode-allreduce: 192 GB/s with 8 x 200 Gbit/s NICs per node.
+    t = all_reduce_s(sized(DGX_A100, 16), GIB)
+    assert bus_bandwidth(Collective.ALL_REDUCE, 16, GIB, t) / GB == pytest.approx(192, rel=0.15)
+
+
+@pytest.mark.parametrize("num_gpus", [8, 16])
+def test_reduce_scatter_and_all_gather_take_half_an_all_reduce(num_gpus: int) -> None:
+    model = model_for(sized(DGX_A100, num_gpus))
+    group = [list(range(num_gpus))]
+    all_reduce = model.isolated_time(Collective.ALL_REDUCE, group, GIB)
+    reduce_scatter = model.isolated_time(Collective.REDUCE_SCATTER, group, GIB)
+    all_gather = model.isolated_time(Collective.ALL_GATHER, group, GIB)
+    assert reduce_scatter / all_reduce == pytest.approx(0.5, rel=0.02)
+    assert all_gather == pytest.approx(reduce_scatter, rel=1e-9)
+
+
+def test_one_nic_per_node_makes_a_two_node_all_reduce_at_least_3x_slower() -> None:
+    eight = all_reduce_s(sized(DGX_A100, 16), GIB)
+    one = all_reduce_s(dataclasses.replace(sized(DGX_A100, 16), nics_per_node=1), GIB)
+    assert one >= 3 * eight
+
+
+def test_small_message_all_reduce_has_the_nccl_latency_floor() -> None:
+    # NCCL's 8-GPU all-reduce of a few bytes takes ~13-20 us (nccl-h100-8gpu-intranode-allreduce-curve).
+    t = all_reduce_s(sized(DGX_A100, 8), 8)
+    assert 10e-6 <= t <= 25e-6
+
+
+def test_all_reduce_time_grows_with_size_and_is_zero_for_nothing() -> None:
+    spec = sized(DGX_A100, 16)
+    sizes = [0, 8, 2**20, 2**24, 2**28, 2**30]
+    times = [all_reduce_s(spec, s) for s in sizes]
+    assert times[0] == 0.0
+    assert all(a < b for a, b in zip(times, times[1:]))
+
+
+def test_a_single_gpu_group_has_no_collective() -> None:
+    model = model_for(sized(DGX_A100, 8))
+    assert model.phases(Collective.ALL_REDUCE, [[3]]) == ()
+    assert model.isolated_time(Collective.ALL_REDUCE, [[3]], GIB) == 0.0
+
+
+@pytest.mark.parametrize("algorithm", list(CollectiveAlgorithm))
+def test_every_algorithm_loads_only_real_links_within_capacity(algorithm: CollectiveAlgorithm) -> None:
+    model = model_for(sized(DGX_A100, 32), algorithm)
+    phases = model.phases(Collective.ALL_REDUCE, [list(range(32))])
+    assert phases
+    for phase in phases:
+        assert len(phase.links) == len(phase.loads) == len(set(phase.links))
+        assert all(0 <= link < len(model.capacity) for link in phase.links)
+        assert all(load > 0 for load in phase.loads)
+        assert phase.latency_s > 0
+    t = model.isolated_time(Collective.ALL_REDUCE, [list(range(32))], GIB)
+    assert bus_bandwidth(Collective.ALL_REDUCE, 32, GIB, t) / GB == pytest.approx(192, rel=0.5)
+
+
+def test_concurrent_groups_share_links() -> None:
+    # Two 8-GPU data-parallel groups that cross the same nodes through the same NICs take longer together
+    # than one alone (their traffic shares the NIC and leaf links).
+    spec = dataclasses.replace(sized(DGX_A100, 16), nics_per_node=1)
+    model = model_for(spec)
+    a = [0, 1, 2, 3, 8, 9, 10, 11]
+    b = [4, 5, 6, 7, 12, 13, 14, 15]
+    alone = model.isolated_time(Collective.ALL_REDUCE, [a], GIB)
+    together = model.isolated_time(Collective.ALL_REDUCE, [a, b], GIB)
+    assert together > 1.5 * alone
