@@ -149,7 +149,9 @@ class LayoutIn(BaseModel):
     encoder_pipeline_stages: Size | None = Field(
         default=None, description="encoder_decoder only; default: balanced"
     )
-    precision: Literal["bf16"] = "bf16"
+    precision: Literal["bf16", "fp16"] = Field(
+        default="bf16", description="16-bit format; fp16 gradients are reduced in fp16, bf16's in fp32 (Megatron)"
+    )
 
     @field_validator("placement")
     @classmethod

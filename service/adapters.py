@@ -6,7 +6,7 @@ from dataclasses import replace
 from typing import Any
 
 from api_schemas import SimulationRequest
-from simcore.layout import CollectiveAlgorithm, Fidelity, Layout, Recompute, Schedule
+from simcore.layout import CollectiveAlgorithm, Fidelity, Layout, Precision, Recompute, Schedule
 from simcore.metrics import Metrics
 from simcore.model import model_from_fields
 from simcore.presets import MODEL_PRESET_SOURCES, MODEL_PRESETS
@@ -96,7 +96,7 @@ def to_scenario(request: SimulationRequest, free_communication: bool = False) ->
         global_batch_size=lay.global_batch_size, virtual_stages=lay.virtual_stages,
         schedule=Schedule(lay.schedule), sequence_parallel=lay.sequence_parallel, zero_stage=lay.zero_stage,
         recompute=Recompute(lay.recompute), overlap_grad_reduce=lay.overlap_grad_reduce, placement=lay.placement,
-        tp_comm_overlap=lay.tp_comm_overlap,
+        tp_comm_overlap=lay.tp_comm_overlap, precision=Precision(lay.precision),
     )
     opts = request.options
     return Scenario(

@@ -7,7 +7,8 @@ rows that were not fitted.
 
 What each source leaves unstated is filled in the same way for every row of that source, never per row:
 - Narayanan'21 (Megatron-LM, 2021): full recomputation (their FLOP count assumes it), standard attention,
-  1F1B, microbatch 1 (not published), no sequence parallelism (it came later), gradients reduced after backward.
+  1F1B, microbatch 1 (not published), no sequence parallelism (it came later), gradient reduction overlapped
+  with backward as for the 2020 runs below (same code base and cluster).
 - Megatron 2020 (tables.tex): full recomputation (the published TFLOP/s count it), standard attention,
   sequence 1024, the whole per-replica batch (16 on DGX A100, 8 on DGX-2) as one microbatch, gradient
   reduction overlapped with backward (the DP runs lose only 3-7% to 128-way data parallelism, which a
@@ -26,7 +27,7 @@ from importlib import resources
 from typing import Any
 
 from simcore.calibration import FITTED, CostParameters
-from simcore.layout import Layout, Recompute
+from simcore.layout import Layout, Precision, Recompute
 from simcore.model import model_from_fields
 from simcore.simulate import Scenario, simulate
 from topology.cluster_spec import NODE_PRESETS, ClusterSpec, sized
@@ -36,23 +37,29 @@ NODE_BY_GPU = {"a100-80gb": "dgx-a100", "a100-40gb": "dgx-a100-40gb", "h100-80gb
                "h200-141gb": "dgx-h200", "v100-32gb": "dgx-2-v100"}
 
 # Per source (the id's prefix): (calibration row?, attention, recompute, sequence parallel and TP overlap,
-# overlap grad reduce, ZeRO stage)
+# overlap grad reduce, ZeRO stage, precision)
 SOURCES = {
-    "narayanan21": (False, "standard", "full", False, False, 0),
-    "megatron20": (True, "standard", "full", False, True, 0),
-    "mcore24": (True, "flash", "none", True, True, 1),
+    "narayanan21": (False, "standard", "full", False, False, 0, "fp16"),
+    "megatron20": (True, "standard", "full", False, False, 0, "fp16"),
+    "mcore24": (True, "flash", "none", True, True, 1, "bf16"),
 }
 
 
 def load_reference(path: str | None = None) -> list[dict[str, Any]]:
-    if path is None:
-        text = resources.files("service").joinpath("reference/training-runs.json").read_text(encoding="utf-8")
-    else:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    data = json.loads(text)
-    cases = data["cases"] if isinstance(data, dict) else data
-    return list(cases)
+    """The reference rows; a file that cannot be read or parsed is invalid input (SpecError on `--reference`)."""
+    try:
+        if path is None:
+            text = resources.files("service").joinpath("reference/training-runs.json").read_text(encoding="utf-8")
+        else:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        data = json.loads(text)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise SpecError("--reference", f"cannot read {path}: {err}") from err
+    cases = data.get("cases") if isinstance(data, dict) else data
+    if not isinstance(cases, list):
+        raise SpecError("--reference", "must be a JSON list of rows or an object with a 'cases' list")
+    return cases
 
 
 def _source(case_id: str) -> str | None:
@@ -62,7 +69,7 @@ def _source(case_id: str) -> str | None:
 
 def scenario_for(case: dict[str, Any]) -> Scenario:
     """The request a row describes; raises ValueError (with the reason) when it cannot be expressed."""
-    source = _source(case["id"])
+    source = _source(str(case.get("id", "")))
     if source is None:
         raise ValueError("no rule for this source's unstated settings")
     m, c, lay = case["model"], case["cluster"], case["layout"]
@@ -72,7 +79,7 @@ def scenario_for(case: dict[str, Any]) -> Scenario:
         raise ValueError("the global batch size is not published")
     if c["gpu"] not in NODE_BY_GPU:
         raise ValueError(f"GPU {c['gpu']} is not in the catalog")
-    _calibration, attention, recompute, sp, overlap, zero = SOURCES[source]
+    _calibration, attention, recompute, sp, overlap, zero, precision = SOURCES[source]
     model = model_from_fields({
         "architecture": "decoder_only", "num_layers": m["layers"], "hidden_size": m["hidden"],
         "num_attention_heads": m["heads"], "ffn_hidden_size": m.get("ffn", 4 * m["hidden"]),
@@ -86,7 +93,8 @@ def scenario_for(case: dict[str, Any]) -> Scenario:
         microbatch = int(lay["global_batch"]) // dp
     layout = Layout(dp=dp, tp=tp, pp=pp, microbatch_size=microbatch, global_batch_size=int(lay["global_batch"]),
                     recompute=Recompute(lay.get("recompute", recompute)), sequence_parallel=sp and tp > 1,
-                    tp_comm_overlap=sp and tp > 1, overlap_grad_reduce=overlap, zero_stage=zero)
+                    tp_comm_overlap=sp and tp > 1, overlap_grad_reduce=overlap, zero_stage=zero,
+                    precision=Precision(precision))
     return Scenario(model, cluster, layout)
 
 
@@ -101,7 +109,7 @@ def measured_time(case: dict[str, Any]) -> float | None:
 def run_validation(path: str | None = None, params: CostParameters = FITTED) -> dict[str, Any]:
     cases, skipped = [], []
     for case in load_reference(path):
-        if case.get("kind", "training") != "training":
+        if not isinstance(case, dict) or case.get("kind", "training") != "training":
             continue
         measured = measured_time(case)
         try:
@@ -110,13 +118,16 @@ def run_validation(path: str | None = None, params: CostParameters = FITTED) -> 
             scenario = scenario_for(case)
             outcome = simulate(replace(scenario, cost_parameters=params))
         except (ValueError, SpecError) as err:
-            skipped.append({"id": case["id"], "reason": str(err)})
+            skipped.append({"id": case.get("id", "?"), "reason": str(err)})
+            continue
+        except (KeyError, TypeError) as err:
+            skipped.append({"id": case.get("id", "?"), "reason": f"malformed row: {err!r}"})
             continue
         predicted = outcome.metrics.iteration_time_s
         cases.append({
             "id": case["id"], "measured_s": measured, "predicted_s": predicted,
             "error_pct": 100.0 * (predicted - measured) / measured,
-            "calibration": SOURCES[_source(case["id"]) or ""][0],
+            "calibration": SOURCES[str(_source(case["id"]))][0],
         })
     judged = [abs(c["error_pct"]) for c in cases if not c["calibration"]]
     return {

@@ -132,6 +132,10 @@ class CollectiveModel:
             for group in groups:
                 steps = self._tree(acc, group)
             return (acc.pattern(steps),)
+        nodes = self._by_node(groups[0])
+        if len(nodes) == 1 or len({len(members) for members in nodes}) > 1:
+            # inside one node, or nodes holding unequal shares of the group: NCCL's rings do it
+            return CollectiveModel(self.cluster, self.router, CollectiveAlgorithm.RING).phases(kind, groups)
         return self._hierarchical(groups)
 
     def _hierarchical(self, groups: Sequence[Sequence[int]]) -> tuple[FlowPattern, ...]:

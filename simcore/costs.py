@@ -6,8 +6,9 @@ Activations are 16-bit (2 bytes). Matrix products follow Megatron's split: QKV a
 attention output and MLP-down by rows. With sequence parallelism the norms and dropouts work on s/t tokens;
 without it every tensor-parallel rank repeats them on all s tokens.
 
-Backward: each matrix product runs twice (input gradient and weight gradient), memory-bound kernels move about
-twice the bytes, and the fused attention kernel does FLASH_BACKWARD_FACTOR times its forward work.
+Backward: each matrix product runs twice (input gradient and weight gradient), the fused attention kernel does
+FLASH_BACKWARD_FACTOR times its forward work, and each memory-bound kernel moves what its backward kernel reads
+and writes, counted per kernel below (its `backward_bytes` factor).
 """
 
 from __future__ import annotations
@@ -39,10 +40,23 @@ class Op:
     kind: OpKind
     flops: float
     bytes: float
+    backward_bytes: float = 2.0  # backward traffic over forward traffic
 
     def backward(self) -> Op:
         factor = FLASH_BACKWARD_FACTOR if self.kind is OpKind.FLASH else 2.0
-        return Op(self.name + "_bwd", self.kind, self.flops * factor, self.bytes * 2.0)
+        return Op(self.name + "_bwd", self.kind, self.flops * factor, self.bytes * self.backward_bytes)
+
+
+# Backward traffic over forward traffic of the memory-bound kernels, from what each kernel reads and writes:
+# layer norm reads x and writes y; its backward reads x and dy and writes dx (3/2). Scale-mask-softmax reads the
+# scores and writes the probabilities, dropout reads them and writes them and a 1-byte mask (9 bytes a score);
+# backward: softmax reads y and dy and writes dx, dropout reads dy and the mask and writes dx (11/9). Bias-
+# dropout-residual reads x and the residual and writes y and a mask (7 bytes an element); backward reads dy and
+# the mask and writes dx (5/7). An activation reads its input(s) and writes its output; backward reads the
+# input(s) and dy and writes d(input(s)).
+_NORM_BWD = 3 / 2
+_SOFTMAX_DROPOUT_BWD = 11 / 9
+_DROPOUT_RESIDUAL_BWD = 5 / 7
 
 
 def _gemm(name: str, m: float, n: float, k: float, batch: float = 1.0) -> Op:
@@ -50,8 +64,8 @@ def _gemm(name: str, m: float, n: float, k: float, batch: float = 1.0) -> Op:
     return Op(name, OpKind.GEMM, 2.0 * m * n * k * batch, BYTES * batch * (m * k + k * n + m * n))
 
 
-def _mem(name: str, nbytes: float) -> Op:
-    return Op(name, OpKind.MEMORY, 0.0, nbytes)
+def _mem(name: str, nbytes: float, backward_bytes: float) -> Op:
+    return Op(name, OpKind.MEMORY, 0.0, nbytes, backward_bytes)
 
 
 def layer_forward_ops(model: ModelShape, b: int, t: int, sequence_parallel: bool) -> tuple[Op, ...]:
@@ -62,7 +76,7 @@ def layer_forward_ops(model: ModelShape, b: int, t: int, sequence_parallel: bool
     norm_tokens = tokens / t if sequence_parallel else tokens
     up = 2 if model.gated_mlp else 1
     ops = [
-        _mem("layernorm", 2 * BYTES * norm_tokens * h),
+        _mem("layernorm", 2 * BYTES * norm_tokens * h, _NORM_BWD),
         _gemm("qkv", tokens, (a + 2 * g) * d, h),
     ]
     if model.attention is AttentionKind.FLASH:
@@ -75,17 +89,17 @@ def layer_forward_ops(model: ModelShape, b: int, t: int, sequence_parallel: bool
             _gemm("attention_scores", s, s, d, batch=b * a),
             # Megatron's fused scale-mask-softmax reads and writes the scores; dropout reads them, writes them
             # and a 1-byte mask.
-            _mem("softmax_dropout", BYTES * scores * 4 + scores),
+            _mem("softmax_dropout", BYTES * scores * 4 + scores, _SOFTMAX_DROPOUT_BWD),
             _gemm("attention_values", s, d, s, batch=b * a),
         ]
     ops += [
         _gemm("attention_output", tokens, h, a * d),
-        _mem("dropout_residual", 3 * BYTES * norm_tokens * h + norm_tokens * h),
-        _mem("layernorm", 2 * BYTES * norm_tokens * h),
+        _mem("dropout_residual", 3 * BYTES * norm_tokens * h + norm_tokens * h, _DROPOUT_RESIDUAL_BWD),
+        _mem("layernorm", 2 * BYTES * norm_tokens * h, _NORM_BWD),
         _gemm("mlp_up", tokens, up * f / t, h),
-        _mem("activation", BYTES * tokens * f / t * (up + 1)),
+        _mem("activation", BYTES * tokens * f / t * (up + 1), (2 * up + 1) / (up + 1)),
         _gemm("mlp_down", tokens, h, f / t),
-        _mem("dropout_residual", 3 * BYTES * norm_tokens * h + norm_tokens * h),
+        _mem("dropout_residual", 3 * BYTES * norm_tokens * h + norm_tokens * h, _DROPOUT_RESIDUAL_BWD),
     ]
     return tuple(ops)
 
@@ -93,7 +107,8 @@ def layer_forward_ops(model: ModelShape, b: int, t: int, sequence_parallel: bool
 def embedding_forward_ops(model: ModelShape, b: int, t: int) -> tuple[Op, ...]:
     """Word and position embedding lookup on the first stage (vocabulary split over tensor ranks)."""
     tokens = b * model.seq_length
-    return (_mem("embedding", 3 * BYTES * tokens * model.hidden_size),)
+    # forward: gather word and position rows and add them; backward: scatter-add the gradient rows
+    return (_mem("embedding", 3 * BYTES * tokens * model.hidden_size, 1.0),)
 
 
 def logits_forward_ops(model: ModelShape, b: int, t: int, sequence_parallel: bool) -> tuple[Op, ...]:
@@ -102,10 +117,11 @@ def logits_forward_ops(model: ModelShape, b: int, t: int, sequence_parallel: boo
     norm_tokens = tokens / t if sequence_parallel else tokens
     vocab = model.vocab_size / t
     return (
-        _mem("final_layernorm", 2 * BYTES * norm_tokens * model.hidden_size),
+        _mem("final_layernorm", 2 * BYTES * norm_tokens * model.hidden_size, _NORM_BWD),
         _gemm("logits", tokens, vocab, model.hidden_size),
-        # softmax cross-entropy in fp32: read the logits, write and re-read fp32 probabilities
-        _mem("cross_entropy", tokens * vocab * (BYTES + 8)),
+        # softmax cross-entropy in fp32: read the logits, write and re-read fp32 probabilities; backward reads
+        # the fp32 probabilities and writes the 16-bit logit gradient
+        _mem("cross_entropy", tokens * vocab * (BYTES + 8), (4 + BYTES) / (BYTES + 8)),
     )
 
 
@@ -115,7 +131,7 @@ def op_time(op: Op, gpu: GpuSpec, params: CostParameters) -> float:
     if op.kind is OpKind.MEMORY:
         return memory_s + KERNEL_OVERHEAD_S
     peak_efficiency = params.gemm_efficiency(gpu.generation)
-    half_flops = gpu.peak_flops_per_s * peak_efficiency * params.gemm_half_time_s
+    half_flops = gpu.peak_flops_per_s * peak_efficiency * params.gemm_half_time_s(gpu.generation)
     efficiency = peak_efficiency * op.flops / (op.flops + half_flops)
     if op.kind is OpKind.FLASH:
         efficiency *= FLASH_RELATIVE_EFFICIENCY

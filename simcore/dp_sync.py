@@ -6,11 +6,11 @@
   Megatron overlaps with the next iteration's forward pass (--overlap-param-gather): in a steady state it is in
   flight at the start of every iteration, and a chunk's first forward pass waits for its buckets.
 
-Buckets hold DP_BUCKET_ELEMENTS parameters (Megatron's default). Gradients are reduced in fp32 (Megatron
-forces this for bf16). With overlap_grad_reduce a chunk's buckets become ready one after another during its last
-backward pass and go out at once; without it they go after the rank's last backward pass. Buckets of one rank go
-one after another on its communication stream. In full fidelity a collective starts when every simulated member
-of its group has reached it.
+Buckets hold DP_BUCKET_ELEMENTS parameters (Megatron's default). Gradients are reduced in fp32 for bf16
+training (Megatron forces this) and in fp16 for fp16 training. With overlap_grad_reduce a chunk's buckets
+become ready one after another during its last backward pass and go out at once; without it they go after the
+rank's last backward pass. Buckets of one rank go one after another on its communication stream. In full
+fidelity a collective starts when every simulated member of its group has reached it.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import simpy
 
-from simcore.calibration import DP_BUCKET_ELEMENTS, GRAD_REDUCE_BYTES
+from simcore.calibration import DP_BUCKET_ELEMENTS
 from simcore.collectives import Collective
 from simcore.costs import BYTES
 from simcore.flows import FlowPattern
@@ -70,7 +70,8 @@ class GradientSync:
         ready = [env.event() for _ in buckets]
         self._ready[(replica, rank)] = ready
         kind = Collective.ALL_REDUCE if self.zero == 0 else Collective.REDUCE_SCATTER
-        jobs = [(kind, "grad", float(n * GRAD_REDUCE_BYTES), ready[i]) for i, (_c, n) in enumerate(buckets)]
+        width = self.e.c.layout.grad_reduce_bytes
+        jobs = [(kind, "grad", float(n * width), ready[i]) for i, (_c, n) in enumerate(buckets)]
         env.process(self._stream(replica, rank, jobs, done, record))
         if self.zero >= 1 and self.overlap:
             self._gather(replica, rank, record)

@@ -73,6 +73,7 @@ class Engine:
         layout = config.layout
         self.replicas = list(range(layout.dp)) if config.fidelity is Fidelity.FULL else [0]
         self._barrier = self.env.event()
+        self._passes_end = 0.0  # latest end of any rank's last pass
         self._ranks_total = len(self.replicas) * layout.pp
         self.sync = GradientSync(self)
 
@@ -149,6 +150,8 @@ class Engine:
                         self.rec.span(track, "wait parameter gather", "dp_comm", waited, env.now)
                     self.events += 1
                     yield env.timeout(duration / len(gates))
+                    self.rec.span(track, f"fwd mb{ps.microbatch} (after parameter gather)", "compute",
+                                  env.now - duration / len(gates), env.now)
                 start = env.now - duration
             else:
                 if not forward and last_backward[ps.chunk] == i:
@@ -166,12 +169,13 @@ class Engine:
             record.comm_busy_s["tp"] += (cost.forward_tp_s + cost.tp_hidden_forward_s if forward else
                                          cost.backward_tp_s + cost.recompute_tp_s + cost.tp_hidden_backward_s)
             record.comm_bytes["tp"] += cost.tp_bytes_forward if forward else cost.tp_bytes_backward
-            if self.rec.keep_spans:
+            if self.rec.keep_spans and not gates:
                 self._pass_spans(track, ps, cost, start)
             if forward and vs < last_vs:
                 self._send("act", replica, rank, (vs + 1) % p, vs + 1, ps.microbatch, record)
             elif not forward and vs > 0:
                 self._send("grad", replica, rank, (vs - 1) % p, vs - 1, ps.microbatch, record)
+        self._passes_end = max(self._passes_end, env.now)
         waited = env.now
         yield dp_done
         t["dp_comm"] += env.now - waited
@@ -181,8 +185,13 @@ class Engine:
         if self._barrier_waiting == self._ranks_total:
             self._barrier.succeed()
         yield self._barrier
-        t["bubble"] += env.now - waited
-        self.rec.span(track, "idle: wait all stages", "bubble", waited, env.now)
+        # Until the last stage's last pass ends this is the pipeline's drain; after it, the wait is for other
+        # stages' gradient reduction.
+        drain_end = min(max(self._passes_end, waited), env.now)
+        t["bubble"] += drain_end - waited
+        t["dp_comm"] += env.now - drain_end
+        self.rec.span(track, "idle: pipeline drain", "bubble", waited, drain_end)
+        self.rec.span(track, "wait other stages' gradients", "dp_comm", drain_end, env.now)
         start = env.now
         self.events += 1
         yield env.timeout(c.workload.optimizer_s[rank])

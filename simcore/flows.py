@@ -47,9 +47,10 @@ def keep_links(pattern: FlowPattern, primary: set[int], capacity: Sequence[float
 
 
 class _Group:
-    __slots__ = ("pattern", "remaining", "rate", "stamp", "generation", "on_done")
+    __slots__ = ("seq", "pattern", "remaining", "rate", "stamp", "generation", "on_done")
 
-    def __init__(self, pattern: FlowPattern, size: float, on_done: Callable[[], None]) -> None:
+    def __init__(self, seq: int, pattern: FlowPattern, size: float, on_done: Callable[[], None]) -> None:
+        self.seq = seq
         self.pattern = pattern
         self.remaining = size
         self.rate = 0.0
@@ -65,6 +66,7 @@ class FlowNetwork:
         self.env = env
         self.capacity = capacity
         self._on_link: dict[int, list[_Group]] = {}
+        self._admitted = 0
         self.events = 0
 
     def start(self, pattern: FlowPattern, size_units: float, on_done: Callable[[], None]) -> None:
@@ -80,7 +82,8 @@ class FlowNetwork:
         if size <= 0 or not pattern.links:
             on_done()
             return
-        group = _Group(pattern, size, on_done)
+        self._admitted += 1
+        group = _Group(self._admitted, pattern, size, on_done)
         group.stamp = self.env.now
         shared = False
         for link in pattern.links:
@@ -95,16 +98,16 @@ class FlowNetwork:
             self._schedule(group)
 
     def _component(self, seed: _Group) -> list[_Group]:
-        seen = {id(seed): seed}
+        seen = {seed.seq: seed}
         stack = [seed]
         while stack:
             group = stack.pop()
             for link in group.pattern.links:
                 for other in self._on_link.get(link, ()):
-                    if id(other) not in seen:
-                        seen[id(other)] = other
+                    if other.seq not in seen:
+                        seen[other.seq] = other
                         stack.append(other)
-        return sorted(seen.values(), key=lambda g: (g.stamp, id(g.pattern), g.remaining))
+        return sorted(seen.values(), key=lambda g: g.seq)
 
     def _rebalance(self, seed: _Group) -> list[_Group]:
         now = self.env.now
@@ -141,8 +144,8 @@ class FlowNetwork:
         if neighbours:
             seen: set[int] = set()
             for other in neighbours:
-                if id(other) not in seen:
-                    seen.update(id(g) for g in self._rebalance(other))
+                if other.seq not in seen:
+                    seen.update(g.seq for g in self._rebalance(other))
         group.on_done()
 
 

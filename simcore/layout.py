@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from simcore.calibration import GRAD_REDUCE_BYTES
 from simcore.model import ModelShape
 from topology.errors import SpecError
 
@@ -19,6 +20,11 @@ class Recompute(StrEnum):
     NONE = "none"
     SELECTIVE = "selective"
     FULL = "full"
+
+
+class Precision(StrEnum):
+    BF16 = "bf16"
+    FP16 = "fp16"  # same speed; Megatron reduces fp16 gradients in fp16 (the 2020-2021 runs trained in fp16)
 
 
 class Fidelity(StrEnum):
@@ -47,6 +53,11 @@ class Layout:
     overlap_grad_reduce: bool = False
     placement: str = "tp,dp,pp"
     tp_comm_overlap: bool = False  # Megatron-Core's --tp-comm-overlap: TP collectives hidden under the GEMMs
+    precision: Precision = Precision.BF16
+
+    @property
+    def grad_reduce_bytes(self) -> int:
+        return GRAD_REDUCE_BYTES[self.precision]
 
     @property
     def num_microbatches(self) -> int:

@@ -61,15 +61,14 @@ def compute_metrics(model: ModelShape, layout: Layout, gpu: GpuSpec, workload: W
     def stage_mean(values: dict[int, list[float]]) -> float:
         return sum(sum(v) / len(v) for v in values.values()) / len(values)
 
-    # Idle on pipeline dependencies: waits for a producer, the wait for the slowest stage, and the drain after.
-    bubble = {s: [r.time_s["bubble"] + (T - r.end_s) for r in rs] for s, rs in by_stage.items()}
+    # Idle on pipeline dependencies: fill, waits for a producer, and the drain.
+    bubble = {s: [r.time_s["bubble"] for r in rs] for s, rs in by_stage.items()}
     m = layout.num_microbatches
     passes = {s: [m * sum(c.forward_s + c.backward_s for c in workload.chunks if c.rank == s)] for s in by_stage}
     bubble_mean = stage_mean(bubble)
 
     critical = _critical(ranks)
     breakdown = dict(critical.time_s)
-    breakdown["bubble"] += T - critical.end_s
     breakdown["other"] = max(0.0, T - sum(v for k, v in breakdown.items() if k != "other"))
 
     representatives = [min(rs, key=lambda r: r.gpu) for _s, rs in sorted(by_stage.items())]

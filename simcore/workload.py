@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simcore.calibration import FITTED, GRAD_REDUCE_BYTES, CostParameters
+from simcore.calibration import FITTED, CostParameters
 from simcore.collectives import Collective, CollectiveModel
 from simcore.costs import BYTES, Op, embedding_forward_ops, layer_forward_ops, logits_forward_ops, ops_time
 from simcore.layout import Layout, Recompute
@@ -111,21 +111,30 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
         chunk, rank = divmod(vs, p)
         groups = [placement.tp_group(d, rank) for d in range(layout.dp)]
         one_tp = 0.0 if free_communication else _tp_time(collectives, groups, message, sp)
+        rs_time = _one(collectives, Collective.REDUCE_SCATTER, groups, message)
+        ag_time = _one(collectives, Collective.ALL_GATHER, groups, message)
         layer_tp = 2 * one_tp  # two collectives per layer per direction (Megatron's f and g operators)
         # With tp_comm_overlap the collectives run in chunks under the GEMMs that feed or consume them
         # (Megatron-Core's userbuffers): only what the GEMMs cannot cover stays on the critical path.
         exposed_fwd = max(0.0, layer_tp - gemm_fwd) if layout.tp_comm_overlap else layer_tp
         exposed_bwd = max(0.0, layer_tp - gemm_bwd) if layout.tp_comm_overlap else layer_tp
         first, last = vs == 0, vs == p * v - 1
-        emb_tp = one_tp if first else 0.0
+        # The vocabulary-parallel embedding ends with an all-reduce (a reduce-scatter with sequence parallelism);
+        # with sequence parallelism the logits first all-gather the final hidden states (and reduce-scatter their
+        # gradient in backward): Korthikanti et al. 2022.
+        emb_tp = (rs_time if sp else one_tp) if first and not free_communication else 0.0
+        logit_tp = ag_time if sp and last and not free_communication else 0.0
         fwd_compute = layers * layer_fwd + (emb_fwd if first else 0.0) + (logit_fwd if last else 0.0)
         bwd_compute = layers * layer_bwd + (emb_bwd if first else 0.0) + (logit_bwd if last else 0.0)
+        # The last stage holds the output layer: its own matrix when untied, a copy of the embedding when tied and
+        # the pipeline has more than one stage (Megatron keeps both copies' gradients in sync).
+        output_layer = last and (p * v > 1 or not model.tied_embeddings)
         weights = layers * per_layer_params + (vocab_params + model.seq_length * model.hidden_size // t
-                                               if first else 0) + (vocab_params if last and p * v > 1 else 0)
+                                               if first else 0) + (vocab_params if output_layer else 0)
         chunks.append(ChunkCost(
             virtual_stage=vs, rank=rank, chunk=chunk, layers=layers, has_embedding=first, has_logits=last,
-            forward_compute_s=fwd_compute, forward_tp_s=layers * exposed_fwd + emb_tp,
-            backward_compute_s=bwd_compute, backward_tp_s=layers * exposed_bwd,
+            forward_compute_s=fwd_compute, forward_tp_s=layers * exposed_fwd + emb_tp + logit_tp,
+            backward_compute_s=bwd_compute, backward_tp_s=layers * exposed_bwd + logit_tp,
             recompute_s=layers * (layer_fwd + exposed_fwd) if full else 0.0,
             recompute_tp_s=layers * exposed_fwd if full else 0.0,
             tp_hidden_forward_s=layers * (layer_tp - exposed_fwd),
@@ -139,8 +148,12 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
     shards = layout.dp if layout.zero_stage >= 1 else 1  # ZeRO 1: each rank updates 1/dp of the parameters
     optimizer = tuple(n / shards * OPTIMIZER_BYTES_PER_PARAMETER
                       / (gpu.hbm_bandwidth_bytes_per_s * params.memory_efficiency) for n in params_per_rank)
-    grads = tuple(float(n * GRAD_REDUCE_BYTES) if layout.dp > 1 else 0.0 for n in params_per_rank)
+    grads = tuple(float(n * layout.grad_reduce_bytes) if layout.dp > 1 else 0.0 for n in params_per_rank)
     return Workload(tuple(chunks), optimizer, grads)
+
+
+def _one(model: CollectiveModel, kind: Collective, groups: list[tuple[int, ...]], size: float) -> float:
+    return model.isolated_time(kind, groups, size) if len(groups[0]) > 1 else 0.0
 
 
 def _bwd(ops: tuple[Op, ...]) -> tuple[Op, ...]:

@@ -241,7 +241,7 @@ def test_zero_latency_and_full_bisection_are_allowed() -> None:
     [
         ("layout", "schedule", "gpip", "must be one of 'gpipe', '1f1b', 'interleaved_1f1b'"),
         ("layout", "recompute", "partial", "must be one of 'none', 'selective', 'full'"),
-        ("layout", "precision", "fp16", "must be one of 'bf16'"),
+        ("layout", "precision", "fp8", "must be one of 'bf16', 'fp16'"),
         ("layout", "zero_stage", 4, "must be one of 0, 1, 2, 3"),
         ("layout", "zero_stage", True, "must be one of 0, 1, 2, 3"),
         ("layout", "zero_stage", 1.0, "must be one of 0, 1, 2, 3"),

@@ -326,13 +326,13 @@ def test_bubble_shrinks_as_microbatches_grow() -> None:
 
 
 def test_overlap_grad_reduce_hides_dp_comm_without_pipeline() -> None:
-    # 8.7B, DP 128 x TP 8 (pp 1, 4 microbatches): with overlap_grad_reduce the gradient buckets are reduced
-    # while the last backward pass still runs, so less of the DP all-reduce is exposed than without overlap.
-    request = load_request_file(str(DP_SCALING / "8b-1024gpu.yaml"))
-    assert request.layout.overlap_grad_reduce
+    # 8.7B, DP 128 x TP 8 (pp 1, one microbatch): with overlap_grad_reduce the gradient buckets are reduced
+    # while the backward pass still runs, so less of the DP all-reduce is exposed than without overlap.
+    plain_request = load_request_file(str(DP_SCALING / "8b-1024gpu.yaml"))
+    assert not plain_request.layout.overlap_grad_reduce
+    request = plain_request.model_copy(update={"layout": plain_request.layout.model_copy(
+        update={"overlap_grad_reduce": True})})
     overlapped = adapters.to_response(simulate(adapters.to_scenario(request)))
-    plain_request = request.model_copy(update={"layout": request.layout.model_copy(
-        update={"overlap_grad_reduce": False})})
     plain = adapters.to_response(simulate(adapters.to_scenario(plain_request)))
     assert overlapped["communication_s"]["dp"] > 0
     assert overlapped["time_breakdown_s"]["dp_comm"] < plain["time_breakdown_s"]["dp_comm"]

@@ -127,3 +127,14 @@ def test_concurrent_groups_share_links() -> None:
     alone = model.isolated_time(Collective.ALL_REDUCE, [a], GIB)
     together = model.isolated_time(Collective.ALL_REDUCE, [a, b], GIB)
     assert together > 1.5 * alone
+
+
+def test_hierarchical_with_unequal_nodes_moves_a_full_buffer_between_nodes() -> None:
+    """12 GPUs over 8 + 4: an all-reduce must move at least the whole buffer between the nodes, so it cannot be
+    faster than the 16-GPU one (the hierarchical split assumes equal nodes and falls back to rings)."""
+    cluster = build_cluster(sized(NODE_PRESETS["dgx-a100"], 16))
+    model = CollectiveModel(cluster, Router(cluster), CollectiveAlgorithm.HIERARCHICAL)
+    size = 2**30
+    t12 = model.isolated_time(Collective.ALL_REDUCE, [list(range(12))], size)
+    t16 = model.isolated_time(Collective.ALL_REDUCE, [list(range(16))], size)
+    assert t12 >= 0.9 * t16

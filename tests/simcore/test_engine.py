@@ -258,3 +258,28 @@ def test_tp8_inside_a_node_does_not_care_about_nics() -> None:
     one = tp_seconds_per_layer(workload_of(GPT3_LIKE, dataclasses.replace(sized(DGX_A100, 16), nics_per_node=1),
                                            tp8_pp2))
     assert one == pytest.approx(eight, rel=1e-12)
+
+
+# -- what the wait before the optimizer step is -----------------------------------------------------------------
+def test_wait_for_other_stages_gradients_is_not_bubble() -> None:
+    """Stages 1 and 2 finish early and then wait for stages 0 and 3, whose huge embedding and output layers
+    take long to reduce over one NIC per node: that wait is data-parallel time, not pipeline bubble."""
+    model = gpt(8, 1024, 16, 1024, vocab=256000)
+    cluster = dataclasses.replace(sized(DGX_A100, 16), nics_per_node=1)
+    layout = Layout(dp=4, tp=1, pp=4, microbatch_size=1, global_batch_size=32, placement="tp,pp,dp")
+    metrics = run(model, cluster, layout).metrics
+    free = run(model, cluster, layout, free_communication=True).metrics
+    assert metrics.bubble_fraction < free.bubble_fraction * 1.5 + 0.05
+    middle = run(model, cluster, layout, keep_spans=True)
+    waits = [s for s in middle.spans if s.name == "wait other stages' gradients" and s.track == "stage 1"]
+    assert waits and waits[0].category == "dp_comm" and waits[0].end_s - waits[0].start_s > 0.01
+
+
+def test_untied_output_layer_is_reduced_with_one_stage() -> None:
+    """Untied embeddings: the output layer's gradients are reduced even when one stage holds everything."""
+    tied = gpt(2, 1024, 16, 1024, vocab=64000)
+    untied = dataclasses.replace(tied, tied_embeddings=False)
+    layout = Layout(dp=8, tp=1, pp=1, microbatch_size=1, global_batch_size=8)
+    extra = workload_of(untied, sized(DGX_A100, 8), layout).grad_bytes[0] - \
+        workload_of(tied, sized(DGX_A100, 8), layout).grad_bytes[0]
+    assert extra == pytest.approx(64000 * 1024 * 4)
