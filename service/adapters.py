@@ -7,6 +7,7 @@ from typing import Any
 
 from api_schemas import SimulationRequest
 from simcore.layout import CollectiveAlgorithm, Fidelity, Layout, Precision, Recompute, Schedule
+from simcore.memory import StageMemory
 from simcore.metrics import Metrics
 from simcore.model import model_from_fields
 from simcore.presets import MODEL_PRESET_SOURCES, MODEL_PRESETS
@@ -158,11 +159,19 @@ def _metrics_json(m: Metrics) -> dict[str, Any]:
         "communication_bytes": dict(m.communication_bytes),
         "stages": [
             {"index": s.index, "layers": dict(s.layers), "forward_s": s.forward_s, "backward_s": s.backward_s,
-             "busy_fraction": s.busy_fraction, "memory": None}
+             "busy_fraction": s.busy_fraction,
+             "memory": {"peak_gib_per_gpu": s.memory.total / GIB, "breakdown_gib": _breakdown(s.memory)}}
             for s in m.stages
         ],
-        "memory": {"peak_gib_per_gpu": None, "capacity_gib": m.capacity_gib, "fits": None, "breakdown_gib": None},
+        "memory": {"peak_gib_per_gpu": m.peak_stage.memory.total / GIB, "capacity_gib": m.capacity_gib,
+                   "fits": m.fits, "breakdown_gib": _breakdown(m.peak_stage.memory)},
     }
+
+
+def _breakdown(memory: StageMemory) -> dict[str, float]:
+    return {"weights": memory.weights / GIB, "gradients": memory.gradients / GIB,
+            "optimizer_states": memory.optimizer_states / GIB, "activations": memory.activations / GIB,
+            "buffers": memory.buffers / GIB}
 
 
 def to_response(outcome: Outcome, include_trace: bool = False) -> dict[str, Any]:

@@ -1,16 +1,25 @@
-"""Data-parallel gradient synchronisation as collectives on the flow network, bucket by bucket.
+"""Data-parallel synchronisation as collectives on the flow network: gradient reduction and ZeRO's gathers.
 
-- ZeRO 0 (plain data parallelism): an all-reduce of each gradient bucket.
-- ZeRO 1 (Megatron's distributed optimizer): a reduce-scatter of each gradient bucket; each rank updates its
-  1/dp shard; then an all-gather of the updated bf16 parameters. With overlap, that all-gather is the one that
-  Megatron overlaps with the next iteration's forward pass (--overlap-param-gather): in a steady state it is in
-  flight at the start of every iteration, and a chunk's first forward pass waits for its buckets.
+- ZeRO 0: an all-reduce of each gradient bucket, once per iteration.
+- ZeRO 1 (Megatron's distributed optimizer): a reduce-scatter of each gradient bucket once per iteration; each
+  rank updates its 1/dp shard; then an all-gather of the updated 16-bit parameters.
+- ZeRO 2: as ZeRO 1, but the full gradient is not kept, so the buckets are reduce-scattered after every
+  microbatch's backward pass.
+- ZeRO 3 (FSDP full-shard): ZeRO 2, and the parameters stay sharded: each layer's are all-gathered before its
+  forward and again before its backward, for every microbatch, the next layer's gather prefetched while the
+  current layer computes; no gather after the step.
+With one microbatch ZeRO 1 and 2 move 2x the parameters' bytes and ZeRO 3 3x (same width for gradients and
+parameters; Rajbhandari et al. §7).
 
-Buckets hold DP_BUCKET_ELEMENTS parameters (Megatron's default). Gradients are reduced in fp32 for bf16
-training (Megatron forces this) and in fp16 for fp16 training. With overlap_grad_reduce a chunk's buckets
-become ready one after another during its last backward pass and go out at once; without it they go after the
-rank's last backward pass. Buckets of one rank go one after another on its communication stream. In full
-fidelity a collective starts when every simulated member of its group has reached it.
+Buckets hold DP_BUCKET_ELEMENTS parameters (Megatron's default). Gradients are reduced in fp32 for bf16 training
+(Megatron forces this) and in fp16 for fp16 training. With overlap_grad_reduce a pass's buckets become ready one
+after another during the pass and go out at once; without it they go after the pass (ZeRO 2 and 3) or after the
+rank's last backward pass. With ZeRO 1 or 2 and overlap, the parameter all-gather is the one Megatron overlaps
+with the next iteration's forward (--overlap-param-gather): in a steady state it is in flight when an iteration
+starts, and a chunk's first forward pass waits for its buckets.
+
+Each rank has two communication streams, one for gradients and one for gathers; a stream runs its collectives
+one after another. In full fidelity a collective starts when every simulated member of its group has reached it.
 """
 
 from __future__ import annotations
@@ -25,9 +34,19 @@ from simcore.collectives import Collective
 from simcore.costs import BYTES
 from simcore.flows import FlowPattern
 from simcore.recorder import RankRecord
+from simcore.schedules import BACKWARD, Pass
 
 if TYPE_CHECKING:
     from simcore.engine import Engine
+
+Gate = Callable[[], simpy.Event]  # asking for a gate issues its gather (if any) and returns its event
+
+
+class _Job:
+    __slots__ = ("kind", "what", "size", "ready", "done")
+
+    def __init__(self, kind: Collective, what: str, size: float, ready: simpy.Event, done: simpy.Event) -> None:
+        self.kind, self.what, self.size, self.ready, self.done = kind, what, size, ready, done
 
 
 class GradientSync:
@@ -37,121 +56,144 @@ class GradientSync:
         self.dp = layout.dp
         self.zero = layout.zero_stage
         self.overlap = layout.overlap_grad_reduce
-        self._ready: dict[tuple[int, int], list[simpy.Event]] = {}
-        self._gathered: dict[tuple[int, int, int], list[simpy.Event]] = {}
+        self._streams: dict[tuple[int, int, str], simpy.Store] = {}
+        self._pass_ready: dict[tuple[int, int, int], list[simpy.Event]] = {}
+        self._first_forward: dict[tuple[int, int, int], list[simpy.Event]] = {}
         self._joins: dict[tuple[str, int, int], tuple[list[int], simpy.Event]] = {}
         self._phases: dict[tuple[Collective, int], tuple[FlowPattern, ...]] = {}
+        self._last_backward: dict[tuple[int, int], int] = {}
 
     @property
     def active(self) -> bool:
         return self.dp > 1
 
-    def buckets(self, rank: int) -> list[tuple[int, int]]:
-        """(chunk, parameters) per bucket, in the order backward produces them (last chunk first)."""
-        out: list[tuple[int, int]] = []
-        for cost in sorted((ch for ch in self.e.c.workload.chunks if ch.rank == rank), key=lambda ch: -ch.chunk):
-            remaining = cost.parameters
-            while remaining > 0:
-                n = min(remaining, DP_BUCKET_ELEMENTS)
-                out.append((cost.chunk, n))
-                remaining -= n
-        return out
+    def buckets(self, rank: int, chunk: int) -> list[int]:
+        """Parameters per gradient bucket of one chunk, in the order backward produces them."""
+        cost = next(c for c in self.e.c.workload.chunks if c.rank == rank and c.chunk == chunk)
+        full, rest = divmod(cost.parameters, DP_BUCKET_ELEMENTS)
+        return [DP_BUCKET_ELEMENTS] * full + ([rest] if rest else [])
 
-    # -- gradients ---------------------------------------------------------------------------------------
-    def start(self, replica: int, rank: int, record: RankRecord) -> simpy.Event:
-        """Start the rank's gradient stream (and, with ZeRO 1 and overlap, its parameter gathers); return the
-        event of its last gradient bucket being reduced."""
+    # -- set-up --------------------------------------------------------------------------------------------
+    def start(self, replica: int, rank: int, record: RankRecord, passes: list[Pass]) -> simpy.Event:
+        """Queue the rank's gradient reductions (and ZeRO 1/2's overlapped parameter gathers); return the event
+        of its last gradient collective finishing."""
         env = self.e.env
         done = env.event()
         if not self.active:
             done.succeed()
             return done
-        buckets = self.buckets(rank)
-        ready = [env.event() for _ in buckets]
-        self._ready[(replica, rank)] = ready
+        backward = [i for i, ps in enumerate(passes) if ps.direction == BACKWARD]
+        last = {passes[i].chunk: i for i in backward}
+        self._last_backward[(replica, rank)] = backward[-1]
+        reducing = backward if self.zero >= 2 else sorted(last.values())
+        finished = done
         kind = Collective.ALL_REDUCE if self.zero == 0 else Collective.REDUCE_SCATTER
         width = self.e.c.layout.grad_reduce_bytes
-        jobs = [(kind, "grad", float(n * width), ready[i]) for i, (_c, n) in enumerate(buckets)]
-        env.process(self._stream(replica, rank, jobs, done, record))
-        if self.zero >= 1 and self.overlap:
-            self._gather(replica, rank, record)
+        for i in reducing:
+            events = []
+            for n in self.buckets(rank, passes[i].chunk):
+                ready = env.event()
+                events.append(ready)
+                job = _Job(kind, "grad", float(n * width), ready, env.event())
+                finished = self._submit(replica, rank, "grad", job, record)
+            self._pass_ready[(replica, rank, i)] = events
+        if finished is not done:
+            finished.callbacks.append(lambda _e: done.succeed())
+        else:
+            done.succeed()
+        if self.zero in (1, 2) and self.overlap:
+            for chunk in sorted(last):
+                self._first_forward[(replica, rank, chunk)] = [
+                    self._gather(replica, rank, n, record) for n in reversed(self.buckets(rank, chunk))]
         return done
 
-    def grads_ready(self, replica: int, rank: int, chunk: int, start: float, end: float) -> None:
-        """The last backward pass of `chunk` runs from `start` (now) to `end`: schedule its buckets' readiness."""
+    def _stream(self, replica: int, rank: int, name: str, record: RankRecord) -> simpy.Store:
+        key = (replica, rank, name)
+        store = self._streams.get(key)
+        if store is None:
+            store = self._streams[key] = simpy.Store(self.e.env)
+            self.e.env.process(self._run(replica, rank, name, store, record))
+        return store
+
+    def _submit(self, replica: int, rank: int, name: str, job: _Job, record: RankRecord) -> simpy.Event:
+        self._stream(replica, rank, name, record).put(job)
+        return job.done
+
+    def _gather(self, replica: int, rank: int, parameters: float, record: RankRecord) -> simpy.Event:
+        ready = self.e.env.event()
+        ready.succeed()
+        return self._submit(replica, rank, "gather",
+                            _Job(Collective.ALL_GATHER, "param", parameters * BYTES, ready, self.e.env.event()), record)
+
+    # -- what the rank's passes call -------------------------------------------------------------------------
+    def pass_gates(self, replica: int, rank: int, index: int, ps: Pass, layers: int, parameters: int,
+                   record: RankRecord) -> list[Gate]:
+        """Gates a pass runs behind, one per slice of it: ZeRO 3's per-layer gathers, or ZeRO 1/2's overlapped
+        gathers before a chunk's first forward pass; empty otherwise."""
+        if not self.active:
+            return []
+        if self.zero >= 3:
+            per_layer = parameters / max(layers, 1)
+            return [lambda: self._gather(replica, rank, per_layer, record) for _ in range(max(layers, 1))]
+        events = self._first_forward.pop((replica, rank, ps.chunk), None) if ps.direction != BACKWARD else None
+        return [lambda event=event: event for event in events] if events else []
+
+    def backward_pass(self, replica: int, rank: int, index: int, start: float, end: float) -> None:
+        """Backward pass `index` of the rank runs from `start` (now) to `end`: schedule its buckets' readiness."""
         if not self.active:
             return
         env = self.e.env
-        ready = self._ready[(replica, rank)]
-        mine = [i for i, (c, _n) in enumerate(self.buckets(rank)) if c == chunk]
+        mine = self._pass_ready.get((replica, rank, index), [])
         if self.overlap:
-            times = [(i, start + (end - start) * (k + 1) / len(mine)) for k, i in enumerate(mine)]
-        elif chunk == 0:
-            times = [(i, end) for i in range(len(ready))]
+            times = [(event, start + (end - start) * (k + 1) / len(mine)) for k, event in enumerate(mine)]
+        elif self.zero >= 2:
+            times = [(event, end) for event in mine]
+        elif index == self._last_backward[(replica, rank)]:
+            times = [(event, end) for key, events in self._pass_ready.items() if key[:2] == (replica, rank)
+                     for event in events]
         else:
             return
-        for i, when in times:
-            env.process(self._release(ready[i], when - env.now))
+        for event, when in times:
+            env.process(self._release(event, when - env.now))
             self.e.events += 1
 
+    def gather_after_step(self, replica: int, rank: int, record: RankRecord) -> simpy.Event | None:
+        """ZeRO 1 and 2 without overlap: gather the updated parameters after the optimizer step."""
+        if not self.active or self.zero not in (1, 2) or self.overlap:
+            return None
+        events = [self._gather(replica, rank, n, record)
+                  for chunk in sorted({c.chunk for c in self.e.c.workload.chunks if c.rank == rank})
+                  for n in reversed(self.buckets(rank, chunk))]
+        return events[-1]
+
+    # -- the streams -----------------------------------------------------------------------------------------
     def _release(self, event: simpy.Event, delay: float) -> Generator[simpy.Event, object, None]:
         yield self.e.env.timeout(delay)
         event.succeed()
 
-    # -- parameters (ZeRO 1) -----------------------------------------------------------------------------
-    def _gather(self, replica: int, rank: int, record: RankRecord) -> None:
-        env = self.e.env
-        order = list(reversed(self.buckets(rank)))  # forward order: first chunk, first layers first
-        jobs = []
-        for _chunk, n in order:
-            event = env.event()
-            event.succeed()
-            jobs.append((Collective.ALL_GATHER, "param", float(n * BYTES), event))
-        finished = [env.event() for _ in jobs]
-        for (chunk, _n), event in zip(order, finished):
-            self._gathered.setdefault((replica, rank, chunk), []).append(event)
-        env.process(self._stream(replica, rank, jobs, env.event(), record, finished))
-
-    def first_forward_gates(self, replica: int, rank: int, chunk: int) -> list[simpy.Event]:
-        """Parameter gathers a chunk's first forward pass needs (empty unless ZeRO 1 with overlap)."""
-        return self._gathered.get((replica, rank, chunk), [])
-
-    def gather_after_step(self, replica: int, rank: int, record: RankRecord) -> simpy.Event | None:
-        """ZeRO 1 without overlap: gather the updated parameters after the optimizer step."""
-        if not self.active or self.zero < 1 or self.overlap:
-            return None
-        env = self.e.env
-        jobs = []
-        for _chunk, n in reversed(self.buckets(rank)):
-            event = env.event()
-            event.succeed()
-            jobs.append((Collective.ALL_GATHER, "param", float(n * BYTES), event))
-        done = env.event()
-        env.process(self._stream(replica, rank, jobs, done, record))
-        return done
-
-    # -- the stream ----------------------------------------------------------------------------------------
-    def _stream(self, replica: int, rank: int, jobs: list[tuple[Collective, str, float, simpy.Event]],
-                done: simpy.Event, record: RankRecord,
-                finished: list[simpy.Event] | None = None) -> Generator[simpy.Event, object, None]:
+    def _run(self, replica: int, rank: int, name: str, store: simpy.Store,
+             record: RankRecord) -> Generator[simpy.Event, object, None]:
         env, n = self.e.env, self.dp
-        track = f"stage {rank} dp" + (f"{replica}" if len(self.e.replicas) > 1 else "")
-        for i, (kind, what, size, ready) in enumerate(jobs):
-            yield ready
+        track = f"stage {rank} {'dp' if name == 'grad' else 'gather'}" + (
+            f"{replica}" if len(self.e.replicas) > 1 else "")
+        count = 0
+        while True:
+            job = yield store.get()
+            assert isinstance(job, _Job)
+            yield job.ready
             start = env.now
-            comm = "dp" if what == "grad" else "zero"
-            factor = 2 * (n - 1) / n if kind is Collective.ALL_REDUCE else (n - 1) / n
-            record.comm_bytes[comm] += factor * size
-            arrived, complete = self._joins.setdefault((what + str(kind), rank, i), ([0], env.event()))
+            comm = "dp" if job.what == "grad" else "zero"
+            factor = 2 * (n - 1) / n if job.kind is Collective.ALL_REDUCE else (n - 1) / n
+            record.comm_bytes[comm] += factor * job.size
+            arrived, complete = self._joins.setdefault((name, rank, count), ([0], env.event()))
+            count += 1
             arrived[0] += 1
             if arrived[0] == len(self.e.replicas):
-                env.process(self._collective(kind, rank, size, complete))
+                env.process(self._collective(job.kind, rank, job.size, complete))
             yield complete
             record.comm_busy_s[comm] += env.now - start
-            self.e.rec.span(track, f"{kind.value.replace('_', '-')} {what} bucket {i}", "dp_comm", start, env.now)
-            if finished is not None:
-                finished[i].succeed()
-        done.succeed()
+            self.e.rec.span(track, f"{job.kind.value.replace('_', '-')} {job.what}", "dp_comm", start, env.now)
+            job.done.succeed()
 
     def _collective(self, kind: Collective, rank: int, size: float,
                     complete: simpy.Event) -> Generator[simpy.Event, object, None]:

@@ -125,9 +125,7 @@ class Engine:
         t = record.time_s
         track = f"stage {rank}" + (f" dp{replica}" if len(self.replicas) > 1 else "")
         passes: list[Pass] = POLICIES[layout.schedule].passes(rank, p, layout.num_microbatches, v)
-        last_backward = {ps.chunk: i for i, ps in enumerate(passes) if ps.direction == BACKWARD}
-        dp_done = self.sync.start(replica, rank, record)
-        first_forward = {ps.chunk: i for i, ps in reversed(list(enumerate(passes))) if ps.direction != BACKWARD}
+        dp_done = self.sync.start(replica, rank, record, passes)
         for i, ps in enumerate(passes):
             vs = ps.chunk * p + rank
             cost = chunks[vs]
@@ -140,22 +138,27 @@ class Engine:
                     self._account_wait(t, track, waited, arrival.produced_s, ps)
             start = env.now
             duration = cost.forward_s if forward else cost.backward_s
-            gates = self.sync.first_forward_gates(replica, rank, ps.chunk) if first_forward[ps.chunk] == i else []
-            if gates:  # the pass runs bucket by bucket behind the parameter gathers
-                for gate in gates:
-                    if not gate.triggered:
+            gates = self.sync.pass_gates(replica, rank, i, ps, cost.layers, cost.parameters, record)
+            if gates:  # the pass runs slice by slice, each behind its parameter gather
+                pending = gates[0]()
+                for k in range(len(gates)):
+                    current = pending
+                    if not current.triggered:
                         waited = env.now
-                        yield gate
+                        yield current
                         t["dp_comm"] += env.now - waited
                         self.rec.span(track, "wait parameter gather", "dp_comm", waited, env.now)
+                    if k + 1 < len(gates):
+                        pending = gates[k + 1]()  # prefetch the next slice's parameters
                     self.events += 1
                     yield env.timeout(duration / len(gates))
-                    self.rec.span(track, f"fwd mb{ps.microbatch} (after parameter gather)", "compute",
+                    self.rec.span(track, f"{'fwd' if forward else 'bwd'} mb{ps.microbatch} part {k + 1}", "compute",
                                   env.now - duration / len(gates), env.now)
-                start = env.now - duration
+                if not forward:
+                    self.sync.backward_pass(replica, rank, i, env.now, env.now)
             else:
-                if not forward and last_backward[ps.chunk] == i:
-                    self.sync.grads_ready(replica, rank, ps.chunk, start, start + duration)
+                if not forward:
+                    self.sync.backward_pass(replica, rank, i, start, start + duration)
                 self.events += 1
                 yield env.timeout(duration)
             record.busy_s += duration

@@ -19,7 +19,7 @@ def layer_forward_matmul_flops(model: ModelShape) -> float:
     a, g = model.num_attention_heads, model.num_kv_heads
     up = 2 if model.gated_mlp else 1
     projections = 2 * s * h * (a + 2 * g) * d + 2 * s * a * d * h
-    attention = 2 * 2 * s * s * a * d
+    attention = attention_core_flops(model)
     mlp = 2 * s * h * f * up + 2 * s * f * h
     return float(projections + attention + mlp)
 
@@ -33,9 +33,17 @@ def model_flops_per_iteration(model: ModelShape, layout: Layout) -> float:
     return 3.0 * per_sample * layout.global_batch_size
 
 
+def attention_core_flops(model: ModelShape) -> float:
+    """Forward FLOPs of the attention scores and values of one layer for one sample."""
+    return 4.0 * model.seq_length * model.seq_length * model.num_attention_heads * model.head_dim
+
+
 def hardware_flops_per_iteration(model: ModelShape, layout: Layout) -> float:
-    """Model FLOPs plus the forward work that recomputation repeats."""
+    """Model FLOPs plus the forward work that recomputation repeats (all of each layer with full
+    recomputation, the attention core with selective)."""
     extra = 0.0
     if layout.recompute is Recompute.FULL:
         extra = model.num_layers * layer_forward_matmul_flops(model) * layout.global_batch_size
+    elif layout.recompute is Recompute.SELECTIVE:
+        extra = model.num_layers * attention_core_flops(model) * layout.global_batch_size
     return model_flops_per_iteration(model, layout) + extra

@@ -105,7 +105,3 @@ def validate_layout(layout: Layout, model: ModelShape, num_gpus: int) -> None:
         raise SpecError("layout.tp_comm_overlap", "needs sequence_parallel (as in Megatron-Core)")
     if layout.zero_stage not in (0, 1, 2, 3):
         raise SpecError("layout.zero_stage", "must be 0, 1, 2 or 3")
-    if layout.zero_stage > 1:
-        raise SpecError("layout.zero_stage", "ZeRO stages 2 and 3 are not simulated yet; use 0 or 1")
-    if layout.recompute is Recompute.SELECTIVE:
-        raise SpecError("layout.recompute", "selective recomputation is not simulated yet; use none or full")

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from simcore.engine import EngineResult
 from simcore.flops import hardware_flops_per_iteration, model_flops_per_iteration
 from simcore.layout import Layout
+from simcore.memory import StageMemory
 from simcore.model import ModelShape
 from simcore.recorder import CATEGORIES, COMM_KINDS, RankRecord
 from simcore.workload import Workload
@@ -20,6 +21,7 @@ class StageReport:
     forward_s: float
     backward_s: float
     busy_fraction: float
+    memory: StageMemory
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +43,15 @@ class Metrics:
     capacity_gib: float
     critical_gpu: int
 
+    @property
+    def peak_stage(self) -> StageReport:
+        """The stage that needs the most memory (the lowest index on a tie)."""
+        return max(self.stages, key=lambda s: (s.memory.total, -s.index))
+
+    @property
+    def fits(self) -> bool:
+        return self.peak_stage.memory.total <= self.capacity_gib * GIB
+
 
 def _critical(ranks: list[RankRecord]) -> RankRecord:
     """The rank that finishes last; ties go to the lowest GPU index."""
@@ -48,7 +59,7 @@ def _critical(ranks: list[RankRecord]) -> RankRecord:
 
 
 def compute_metrics(model: ModelShape, layout: Layout, gpu: GpuSpec, workload: Workload,
-                    result: EngineResult) -> Metrics:
+                    result: EngineResult, memory: tuple[StageMemory, ...]) -> Metrics:
     T = result.iteration_time_s
     ranks = result.recorder.ranks
     gpus = layout.num_gpus
@@ -87,6 +98,7 @@ def compute_metrics(model: ModelShape, layout: Layout, gpu: GpuSpec, workload: W
             index=s, layers=layers,
             forward_s=sum(c.forward_s for c in mine), backward_s=sum(c.backward_s for c in mine),
             busy_fraction=sum(r.busy_s for r in rs) / len(rs) / T,
+            memory=memory[s],
         ))
     samples_per_s = layout.global_batch_size / T
     return Metrics(

@@ -9,13 +9,14 @@ from simcore.calibration import FITTED, CostParameters
 from simcore.collectives import CollectiveModel
 from simcore.engine import Engine, EngineConfig
 from simcore.layout import CollectiveAlgorithm, Fidelity, Layout, validate_layout
+from simcore.memory import stage_memory
 from simcore.metrics import Metrics, compute_metrics
 from simcore.model import ModelShape
 from simcore.recorder import Span
 from simcore.workload import build_workload
 from topology.cluster_spec import ClusterSpec
 from topology.graph import build_cluster
-from topology.hardware import GPUS
+from topology.hardware import GIB, GPUS
 from topology.placement import place
 from topology.routing import Router
 
@@ -78,11 +79,17 @@ def simulate(scenario: Scenario) -> Outcome:
     engine = Engine(EngineConfig(layout, placement, workload, collectives, scenario.fidelity,
                                  scenario.free_communication, scenario.keep_spans))
     result = engine.run()
-    metrics = compute_metrics(model, layout, gpu, workload, result)
+    memory = stage_memory(model, layout, workload)
+    metrics = compute_metrics(model, layout, gpu, workload, result, memory)
     warnings = []
+    peak = max(memory, key=lambda m: m.total)
+    if peak.total > gpu.hbm_capacity_bytes:
+        stage = memory.index(peak)
+        warnings.append(f"does not fit: stage {stage} needs {peak.total / GIB:.1f} GiB per GPU, "
+                        f"{(peak.total - gpu.hbm_capacity_bytes) / GIB:.1f} GiB more than the "
+                        f"{gpu.hbm_capacity_bytes / GIB:.0f} GiB of a {gpu.kind}")
     if layout.pp > 1 and layout.num_microbatches < layout.pp:
         warnings.append(f"only {layout.num_microbatches} microbatches for {layout.pp} pipeline stages: "
                         "the pipeline never fills")
-    warnings.append("memory is not modelled yet: memory fields are null")
     return Outcome(metrics, tuple(warnings), result.events, result.simulated_ranks, scenario.fidelity,
                    time.perf_counter() - started, tuple(result.recorder.spans))

@@ -64,6 +64,7 @@ class Workload:
 
 
 _PROJECTIONS = ("qkv", "attention_output", "mlp_up", "mlp_down")
+ATTENTION_CORE = ("attention_scores", "softmax_dropout", "attention_values", "flash_attention")
 
 
 def split_layers(num_layers: int, parts: int) -> list[int]:
@@ -92,9 +93,12 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
     b, t, p, v = layout.microbatch_size, layout.tp, layout.pp, layout.virtual_stages
     sp = layout.sequence_parallel
     full = layout.recompute is Recompute.FULL
+    selective = layout.recompute is Recompute.SELECTIVE
     layer_ops = layer_forward_ops(model, b, t, sp)
     layer_fwd = ops_time(layer_ops, gpu, params)
     layer_bwd = ops_time(tuple(op.backward() for op in layer_ops), gpu, params)
+    # Selective recomputation repeats the attention core (scores, softmax, dropout, values) in backward.
+    core_fwd = ops_time(tuple(op for op in layer_ops if op.name in ATTENTION_CORE), gpu, params)
     gemm_fwd = ops_time(tuple(op for op in layer_ops if op.name in _PROJECTIONS), gpu, params)
     gemm_bwd = ops_time(tuple(op.backward() for op in layer_ops if op.name in _PROJECTIONS), gpu, params)
     emb_ops = embedding_forward_ops(model, b, t)
@@ -135,7 +139,7 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
             virtual_stage=vs, rank=rank, chunk=chunk, layers=layers, has_embedding=first, has_logits=last,
             forward_compute_s=fwd_compute, forward_tp_s=layers * exposed_fwd + emb_tp + logit_tp,
             backward_compute_s=bwd_compute, backward_tp_s=layers * exposed_bwd + logit_tp,
-            recompute_s=layers * (layer_fwd + exposed_fwd) if full else 0.0,
+            recompute_s=layers * (layer_fwd + exposed_fwd) if full else layers * core_fwd if selective else 0.0,
             recompute_tp_s=layers * exposed_fwd if full else 0.0,
             tp_hidden_forward_s=layers * (layer_tp - exposed_fwd),
             tp_hidden_backward_s=layers * (layer_tp - exposed_bwd + ((layer_tp - exposed_fwd) if full else 0.0)),
