@@ -72,6 +72,7 @@ class CollectiveModel:
         self.router = router
         self.algorithm = algorithm
         self.capacity = effective_capacity(cluster)
+        self._links_of_node: dict[int, set[int]] = {}
 
     def _by_node(self, gpus: Sequence[int]) -> list[list[int]]:
         nodes: dict[int, list[int]] = {}
@@ -114,7 +115,31 @@ class CollectiveModel:
 
     def phases(self, kind: Collective, groups: Sequence[Sequence[int]]) -> tuple[FlowPattern, ...]:
         """Phases of `kind` run at once by every group in `groups` (the first is the one simulated; the others are
-        concurrent copies whose traffic shares the same links)."""
+        concurrent copies whose traffic shares the same links).
+
+        Each phase keeps the links of the first GPU's node and the most loaded links of the whole pattern
+        (flows.keep_links): that sets the same rate, keeps the contention the simulated rank's own flows see,
+        and keeps a collective over thousands of GPUs cheap to reschedule."""
+        return tuple(keep_links(p, self._node_links(groups[0][0]), self.capacity, extra=8)
+                     for p in self._all_phases(kind, groups))
+
+    def _node_links(self, gpu: int) -> set[int]:
+        """Links that touch the node of `gpu`: its GPUs, switch and NICs."""
+        node = self.cluster.node_of(gpu)
+        links = self._links_of_node.get(node)
+        if links is None:
+            spec = self.cluster.spec
+
+            def on_node(end: tuple) -> bool:
+                kind, index = end[0], end[1]
+                return (kind == "gpu" and index // spec.gpus_per_node == node) or (
+                    kind == "nic" and index // spec.nics_per_node == node) or (kind == "nvswitch" and index == node)
+
+            links = self._links_of_node[node] = {i for i, (u, v) in enumerate(self.cluster.link_ends)
+                                                 if on_node(u) or on_node(v)}
+        return links
+
+    def _all_phases(self, kind: Collective, groups: Sequence[Sequence[int]]) -> tuple[FlowPattern, ...]:
         n = len(groups[0])
         if n < 2:
             return ()
@@ -126,7 +151,7 @@ class CollectiveModel:
             return (acc.pattern(2 * (n - 1) if kind is Collective.ALL_REDUCE else n - 1),)
         if self.algorithm is CollectiveAlgorithm.TREE:
             if len(self._by_node(groups[0])) == 1:
-                return CollectiveModel(self.cluster, self.router, CollectiveAlgorithm.RING).phases(kind, groups)
+                return CollectiveModel(self.cluster, self.router, CollectiveAlgorithm.RING)._all_phases(kind, groups)
             acc = _Loads(self.router)
             steps = 0
             for group in groups:
@@ -135,7 +160,7 @@ class CollectiveModel:
         nodes = self._by_node(groups[0])
         if len(nodes) == 1 or len({len(members) for members in nodes}) > 1:
             # inside one node, or nodes holding unequal shares of the group: NCCL's rings do it
-            return CollectiveModel(self.cluster, self.router, CollectiveAlgorithm.RING).phases(kind, groups)
+            return CollectiveModel(self.cluster, self.router, CollectiveAlgorithm.RING)._all_phases(kind, groups)
         return self._hierarchical(groups)
 
     def _hierarchical(self, groups: Sequence[Sequence[int]]) -> tuple[FlowPattern, ...]:

@@ -68,8 +68,12 @@ class GradientSync:
         return self.dp > 1
 
     def buckets(self, rank: int, chunk: int) -> list[int]:
-        """Parameters per gradient bucket of one chunk, in the order backward produces them."""
+        """Parameters per gradient bucket of one chunk, in the order backward produces them: Megatron's buckets,
+        or with ZeRO 3 one per layer (FSDP reduces each layer's flat parameter at once)."""
         cost = next(c for c in self.e.c.workload.chunks if c.rank == rank and c.chunk == chunk)
+        if self.zero >= 3:
+            layers = max(cost.layers, 1)
+            return [cost.parameters // layers] * layers
         full, rest = divmod(cost.parameters, DP_BUCKET_ELEMENTS)
         return [DP_BUCKET_ELEMENTS] * full + ([rest] if rest else [])
 
@@ -98,7 +102,7 @@ class GradientSync:
                 finished = self._submit(replica, rank, "grad", job, record)
             self._pass_ready[(replica, rank, i)] = events
         if finished is not done:
-            finished.callbacks.append(lambda _e: done.succeed())
+            finished.callbacks.append(lambda _e: _trigger(done))
         else:
             done.succeed()
         if self.zero in (1, 2) and self.overlap:
@@ -136,7 +140,7 @@ class GradientSync:
             per_layer = parameters / max(layers, 1)
             return [lambda: self._gather(replica, rank, per_layer, record) for _ in range(max(layers, 1))]
         events = self._first_forward.pop((replica, rank, ps.chunk), None) if ps.direction != BACKWARD else None
-        return [lambda event=event: event for event in events] if events else []
+        return [_issued(event) for event in events] if events else []
 
     def backward_pass(self, replica: int, rank: int, index: int, start: float, end: float) -> None:
         """Backward pass `index` of the rank runs from `start` (now) to `end`: schedule its buckets' readiness."""
@@ -220,3 +224,16 @@ def _succeeder(event: simpy.Event) -> Callable[[], None]:
         event.succeed()
 
     return succeed
+
+
+def _issued(event: simpy.Event) -> Gate:
+    """A gate whose gather is already in flight."""
+
+    def gate() -> simpy.Event:
+        return event
+
+    return gate
+
+
+def _trigger(event: simpy.Event) -> None:
+    event.succeed()
