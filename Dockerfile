@@ -1,4 +1,6 @@
-# clustersim: the CLI in a container. `docker run IMAGE simulate /data/request.yaml` runs a batch simulation.
+# clustersim: the HTTP service by default, any CLI subcommand when given one.
+#   docker run -p 8000:8000 -v clustersim-data:/var/lib/clustersim IMAGE          # serves the API on port 8000
+#   docker run -v $PWD/examples:/data IMAGE simulate /data/gpt-1t-3072-a100.yaml   # one batch simulation
 FROM python:3.11-slim
 WORKDIR /app
 COPY pyproject.toml README.md ./
@@ -7,7 +9,18 @@ COPY topology ./topology
 COPY simcore ./simcore
 COPY service ./service
 COPY examples ./examples
-RUN pip install --no-cache-dir . && useradd --create-home clustersim
+RUN pip install --no-cache-dir . \
+    && useradd --create-home --uid 10001 clustersim \
+    && mkdir -p /var/lib/clustersim && chown clustersim:clustersim /var/lib/clustersim
+# Jobs and the results cache live in one SQLite file on a volume, so they survive a new container.
+ENV CLUSTERSIM_DATABASE=/var/lib/clustersim/clustersim.db \
+    PYTHONUNBUFFERED=1
+VOLUME ["/var/lib/clustersim"]
 USER clustersim
+EXPOSE 8000
+# Checks /healthz when the container serves; a batch subcommand (simulate, validate, ...) has nothing to check.
+HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
+    CMD grep -qz '^serve$' /proc/1/cmdline || exit 0; \
+        python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=4)"
 ENTRYPOINT ["clustersim"]
-CMD ["--help"]
+CMD ["serve", "--host", "0.0.0.0", "--port", "8000"]

@@ -56,6 +56,24 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+    from pydantic import ValidationError
+
+    from service.app import create_app
+    from service.settings import Settings
+
+    try:
+        settings = Settings(**({"workers": args.workers} if args.workers is not None else {}))
+    except ValidationError as err:
+        first = err.errors()[0]
+        sys.stderr.write(f"clustersim: invalid setting: {'.'.join(map(str, first['loc']))}: {first['msg']}\n")
+        return 2
+    uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level=args.log_level,
+                timeout_graceful_shutdown=10)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="clustersim", description="Discrete-event simulator of distributed LLM training.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -71,6 +89,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.add_argument("--reference", metavar="FILE", help="training-runs JSON (default: the copy shipped inside)")
     p.set_defaults(func=cmd_validate)
+    p = sub.add_parser("serve", help="run the HTTP API (uvicorn); settings from CLUSTERSIM_* variables")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="TCP port (default 8000)")
+    p.add_argument("--workers", type=int, metavar="N",
+                   help="simulation processes at once (default: CLUSTERSIM_WORKERS, else the CPU count)")
+    p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    p.set_defaults(func=cmd_serve)
     return parser
 
 

@@ -1,0 +1,113 @@
+"""Admission: a request body becomes a validated, canonical request within the service's limits, or an error.
+
+Everything here is cheap (no cluster graph is built, no engine runs), so it runs on the event loop before a
+request is accepted. Order: the body (UTF-8, YAML or JSON, the contract's fields) -> 422; the domain's rules
+(dp * tp * pp = GPUs, ...) -> 422; the service's limits (GPUs, microbatches, estimated engine events) -> 413.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from api_schemas import FieldError, RequestError, SimulationRequest, parse_request
+from service import adapters
+from service.errors import ApiError, from_spec_error, invalid
+from simcore.simulate import VERSION, check, estimate_events
+from topology.errors import SpecError
+
+__all__ = ["MAX_INT", "Admitted", "admit", "cache_key"]
+
+# Integers above 2^53 are not exact in JSON readers that use doubles, nor in the float arithmetic of the cost
+# model: the service refuses them rather than simulate a rounded value.
+MAX_INT = 2**53
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    """An accepted request: its canonical JSON (what a worker runs), its cache key, and the event estimate."""
+
+    request: SimulationRequest
+    canonical_json: str
+    cache_key: str
+    estimated_events: int
+    trace: bool
+
+
+def cache_key(request: SimulationRequest) -> str:
+    """SHA-256 of the canonical request (every field, defaults filled in, keys sorted) and the simulator's
+    version. `options.trace` is left out: a trace is stored beside the result it belongs to."""
+    data = request.model_dump(mode="json")
+    data["options"].pop("trace", None)
+    text = json.dumps({"request": data, "simulator": VERSION}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _big_ints(value: Any, path: str) -> list[FieldError]:
+    if isinstance(value, dict):
+        return [e for k, v in value.items() for e in _big_ints(v, f"{path}.{k}" if path else str(k))]
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INT:
+        return [FieldError(path, f"must be <= 2^53 ({MAX_INT})")]
+    return []
+
+
+def _parse(body: bytes) -> SimulationRequest:
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise invalid(RequestError.for_field("request", "must be UTF-8 text")) from None
+    try:
+        request = parse_request(text, source="the request body")
+    except RequestError as err:
+        raise invalid(err) from None
+    except (ValueError, RecursionError) as err:  # a number with thousands of digits, nesting past the stack
+        rule = "cannot be read: " + " ".join(str(err).split())[:200]
+        raise invalid(RequestError.for_field("request", rule)) from None
+    big = _big_ints(request.model_dump(), "")
+    if big:
+        raise invalid(RequestError(big))
+    return request
+
+
+def _over(field: str, what: str, value: int, limit: int) -> ApiError:
+    return ApiError(413, "too_large", f"{field}: {what} {value} is over this service's limit of {limit}",
+                    [FieldError(field, f"{what} must be <= {limit}")], extra={"limit": limit})
+
+
+def admit(body: bytes, *, max_gpus: int, max_microbatches: int, max_events: int, inline: bool) -> Admitted:
+    """Validate a body against the contract, the domain and the limits; raise ApiError (422 or 413)."""
+    request = _parse(body)
+    try:
+        scenario = adapters.to_scenario(request)
+        check(scenario)
+        events = estimate_events(scenario)
+    except SpecError as err:
+        raise from_spec_error(err) from None
+    except RequestError as err:
+        raise invalid(err) from None
+    except (ArithmeticError, ValueError) as err:  # arithmetic on extreme values the schema allows
+        rule = "cannot be simulated: " + " ".join(str(err).split())[:200]
+        raise invalid(RequestError.for_field("request", rule)) from None
+    gpus = scenario.cluster.num_gpus
+    if gpus > max_gpus:
+        field = "cluster.num_nodes" if request.cluster.num_nodes is not None else "cluster.num_gpus"
+        raise _over(field, "GPU count", gpus, max_gpus)
+    microbatches = scenario.layout.num_microbatches
+    if microbatches > max_microbatches:
+        raise _over("layout.global_batch_size", "microbatch count", microbatches, max_microbatches)
+    if events > max_events:
+        if inline:
+            raise ApiError(
+                413, "too_large_for_inline",
+                f"this simulation needs about {events} engine events, over the limit of {max_events} for an "
+                "inline answer; submit it as a job: POST /v1/jobs",
+                [FieldError("request", f"estimated events must be <= {max_events} inline; use POST /v1/jobs")],
+                extra={"estimated_events": events, "limit": max_events, "jobs": "/v1/jobs"})
+        raise ApiError(413, "too_large",
+                       f"this simulation needs about {events} engine events, over this service's limit of "
+                       f"{max_events} for a job",
+                       [FieldError("request", f"estimated events must be <= {max_events}")],
+                       extra={"estimated_events": events, "limit": max_events})
+    return Admitted(request, request.model_dump_json(), cache_key(request), events, request.options.trace)

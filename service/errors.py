@@ -1,0 +1,120 @@
+"""HTTP errors in the contract's format: ``{"error": {"code", "message", "details": [{"field", "rule"}]}}``.
+
+`ApiError` is what the service raises for a refused request; the handlers installed by `install` turn it, and
+FastAPI's own errors (a bad query parameter, an unknown route), into that JSON. A request error from the
+request documents (`RequestError`) or the domain (`SpecError`) is a 422 naming the field and the rule.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from api_schemas import FieldError, RequestError, error_body
+from topology.errors import SpecError
+
+__all__ = ["ApiError", "from_spec_error", "install", "invalid", "invalid_details"]
+
+log = logging.getLogger("clustersim.service")
+
+_CODES = {400: "bad_request", 401: "unauthorized", 404: "not_found", 405: "method_not_allowed",
+          409: "conflict", 413: "too_large", 415: "unsupported_media_type", 422: "invalid_request",
+          429: "too_many_requests", 500: "internal_error", 503: "not_ready"}
+
+
+class ApiError(Exception):
+    """A refused request: HTTP status, a stable code, a one-line message and (field, rule) details.
+
+    `extra` adds keys beside code/message/details (e.g. a 413's ``estimated_events`` and ``limit``).
+    """
+
+    def __init__(self, status: int, code: str, message: str, details: Iterable[FieldError] = (),
+                 extra: dict[str, Any] | None = None, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.details = list(details)
+        self.extra = dict(extra or {})
+        self.headers = dict(headers or {})
+
+    def body(self) -> dict[str, Any]:
+        error: dict[str, Any] = {"code": self.code, "message": self.message,
+                                 "details": [{"field": d.field, "rule": d.rule} for d in self.details]}
+        error.update(self.extra)
+        return {"error": error}
+
+    def response(self) -> JSONResponse:
+        return JSONResponse(self.body(), status_code=self.status, headers=self.headers or None)
+
+
+def invalid(err: RequestError) -> ApiError:
+    """422 for an invalid request document, every (field, rule) it broke."""
+    body = error_body(err)["error"]
+    return ApiError(422, body["code"], body["message"], err.details)
+
+
+def invalid_details(details: Iterable[tuple[str, str]]) -> ApiError:
+    """422 from (field, rule) pairs (what a simulation process reports)."""
+    return invalid(RequestError(FieldError(f, r) for f, r in details))
+
+
+def from_spec_error(err: SpecError) -> ApiError:
+    """422 for a rule the domain enforces (dp * tp * pp = GPUs, ...)."""
+    return invalid(RequestError.for_field(err.field, err.rule))
+
+
+def _loc(loc: Iterable[Any]) -> str:
+    return ".".join(str(part) for part in loc) or "request"
+
+
+async def _api_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ApiError)
+    return exc.response()
+
+
+async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    details = [FieldError(_loc(e.get("loc", ())), " ".join(str(e.get("msg", "is invalid")).split()))
+               for e in exc.errors()]
+    return invalid(RequestError(details)).response()
+
+
+def _allowed_methods(request: Request) -> str:
+    """Every method of every route on this path (Starlette names only the first route's)."""
+    methods: set[str] = set()
+    for route in request.app.routes:
+        regex, route_methods = getattr(route, "path_regex", None), getattr(route, "methods", None)
+        if regex is not None and route_methods and regex.match(request.url.path):
+            methods |= set(route_methods)
+    return ", ".join(sorted(methods))
+
+
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    code = _CODES.get(exc.status_code, "error")
+    message = exc.detail if isinstance(exc.detail, str) else code.replace("_", " ")
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:
+        headers["Allow"] = _allowed_methods(request)
+    return ApiError(exc.status_code, code, message, headers=headers).response()
+
+
+async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    # A bug, never a client's fault: log it, answer in the contract's format without internals.
+    log.exception("internal error on %s %s", request.method, request.url.path)
+    return ApiError(500, "internal_error", "internal error; the server log has the details").response()
+
+
+def install(app: FastAPI) -> None:
+    """Route every error through the contract's format."""
+    app.add_exception_handler(ApiError, _api_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(Exception, _unexpected)

@@ -1,0 +1,65 @@
+"""The HTTP service's settings, read from the environment (prefix ``CLUSTERSIM_``) with pydantic-settings.
+
+Every limit is an admission rule: a request over it is refused before any simulation runs (413, or 429 for a
+full queue), so one request cannot knock the service over. Units are in the names (``_bytes``, ``_s``, ``_mb``).
+"""
+
+from __future__ import annotations
+
+import os
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["Settings"]
+
+
+def _default_workers() -> int:
+    return max(1, os.cpu_count() or 1)
+
+
+class Settings(BaseSettings):
+    """``CLUSTERSIM_<FIELD>`` sets each field, e.g. ``CLUSTERSIM_WORKERS=4``."""
+
+    model_config = SettingsConfigDict(env_prefix="CLUSTERSIM_", extra="ignore", frozen=True)
+
+    database: str = Field(
+        default="clustersim.db",
+        description="SQLite file for jobs and the result cache: a path, or a URL sqlite:///relative/path or "
+        "sqlite:////absolute/path",
+    )
+    workers: int = Field(default_factory=_default_workers, ge=1,
+                         description="simulation processes at once for jobs (and as many again for inline runs)")
+    max_body_bytes: int = Field(default=1_000_000, ge=1, description="largest request body")
+    max_gpus: int = Field(default=16_384, ge=1, description="largest cluster a request may describe")
+    max_microbatches: int = Field(default=8_192, ge=1, description="most microbatches per pipeline per iteration")
+    max_inline_events: int = Field(default=500_000, ge=1,
+                                   description="estimated engine events above which POST /v1/simulations says "
+                                   "413 and points to jobs (about 3 s of simulation)")
+    max_job_events: int = Field(default=20_000_000, ge=1, description="estimated engine events a job may need")
+    max_queued_jobs: int = Field(default=100, ge=1,
+                                 description="jobs waiting for a worker (and inline runs waiting for one) before "
+                                 "429")
+    job_timeout_s: float = Field(default=3600.0, gt=0, description="wall-time limit of one job's simulation")
+    inline_timeout_s: float = Field(default=60.0, gt=0, description="wall-time limit of an inline simulation")
+    max_job_attempts: int = Field(default=3, ge=1,
+                                  description="starts of a job, counting reruns after a restart, before it fails")
+    worker_memory_mb: int | None = Field(default=None, ge=64,
+                                         description="address-space limit of each simulation process; none if unset")
+    api_token: SecretStr | None = Field(default=None,
+                                        description="when set, POST and DELETE need 'Authorization: Bearer TOKEN'")
+
+    @field_validator("database")
+    @classmethod
+    def _sqlite_only(cls, value: str) -> str:
+        if "://" in value and not value.startswith("sqlite://"):
+            raise ValueError("only SQLite is supported: give a file path or a sqlite:/// URL")
+        return value
+
+    def database_path(self) -> str:
+        """The SQLite file path: ``database`` itself, or the path of a ``sqlite:///`` URL."""
+        value = self.database
+        for prefix in ("sqlite:///", "sqlite://"):
+            if value.startswith(prefix):
+                return value[len(prefix):] or ":memory:"
+        return value

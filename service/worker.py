@@ -1,0 +1,79 @@
+"""What runs inside a simulation process: one request in, one message out through a pipe.
+
+The message is ``("ok", result_json, trace_zlib_or_None)``, ``("invalid", [(field, rule), ...])`` or
+``("error", exception_type_name, one_line_message, traceback_text)``. The result JSON is exactly what
+``clustersim simulate`` prints (`adapters.to_response`), without the trace; the trace is the Chrome trace JSON,
+zlib-compressed. The forkserver preloads this module so that a new process starts in milliseconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+import traceback
+import zlib
+from multiprocessing.connection import Connection
+
+from api_schemas import RequestError, SimulationRequest
+from service import adapters
+from simcore.simulate import simulate
+from topology.errors import SpecError
+
+__all__ = ["noop", "run"]
+
+def _exit_with_server(alive: Connection) -> None:
+    """End this process as soon as the service dies (even by SIGKILL), so no orphan keeps simulating.
+
+    The service holds the only write end of `alive` and never writes: a read returns when it closes it, which
+    the kernel does when the service dies. The forkserver cannot tell us: each of its children holds its
+    liveness pipe open, so it outlives the service as long as they run.
+    """
+
+    def watch() -> None:
+        with contextlib.suppress(EOFError, OSError):
+            alive.recv()
+        os._exit(1)
+
+    threading.Thread(target=watch, name="clustersim-watchdog", daemon=True).start()
+
+
+def _limit_memory(memory_mb: int | None) -> None:
+    if memory_mb is None:
+        return
+    import resource
+
+    limit = memory_mb * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def noop() -> None:
+    """Started once at service start-up so the forkserver (and its preloaded modules) is ready."""
+
+
+def run(request_json: str, keep_spans: bool, memory_mb: int | None, conn: Connection, alive: Connection) -> None:
+    """Simulate the canonical request JSON and send the outcome message through `conn`."""
+    _exit_with_server(alive)
+    try:
+        _limit_memory(memory_mb)
+        request = SimulationRequest.model_validate_json(request_json)
+        scenario = adapters.to_scenario(request)
+        if keep_spans:
+            scenario = adapters.replace_spans(scenario)
+        outcome = simulate(scenario)
+        result = json.dumps(adapters.to_response(outcome))
+        trace = None
+        if keep_spans:
+            trace = zlib.compress(json.dumps(adapters.chrome_trace(outcome.spans)).encode("utf-8"), 6)
+        message: tuple[object, ...] = ("ok", result, trace)
+    except SpecError as err:
+        message = ("invalid", [(err.field, err.rule)])
+    except RequestError as err:
+        message = ("invalid", [(d.field, d.rule) for d in err.details])
+    except BaseException as err:  # noqa: BLE001 -- reported to the parent, which decides what it means
+        message = ("error", type(err).__name__, " ".join(str(err).split())[:500], traceback.format_exc())
+    try:
+        conn.send(message)
+    finally:
+        conn.close()

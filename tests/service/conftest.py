@@ -1,0 +1,129 @@
+"""Shared helpers for the service tests: request documents, and a real server as a subprocess
+(`clustersim serve` on 127.0.0.1, a free port, its own database), always stopped at the end."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+SMALL = EXAMPLES / "bubble-vs-microbatches" / "m8.yaml"  # 64 GPUs, 8 microbatches: about 10 ms
+LARGE = EXAMPLES / "gpt-1t-3072-a100.yaml"  # 3072 GPUs, 512 microbatches: seconds
+
+
+def request_doc(path: Path = SMALL, **options: Any) -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load(path.read_text(encoding="utf-8"))
+    if options:
+        data.setdefault("options", {}).update(options)
+    return data
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live (not zombie) process below `pid`, from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[0] != "Z":
+                children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def alive(pids: list[int]) -> list[int]:
+    """The pids that still run (not gone, not zombies)."""
+    out = []
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z":
+            out.append(pid)
+    return out
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Server:
+    """`clustersim serve` in a subprocess; `url` once ready."""
+
+    def __init__(self, database: Path, log: Path, **env: str) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        environ = {**os.environ, "CLUSTERSIM_DATABASE": str(database), **env}
+        self._log = log.open("ab")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "service.cli", "serve", "--host", "127.0.0.1", "--port", str(self.port),
+             "--log-level", "warning"],
+            env=environ, stdout=self._log, stderr=subprocess.STDOUT, cwd=str(ROOT))
+        self._wait_ready(30.0)
+
+    def _wait_ready(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"the server exited with {self.process.returncode}")
+            try:
+                if httpx.get(f"{self.url}/readyz", timeout=1.0).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError("the server did not become ready in time")
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown handlers run."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+        self.process.wait(10)
+        self._log.close()
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+        self._log.close()
+
+
+@pytest.fixture
+def start_server(tmp_path: Path) -> Iterator[Any]:
+    """A factory of servers on one database (tmp_path/jobs.db); every one is stopped at teardown."""
+    servers: list[Server] = []
+
+    def start(**env: str) -> Server:
+        server = Server(tmp_path / "jobs.db", tmp_path / "server.log", **env)
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
