@@ -1,0 +1,298 @@
+"""The search and sweep request documents (contract: CLI `search` and `sweep`, POST /v1/searches).
+
+A search request names a model, a cluster and a global batch; `space` narrows (or widens) what is enumerated,
+`bounds` says how much to simulate, and `baseline` is an optional layout to compare the winner with. A simulation
+request (with a `layout`) is also accepted as a search request: its layout becomes the baseline and its
+global_batch_size the batch.
+
+A sweep request is a base simulation request plus a grid: {dotted field path: [values]}; every combination of
+the grid's values (the last path varying fastest) is one simulation. A path may name a whole section
+(``layout``) or one field (``layout.tp``, ``model.preset``).
+
+Unknown fields are rejected by name, as in the simulation request.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from collections.abc import Iterator
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
+
+from api_schemas.errors import WHOLE_REQUEST, FieldError, RequestError, from_validation_error
+from api_schemas.loading import _parse
+from api_schemas.request import (
+    PARALLEL_DIMENSIONS,
+    ClusterIn,
+    LayoutIn,
+    ModelIn,
+    NonNegativeFloat,
+    OptionsIn,
+    PositiveFloat,
+    SimulationRequest,
+    Size,
+    ZeroStage,
+)
+
+__all__ = [
+    "SearchBoundsIn",
+    "SearchRequest",
+    "SearchSpaceIn",
+    "SweepRequest",
+    "load_search_file",
+    "load_sweep_file",
+    "parse_search_request",
+    "parse_sweep_request",
+]
+
+DEFAULT_TOP_K = 5
+DEFAULT_MAX_CANDIDATES = 500
+
+
+def _distinct(values: list[Any] | None) -> list[Any] | None:
+    if values is None:
+        return None
+    out: list[Any] = []
+    for value in values:
+        if value not in out:
+            out.append(value)
+    return out
+
+
+def _choices(description: str | None = None) -> Any:
+    """A list of values to try (at least one); None: generated."""
+    return Field(default=None, min_length=1, description=description)
+
+
+class SearchSpaceIn(BaseModel):
+    """What the search may vary. A list fixes the values tried; a missing field is generated from the model,
+    the cluster and the batch (see the README's "Search and sweeps")."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    dp: list[Size] | None = _choices()
+    tp: list[Size] | None = _choices("default: the divisors of the GPU count up to the GPUs of a node")
+    pp: list[Size] | None = _choices("default: the divisors of GPUs / tp up to the number of layers")
+    virtual_stages: list[Size] | None = _choices(
+        "for interleaved_1f1b; default: 2..max_virtual_stages where pp * v divides the layers")
+    microbatch_size: list[Size] | None = _choices(
+        "default: the divisors of global batch / dp up to max_microbatch_size")
+    schedule: list[Literal["gpipe", "1f1b", "interleaved_1f1b"]] | None = _choices()
+    zero_stage: list[ZeroStage] | None = _choices()
+    recompute: list[Literal["none", "selective", "full"]] | None = _choices()
+    sequence_parallel: list[StrictBool] | None = _choices()
+    placement: list[StrictStr] | None = _choices(
+        "default: every order that maps ranks differently")
+    overlap_grad_reduce: list[StrictBool] = Field(default=[True], min_length=1)
+    tp_comm_overlap: list[StrictBool] = Field(default=[False], min_length=1)
+    precision: list[Literal["bf16", "fp16"]] = Field(default=["bf16"], min_length=1)
+    max_microbatch_size: Size = 8
+    max_virtual_stages: Size = 8
+    min_free_memory_gib: NonNegativeFloat = Field(
+        default=0.0, description="discard layouts that leave less than this free per GPU")
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _dedupe(cls, value: Any) -> Any:
+        return _distinct(value) if isinstance(value, list) else value
+
+    @field_validator("placement")
+    @classmethod
+    def _placements(cls, value: list[str] | None) -> list[str] | None:
+        if value is None:
+            return None
+        out = []
+        for item in value:
+            parts = [part.strip() for part in item.split(",")]
+            if sorted(parts) != sorted(PARALLEL_DIMENSIONS):
+                raise ValueError(f"'{item}' must list dp, tp and pp once each, comma-separated, innermost first")
+            out.append(",".join(parts))
+        return _distinct(out)
+
+
+class SearchBoundsIn(BaseModel):
+    """How much to simulate: the CLI's --top, --max-candidates and --time-limit override these."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    top_k: Size = Field(default=DEFAULT_TOP_K, description="layouts returned, fastest first")
+    max_candidates: Size | None = Field(
+        default=DEFAULT_MAX_CANDIDATES, description="at most this many layouts simulated (the most promising first)")
+    time_limit_s: PositiveFloat | None = Field(
+        default=None, description="stop starting simulations after this many seconds")
+
+
+class SearchRequest(BaseModel):
+    """A layout search: which layout trains this model fastest on this cluster at this global batch."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{
+            "model": {"preset": "gpt3-175b"},
+            "cluster": {"preset": "dgx-a100", "num_nodes": 128},
+            "global_batch_size": 1536,
+            "bounds": {"max_candidates": 200},
+        }]},
+    )
+
+    model: ModelIn
+    cluster: ClusterIn
+    global_batch_size: Size
+    space: SearchSpaceIn = Field(default_factory=SearchSpaceIn)
+    bounds: SearchBoundsIn = Field(default_factory=SearchBoundsIn)
+    baseline: LayoutIn | None = Field(default=None, description="a layout to compare the best with (simulated too)")
+    options: OptionsIn = Field(default_factory=OptionsIn)
+
+    @field_validator("baseline")
+    @classmethod
+    def _same_batch(cls, value: LayoutIn | None, info: ValidationInfo) -> LayoutIn | None:
+        batch = info.data.get("global_batch_size")
+        if value is not None and batch is not None and value.global_batch_size != batch:
+            raise ValueError(f"global_batch_size ({value.global_batch_size}) must equal the search's ({batch})")
+        return value
+
+
+class SweepRequest(BaseModel):
+    """A batch run: every combination of the grid's values applied to the base request."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    base: dict[str, Any] = Field(description="a simulation request (model, cluster, layout, options)")
+    grid: dict[str, Annotated[list[Any], Field(min_length=1)]] = Field(
+        min_length=1, description="{dotted field path: [values]}, e.g. {'model.preset': ['gpt3-13b', 'gpt3-175b']}")
+
+    @field_validator("grid")
+    @classmethod
+    def _known_paths(cls, grid: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        for path in grid:
+            problem = _path_problem(path)
+            if problem:
+                raise ValueError(f"'{path}': {problem}")
+        return grid
+
+    def points(self) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+        """(the grid values of the point, the full request document) for every point, in grid order."""
+        paths = list(self.grid)
+        for values in itertools.product(*(self.grid[p] for p in paths)):
+            point = dict(zip(paths, values))
+            doc = copy.deepcopy(self.base)
+            for path, value in point.items():
+                _set(doc, path, copy.deepcopy(value))
+            yield point, doc
+
+    def requests(self) -> list[tuple[dict[str, Any], SimulationRequest]]:
+        """Every point validated; raises RequestError naming the grid value or base field that is invalid."""
+        out = []
+        for index, (point, doc) in enumerate(self.points()):
+            try:
+                out.append((point, SimulationRequest.model_validate(doc)))
+            except ValidationError as exc:
+                raise _point_error(exc, index, point) from None
+        return out
+
+
+_SECTIONS: dict[str, type[BaseModel]] = {"model": ModelIn, "cluster": ClusterIn, "layout": LayoutIn,
+                                          "options": OptionsIn}
+
+
+def _path_problem(path: str) -> str | None:
+    parts = path.split(".")
+    if parts[0] not in _SECTIONS:
+        return f"must start with one of {', '.join(_SECTIONS)}"
+    if len(parts) > 2:
+        return "must be a section or section.field"
+    if len(parts) == 2 and parts[1] not in _SECTIONS[parts[0]].model_fields:
+        return f"unknown field '{parts[1]}' of {parts[0]}"
+    return None
+
+
+def _set(doc: dict[str, Any], path: str, value: Any) -> None:
+    section, _, name = path.partition(".")
+    if not name:
+        doc[section] = value
+        return
+    target = doc.get(section)
+    if not isinstance(target, dict):
+        target = doc[section] = {}
+    target[name] = value
+
+
+def _point_error(exc: ValidationError, index: int, point: dict[str, Any]) -> RequestError:
+    base = from_validation_error(exc)
+    details = []
+    for d in base.details:
+        owner = next((p for p in point if d.field == p or d.field.startswith(p + ".")), None)
+        if owner is not None:
+            details.append(FieldError(f"grid.{owner}", f"{d.field}: {d.rule} (grid point {index}: "
+                                                       f"{owner} = {point[owner]!r})"))
+        else:
+            details.append(FieldError(f"base.{d.field}", f"{d.rule} (grid point {index})"))
+    return RequestError(details)
+
+
+def _mapping(text: str, source: str, what: str) -> dict[str, Any]:
+    data = _parse(text, source)
+    if not isinstance(data, dict):
+        raise RequestError.for_field(WHOLE_REQUEST, f"{source} must be a mapping ({what})")
+    return data
+
+
+def parse_search_request(text: str, source: str = "<request>") -> SearchRequest:
+    """Parse a search request (or a simulation request, whose layout becomes the baseline)."""
+    data = _mapping(text, source, "model, cluster and global_batch_size")
+    return search_request_from(data)
+
+
+def search_request_from(data: dict[str, Any]) -> SearchRequest:
+    """Validate a search request document; a simulation request (with `layout`) becomes a search around it."""
+    if "layout" in data and "global_batch_size" not in data:
+        data = dict(data)
+        layout = data.pop("layout")
+        data["baseline"] = layout
+        if isinstance(layout, dict) and "global_batch_size" in layout:
+            data["global_batch_size"] = layout["global_batch_size"]
+    try:
+        return SearchRequest.model_validate(data)
+    except ValidationError as exc:
+        raise from_validation_error(exc) from None
+
+
+def parse_sweep_request(text: str, source: str = "<request>") -> SweepRequest:
+    data = _mapping(text, source, "base and grid")
+    try:
+        return SweepRequest.model_validate(data)
+    except ValidationError as exc:
+        raise from_validation_error(exc) from None
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        raise RequestError.for_field("file", f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise RequestError.for_field("file", f"{path}: is a directory") from None
+    except UnicodeDecodeError:
+        raise RequestError.for_field("file", f"{path}: is not UTF-8 text") from None
+    except OSError as exc:
+        raise RequestError.for_field("file", f"{path}: cannot be read ({exc.strerror or exc})") from None
+
+
+def load_search_file(path: str) -> SearchRequest:
+    return parse_search_request(_read(path), source=path)
+
+
+def load_sweep_file(path: str) -> SweepRequest:
+    return parse_sweep_request(_read(path), source=path)

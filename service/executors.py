@@ -1,0 +1,188 @@
+"""Where search candidates and sweep points run: in this process, in a local process pool (the default), or as
+Ray tasks on a Ray cluster (`pip install clustersim[ray]`).
+
+Every executor runs a module-level function over (index, task) items and hands each result back with its index,
+so what a search or sweep returns never depends on which worker finished first: results are the same whichever
+executor ran them. Items are submitted a window at a time (twice the workers), so that a search bounded by time
+stops starting new simulations as soon as its time is up.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from types import TracebackType
+from typing import Any, Protocol
+
+from topology.errors import SpecError
+
+EXECUTORS = ("local", "ray")
+
+
+class Executor(Protocol):
+    name: str
+    workers: int
+
+    def run(self, fn: Callable[[Any], Any], items: Iterator[Any], on_result: Callable[[Any], None],
+            stop: Callable[[], bool]) -> None:
+        """Call fn on each item (in any order, `workers` at a time) and on_result on each result in this thread,
+        until the items run out or stop() says so; items already started finish."""
+
+    def close(self) -> None: ...
+
+    def __enter__(self) -> Executor: ...
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 tb: TracebackType | None) -> None: ...
+
+
+class _Closing:
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+
+class InlineExecutor(_Closing):
+    """One item after the other in this process (workers = 1)."""
+
+    name = "inline"
+    workers = 1
+
+    def run(self, fn: Callable[[Any], Any], items: Iterator[Any], on_result: Callable[[Any], None],
+            stop: Callable[[], bool]) -> None:
+        while not stop():
+            item = next(items, None)
+            if item is None:
+                return
+            on_result(fn(item))
+
+
+def _start_method() -> str:
+    # fork starts a worker in milliseconds, but forking a process that runs other threads (a server, a progress
+    # bar) can deadlock the child; then forkserver (or spawn where there is no forkserver) is the safe choice.
+    methods = multiprocessing.get_all_start_methods()
+    if "fork" in methods and threading.active_count() == 1:
+        return "fork"
+    return "forkserver" if "forkserver" in methods else "spawn"
+
+
+def _ready() -> int:
+    return os.getpid()
+
+
+class LocalExecutor(_Closing):
+    """A pool of worker processes on this machine (default: one per CPU)."""
+
+    name = "local"
+
+    def __init__(self, workers: int | None = None) -> None:
+        self.workers = max(1, workers or os.cpu_count() or 1)
+        self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context(_start_method()))
+        self._pool.submit(_ready).result()  # start the workers now, before the caller starts any thread
+
+    def run(self, fn: Callable[[Any], Any], items: Iterator[Any], on_result: Callable[[Any], None],
+            stop: Callable[[], bool]) -> None:
+        window = 2 * self.workers
+        pending: set[Future[Any]] = set()
+        exhausted = False
+        try:
+            while True:
+                while not exhausted and len(pending) < window and not stop():
+                    item = next(items, None)
+                    if item is None:
+                        exhausted = True
+                        break
+                    pending.add(self._pool.submit(fn, item))
+                if not pending:
+                    return
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for future in done:
+                    on_result(future.result())
+                if stop():
+                    exhausted = True
+        except BaseException:
+            for future in pending:
+                future.cancel()
+            raise
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+class RayExecutor(_Closing):
+    """Ray tasks on the Ray cluster at `address` (or a local Ray runtime when there is none, or the runtime this
+    process already started). clustersim must be importable on every Ray node."""
+
+    name = "ray"
+
+    def __init__(self, address: str | None = None, workers: int | None = None) -> None:
+        try:
+            import ray
+        except ImportError:
+            raise SpecError("executor", "ray is not installed: pip install 'clustersim[ray]'") from None
+        self._ray = ray
+        self._owned = False
+        if not ray.is_initialized():
+            kwargs: dict[str, Any] = {"address": address, "include_dashboard": False, "logging_level": "ERROR",
+                                      "log_to_driver": False}
+            if address is None and workers:
+                kwargs["num_cpus"] = workers
+            try:
+                ray.init(**kwargs)
+            except ConnectionError as err:
+                raise SpecError("address", f"cannot reach a Ray cluster at {address!r}: {err}") from None
+            self._owned = True
+        cpus = int(ray.cluster_resources().get("CPU", 1))
+        self.workers = max(1, min(workers, cpus) if workers else cpus)
+
+    def run(self, fn: Callable[[Any], Any], items: Iterator[Any], on_result: Callable[[Any], None],
+            stop: Callable[[], bool]) -> None:
+        ray = self._ray
+        remote = ray.remote(num_cpus=1, max_retries=0)(fn)
+        window = 2 * self.workers
+        pending: list[Any] = []
+        exhausted = False
+        try:
+            while True:
+                while not exhausted and len(pending) < window and not stop():
+                    item = next(items, None)
+                    if item is None:
+                        exhausted = True
+                        break
+                    pending.append(remote.remote(item))
+                if not pending:
+                    return
+                done, pending = ray.wait(pending, num_returns=1)
+                for ref in done:
+                    on_result(ray.get(ref))
+                if stop():
+                    exhausted = True
+        except BaseException:
+            for ref in pending:
+                ray.cancel(ref, force=True)
+            raise
+
+    def close(self) -> None:
+        if self._owned:
+            self._ray.shutdown()
+
+
+def make_executor(kind: str = "local", address: str | None = None, workers: int | None = None) -> Executor:
+    """The executor a CLI flag or request names: 'local' (one worker: this process) or 'ray'."""
+    if kind == "ray":
+        return RayExecutor(address, workers)
+    if kind != "local":
+        raise SpecError("executor", f"must be one of {', '.join(EXECUTORS)}")
+    if address is not None:
+        raise SpecError("address", "only applies to --executor ray")
+    count = max(1, workers or os.cpu_count() or 1)
+    return InlineExecutor() if count == 1 else LocalExecutor(count)

@@ -1,0 +1,320 @@
+"""Layout search: the generated space, pruning (layout rules and the memory model, before any simulation),
+ranking by simulated tokens/s with the reasons, the bounds, the executors' agreement, the CLI, and the 1T
+acceptance case (a bounded search beats Narayanan et al.'s DP 6 x TP 8 x PP 64)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from api_schemas import LayoutIn, RequestError, SimulationRequest
+from api_schemas.search import parse_search_request, search_request_from
+from service import adapters
+from service.cli_search import main
+from service.search import layout_json, run_search, to_space
+from simcore.layout import Layout, Recompute, Schedule, validate_layout
+from simcore.memory import in_flight, stage_memory
+from simcore.search_rank import evaluate
+from simcore.search_space import MEMORY, MemoryModel, Space, distinct_placements, enumerate_layouts, plan_search
+from simcore.simulate import Scenario, simulate
+from topology.errors import SpecError
+from topology.hardware import GPUS
+
+ROOT = Path(__file__).resolve().parents[2]
+ONE_T = ROOT / "examples" / "gpt-1t-3072-a100.yaml"
+
+# GPT-3 1.3B on two DGX A100 nodes: a space of a few thousand layouts, each simulated in milliseconds.
+SMALL: dict[str, Any] = {"model": {"preset": "gpt3-1.3b"}, "cluster": {"preset": "dgx-a100", "num_nodes": 2},
+                         "global_batch_size": 64}
+
+
+def scenario_of(doc: dict[str, Any]) -> Scenario:
+    return adapters.to_scenario(SimulationRequest.model_validate(
+        {"model": doc["model"], "cluster": doc["cluster"],
+         "layout": {"dp": 1, "tp": 1, "pp": 1, "global_batch_size": doc["global_batch_size"]}}))
+
+
+def without_run(result: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in result.items() if k != "run"}
+
+
+# -- the space ------------------------------------------------------------------------------------------------
+
+
+def test_generated_space_follows_the_rules() -> None:
+    base = scenario_of(SMALL)
+    layouts = list(enumerate_layouts(base.model, 16, 8, 64, Space()))
+    assert len(layouts) == len(set(layouts))
+    assert {lay.tp for lay in layouts} == {1, 2, 4, 8}  # TP stays inside a node
+    assert {lay.pp for lay in layouts} == {1, 2, 4, 8, 16}
+    assert {lay.zero_stage for lay in layouts} == {0, 1, 2, 3}
+    assert {str(lay.recompute) for lay in layouts} == {"none", "selective", "full"}
+    assert {lay.sequence_parallel for lay in layouts} == {False, True}
+    for lay in layouts:
+        assert lay.dp * lay.tp * lay.pp == 16
+        assert lay.microbatch_size <= 8 and 64 % (lay.dp * lay.microbatch_size) == 0
+        assert lay.overlap_grad_reduce and not lay.tp_comm_overlap
+        assert (lay.virtual_stages > 1) == (lay.schedule is Schedule.INTERLEAVED_1F1B)
+        if lay.virtual_stages > 1:
+            assert 24 % (lay.pp * lay.virtual_stages) == 0
+        if lay.pp == 1:
+            assert lay.schedule is Schedule.ONE_F_ONE_B
+        if lay.dp == 1:
+            assert lay.zero_stage == 0
+        if lay.tp == 1:
+            assert not lay.sequence_parallel
+    interleaved = {lay.virtual_stages for lay in layouts if lay.pp == 4}
+    assert interleaved == {1, 2, 3, 6}  # 24 layers / 4 stages = 6 per stage: v in 2..8 dividing it
+
+
+def test_placements_that_map_ranks_alike_are_generated_once() -> None:
+    assert distinct_placements(4, 2, 2) == ["tp,dp,pp", "tp,pp,dp", "dp,tp,pp", "dp,pp,tp", "pp,tp,dp", "pp,dp,tp"]
+    assert distinct_placements(16, 1, 1) == ["tp,dp,pp"]
+    assert distinct_placements(4, 4, 1) == ["tp,dp,pp", "dp,tp,pp"]  # where pp goes does not matter
+
+
+def test_space_can_be_narrowed_and_widened_by_the_request() -> None:
+    base = scenario_of(SMALL)
+    space = Space(tp=(16,), pp=(1,), recompute=(Recompute.FULL,), zero_stage=(3,), sequence_parallel=(True,))
+    layouts = list(enumerate_layouts(base.model, 16, 8, 64, space))
+    assert {(lay.dp, lay.tp, lay.pp, lay.zero_stage) for lay in layouts} == {(1, 16, 1, 3)}  # TP across nodes
+    # degrees that cannot multiply to the GPU count are kept as one layout that carries the rule
+    odd = list(enumerate_layouts(base.model, 16, 8, 64, Space(tp=(3,))))
+    assert len(odd) == 1
+    with pytest.raises(SpecError) as err:
+        validate_layout(odd[0], base.model, 16)
+    assert err.value.field == "layout.dp"
+
+
+# -- memory model and pruning ----------------------------------------------------------------------------------
+
+
+MEMORY_CASES = [
+    dict(dp=2, tp=2, pp=4, microbatch_size=2, global_batch_size=64),
+    dict(dp=1, tp=2, pp=8, microbatch_size=1, global_batch_size=64, schedule=Schedule.GPIPE),
+    dict(dp=4, tp=1, pp=4, microbatch_size=1, global_batch_size=64, schedule=Schedule.INTERLEAVED_1F1B,
+         virtual_stages=3, zero_stage=3, recompute=Recompute.SELECTIVE),
+    dict(dp=2, tp=4, pp=2, microbatch_size=4, global_batch_size=64, zero_stage=2, recompute=Recompute.FULL,
+         sequence_parallel=True),
+    dict(dp=16, tp=1, pp=1, microbatch_size=4, global_batch_size=64, zero_stage=1),
+    # uneven split: 24 layers over 5 x 2 chunks, interleaved
+    dict(dp=1, tp=2, pp=5, microbatch_size=1, global_batch_size=20, schedule=Schedule.INTERLEAVED_1F1B,
+         virtual_stages=2),
+    dict(dp=1, tp=2, pp=5, microbatch_size=1, global_batch_size=3),  # fewer microbatches than stages
+]
+
+
+@pytest.mark.parametrize("fields", MEMORY_CASES)
+def test_memory_model_equals_the_simulators(fields: dict[str, Any]) -> None:
+    base = scenario_of(SMALL)
+    layout = Layout(**fields)
+    gpus = layout.num_gpus
+    scenario = replace(base, layout=layout, cluster=replace(base.cluster, num_gpus=gpus))
+    outcome = simulate(scenario)
+    expected = tuple(stage.memory for stage in outcome.metrics.stages)
+    assert MemoryModel(base.model).stages(layout) == expected
+
+
+def test_memory_model_uses_the_schedules_microbatches_in_flight() -> None:
+    # the closed forms for 1F1B and GPipe against the schedules themselves
+    for schedule in (Schedule.ONE_F_ONE_B, Schedule.GPIPE):
+        for pp, m in ((1, 1), (4, 2), (4, 4), (8, 32), (5, 7)):
+            layout = Layout(dp=1, tp=1, pp=pp, microbatch_size=1, global_batch_size=m, schedule=schedule)
+            for rank in range(pp):
+                assert MemoryModel._held(layout, rank, {0: 3}) == in_flight(layout, rank, {0: 3})
+
+
+def test_stage_memory_through_the_workload_matches() -> None:
+    """The parameters per chunk are counted as build_workload counts them (untied embeddings too)."""
+    from simcore.collectives import CollectiveModel
+    from simcore.workload import build_workload
+    from topology.graph import build_cluster
+    from topology.placement import place
+    from topology.routing import Router
+
+    base = scenario_of({**SMALL, "model": {"preset": "gpt3-1.3b", "tied_embeddings": False}})
+    layout = Layout(dp=2, tp=2, pp=4, microbatch_size=1, global_batch_size=64, zero_stage=3)
+    cluster = build_cluster(base.cluster)
+    workload = build_workload(base.model, layout, GPUS[base.cluster.gpu],
+                              place(2, 2, 4, layout.placement, 16),
+                              CollectiveModel(cluster, Router(cluster), base.algorithm))
+    assert MemoryModel(base.model).stages(layout) == stage_memory(base.model, layout, workload)
+
+
+def test_pruned_layouts_would_not_fit_and_kept_ones_do() -> None:
+    doc = {**SMALL, "model": {"preset": "gpt3-6.7b"}}
+    base = scenario_of(doc)
+    space = Space(zero_stage=(0,), recompute=(Recompute.NONE,), placement=("tp,dp,pp",))
+    plan = plan_search(base.model, 16, 8, GPUS[base.cluster.gpu], 64, space)
+    assert plan.discarded[MEMORY] > 0 and plan.candidates
+    kept = set(plan.candidates)
+    over = [lay for lay in enumerate_layouts(base.model, 16, 8, 64, space) if lay not in kept and lay.pp <= 2]
+    assert over
+    for layout in over[:3]:
+        validate_layout(layout, base.model, 16)  # a valid layout, discarded for memory only
+        outcome = simulate(replace(base, layout=layout))
+        assert not outcome.metrics.fits and outcome.warnings[0].startswith("does not fit")
+    kept = evaluate((0, replace(base, layout=plan.candidates[0])))
+    assert kept.fits
+    assert plan.generated == plan.pruned + len(plan.candidates)
+
+
+# -- the search ------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def small_result() -> dict[str, Any]:
+    return run_search({**SMALL, "bounds": {"max_candidates": 30, "top_k": 4}}, workers=1)
+
+
+def test_search_ranks_by_simulated_throughput_and_explains(small_result: dict[str, Any]) -> None:
+    r = small_result
+    s = r["search"]
+    assert s["generated"] == s["pruned"] + s["feasible"]
+    assert s["pruned"] == s["discarded"]["invalid"] + s["discarded"]["memory"]
+    assert s["simulated"] == 30 and s["stopped_by"] == "max_candidates"
+    assert s["not_simulated"] == s["feasible"] - 30
+    top = r["top"]
+    assert [e["rank"] for e in top] == [1, 2, 3, 4] and r["best"] == top[0]
+    speeds = [e["tokens_per_s"] for e in top]
+    assert speeds == sorted(speeds, reverse=True)
+    base = scenario_of(SMALL)
+    for entry in top:
+        # each ranked figure is the simulator's for that layout, which is a valid request layout
+        layout = adapters.to_scenario(SimulationRequest(
+            model=SMALL["model"], cluster=SMALL["cluster"], layout=LayoutIn(**entry["layout"]))).layout
+        assert simulate(replace(base, layout=layout)).metrics.tokens_per_s == entry["tokens_per_s"]
+        assert entry["memory"]["fits"] and entry["memory"]["headroom_gib"] > 0
+        assert set(entry["exposed_communication_s"]) == {"tp", "pp", "dp"}
+        why = " | ".join(entry["why"])
+        assert "bubble" in why and "exposed communication" in why and "headroom" in why
+    assert "fewer tokens/s than the best" in top[1]["why"][-1]
+
+
+def test_discarded_families_give_their_first_reason() -> None:
+    # GPT-3 6.7B on 16 GPUs without ZeRO or recomputation: TP 1 x PP 1 cannot hold it; TP 3 breaks the rules
+    r = run_search({**SMALL, "model": {"preset": "gpt3-6.7b"},
+                    "space": {"tp": [1, 3, 8], "zero_stage": [0], "recompute": ["none"]},
+                    "bounds": {"max_candidates": 2}}, workers=1)
+    families = {(f["family"]["dp"], f["family"]["tp"], f["family"]["pp"]): f for f in r["discarded_families"]}
+    no_fit = families[(16, 1, 1)]
+    assert no_fit["kind"] == "memory"
+    assert no_fit["reason"].startswith("memory: stage 0 needs ") and "GiB more than the 80 GiB" in no_fit["reason"]
+    assert no_fit["family"] == {"dp": 16, "tp": 1, "pp": 1, "zero_stage": 0, "recompute": "none",
+                                "sequence_parallel": False}
+    rule = [f for (dp, tp, pp), f in families.items() if tp == 3]
+    assert rule and rule[0]["kind"] == "invalid" and rule[0]["reason"].startswith("layout.dp: dp*tp*pp")
+    assert r["search"]["discarded"]["invalid"] >= 1
+
+
+def test_time_limit_stops_starting_simulations() -> None:
+    r = run_search({**SMALL, "bounds": {"max_candidates": 10000, "time_limit_s": 0.001}}, workers=1)
+    assert r["search"]["stopped_by"] == "time_limit"
+    assert 1 <= r["search"]["simulated"] < r["search"]["feasible"]  # at least one candidate is always simulated
+
+
+def test_arguments_override_the_request_bounds() -> None:
+    r = run_search({**SMALL, "bounds": {"max_candidates": 50, "top_k": 5}}, max_candidates=3, top_k=2, workers=1)
+    assert r["search"]["simulated"] == 3 and len(r["top"]) == 2
+
+
+def test_local_pool_and_inline_give_identical_results(small_result: dict[str, Any]) -> None:
+    pooled = run_search({**SMALL, "bounds": {"max_candidates": 30, "top_k": 4}}, workers=2)
+    assert pooled["run"]["executor"] == "local" and pooled["run"]["workers"] == 2
+    assert without_run(pooled) == without_run(small_result)
+    # and the same bytes once serialized
+    assert json.dumps(without_run(pooled)) == json.dumps(without_run(small_result))
+
+
+def test_search_around_a_simulation_request_compares_with_its_layout() -> None:
+    doc = {**{k: v for k, v in SMALL.items() if k != "global_batch_size"},
+           "layout": {"dp": 2, "tp": 4, "pp": 2, "global_batch_size": 64}}
+    request = search_request_from(doc)
+    assert request.global_batch_size == 64 and request.baseline is not None
+    r = run_search(request, max_candidates=5, workers=1)
+    baseline = r["baseline"]
+    assert baseline["layout"]["dp"] == 2 and baseline["best_speedup"] == pytest.approx(
+        r["best"]["tokens_per_s"] / baseline["tokens_per_s"])
+
+
+@pytest.mark.parametrize("doc, field", [
+    ({**SMALL, "space": {"tpp": [2]}}, "space.tpp"),
+    ({**SMALL, "space": {"tp": []}}, "space.tp"),
+    ({**SMALL, "space": {"placement": ["tp,dp"]}}, "space.placement"),
+    ({**SMALL, "bounds": {"max_candidates": 0}}, "bounds.max_candidates"),
+    ({**SMALL, "global_batch_size": "64"}, "global_batch_size"),
+    ({**SMALL, "baseline": {"dp": 2, "tp": 4, "pp": 2, "global_batch_size": 32}}, "baseline"),
+])
+def test_invalid_search_requests_name_the_field(doc: dict[str, Any], field: str) -> None:
+    with pytest.raises(RequestError) as err:
+        parse_search_request(json.dumps(doc))
+    assert err.value.details[0].field == field
+
+
+def test_domain_errors_are_spec_errors() -> None:
+    with pytest.raises(SpecError) as err:
+        run_search({**SMALL, "model": {"preset": "gpt-9t"}})
+    assert err.value.field == "model.preset"
+    with pytest.raises(SpecError) as err:
+        run_search({**SMALL, "baseline": {"dp": 3, "tp": 4, "pp": 2, "global_batch_size": 64}})
+    assert err.value.field == "baseline.dp"
+    with pytest.raises(SpecError) as err:
+        run_search(SMALL, executor="slurm")
+    assert err.value.field == "executor"
+
+
+def test_layout_json_round_trips_through_the_request_schema() -> None:
+    layout = Layout(dp=2, tp=4, pp=2, microbatch_size=2, global_batch_size=64, virtual_stages=3,
+                    schedule=Schedule.INTERLEAVED_1F1B, zero_stage=1, recompute=Recompute.SELECTIVE)
+    doc = {"model": SMALL["model"], "cluster": SMALL["cluster"], "layout": layout_json(layout)}
+    assert adapters.to_scenario(SimulationRequest.model_validate(doc)).layout == layout
+    assert to_space(search_request_from(SMALL).space) == Space()
+
+
+# -- CLI -------------------------------------------------------------------------------------------------------
+
+
+def test_cli_search_prints_tables_and_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "search.yaml"
+    path.write_text(yaml.safe_dump({**SMALL, "model": {"preset": "gpt3-6.7b"}}), encoding="utf-8")
+    assert main(["search", str(path), "--max-candidates", "6", "--top", "3", "--workers", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "Fastest layouts" in out and "Best: DP" in out and "Discarded families" in out
+    assert main(["search", str(path), "--json", "--max-candidates", "4", "--top", "2", "--workers", "1"]) == 0
+    result = json.loads(capsys.readouterr().out)  # nothing but the JSON on stdout (progress goes to stderr)
+    assert len(result["top"]) == 2 and result["search"]["simulated"] == 4
+
+
+def test_cli_search_bad_input_exits_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "search.yaml"
+    path.write_text(yaml.safe_dump({**SMALL, "space": {"zero": [1]}}), encoding="utf-8")
+    assert main(["search", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "space.zero: unknown field" in err
+    with pytest.raises(SystemExit) as exit_:
+        main(["search", str(path), "--top", "0"])
+    assert exit_.value.code == 2
+    assert main(["search", str(tmp_path / "missing.yaml")]) == 2
+
+
+# -- acceptance: the 1T GPT on 3072 A100s ---------------------------------------------------------------------
+
+
+def test_1t_search_beats_the_published_layout() -> None:
+    """Bounded for CI: TP 8 with sequence parallelism, ZeRO 0/1, selective or full recomputation (every pp, dp,
+    microbatch size, schedule, interleaving and placement generated), 3 candidates simulated. The published
+    layout (DP 6 x TP 8 x PP 64, microbatch 1, 1F1B, full recomputation) is the baseline, simulated too."""
+    doc = yaml.safe_load(ONE_T.read_text(encoding="utf-8"))
+    doc["space"] = {"tp": [8], "zero_stage": [0, 1], "recompute": ["selective", "full"], "sequence_parallel": [True]}
+    r = run_search(doc, max_candidates=3, workers=2)
+    baseline, best = r["baseline"], r["best"]
+    assert baseline["summary"].startswith("DP 6 x TP 8 x PP 64, mb 1, 1f1b")
+    assert best["tokens_per_s"] >= baseline["tokens_per_s"]
+    assert baseline["best_speedup"] >= 1.0
+    assert best["memory"]["fits"] and r["search"]["pruned"] > 0
+    assert len(best["why"]) >= 4 and "bubble" in best["why"][0]
