@@ -73,6 +73,7 @@ class CollectiveModel:
         self.algorithm = algorithm
         self.capacity = effective_capacity(cluster)
         self._links_of_node: dict[int, set[int]] = {}
+        self._phase_cache: dict[tuple[Collective, tuple[tuple[int, ...], ...]], tuple[FlowPattern, ...]] = {}
 
     def _by_node(self, gpus: Sequence[int]) -> list[list[int]]:
         nodes: dict[int, list[int]] = {}
@@ -120,8 +121,13 @@ class CollectiveModel:
         Each phase keeps the links of the first GPU's node and the most loaded links of the whole pattern
         (flows.keep_links): that sets the same rate, keeps the contention the simulated rank's own flows see,
         and keeps a collective over thousands of GPUs cheap to reschedule."""
-        return tuple(keep_links(p, self._node_links(groups[0][0]), self.capacity, extra=8)
-                     for p in self._all_phases(kind, groups))
+        key = (kind, tuple(tuple(group) for group in groups))
+        phases = self._phase_cache.get(key)
+        if phases is None:
+            phases = self._phase_cache[key] = tuple(
+                keep_links(p, self._node_links(groups[0][0]), self.capacity, extra=8)
+                for p in self._all_phases(kind, groups))
+        return phases
 
     def _node_links(self, gpu: int) -> set[int]:
         """Links that touch the node of `gpu`: its GPUs, switch and NICs."""
