@@ -151,34 +151,47 @@ class FlowNetwork:
 
 def water_fill(patterns: Sequence[FlowPattern], capacity: Sequence[float]) -> list[float]:
     """Max-min fair rates (units/s) by progressive filling: raise every unfrozen group's rate together until a
-    link saturates, freeze the groups on it, repeat."""
-    rates = [0.0] * len(patterns)
-    frozen = [False] * len(patterns)
-    used: dict[int, float] = {}
+    link saturates, freeze the groups on it, repeat. A link only one group uses constrains only that group, so
+    each group's private links reduce to one cap (the tightest), and the loop walks the shared links alone."""
+    count = len(patterns)
+    rates = [0.0] * count
+    frozen = [False] * count
     on_link: dict[int, list[tuple[int, float]]] = {}
     for i, pattern in enumerate(patterns):
         for link, load in zip(pattern.links, pattern.loads):
             on_link.setdefault(link, []).append((i, load))
-    left = len(patterns)
+    private = [float("inf")] * count
+    shared: dict[int, list[tuple[int, float]]] = {}
+    for link, members in on_link.items():
+        if len(members) == 1:
+            i, load = members[0]
+            private[i] = min(private[i], capacity[link] / load)
+        else:
+            shared[link] = members
+    used = dict.fromkeys(shared, 0.0)
+    left = count
     while left:
         best_level = float("inf")
-        best_link = -1
-        for link, members in on_link.items():
+        best_link, best_group = -1, -1
+        for link, members in shared.items():
             denom = sum(load for i, load in members if not frozen[i])
             if denom <= _EPS:
                 continue
-            level = (capacity[link] - used.get(link, 0.0)) / denom
+            level = (capacity[link] - used[link]) / denom
             if level < best_level:
-                best_level, best_link = level, link
-        if best_link < 0:
+                best_level, best_link, best_group = level, link, -1
+        for i in range(count):
+            if not frozen[i] and private[i] < best_level:
+                best_level, best_link, best_group = private[i], -1, i
+        if best_link < 0 and best_group < 0:
             break
         best_level = max(best_level, 0.0)
-        for i, _load in on_link[best_link]:
-            if frozen[i]:
-                continue
+        freeze = [best_group] if best_group >= 0 else [i for i, _load in shared[best_link] if not frozen[i]]
+        for i in freeze:
             frozen[i] = True
             rates[i] = best_level
             left -= 1
             for link, load in zip(patterns[i].links, patterns[i].loads):
-                used[link] = used.get(link, 0.0) + load * best_level
+                if link in used:
+                    used[link] += load * best_level
     return rates
