@@ -151,11 +151,11 @@ def parse_request(text: str, source: str = "<request>") -> SimulationRequest:
         raise from_validation_error(exc) from None
 
 
-def load_request_file(path: str) -> SimulationRequest:
-    """Read a UTF-8 request file and parse it; an unreadable file raises RequestError on field ``file``."""
+def read_request_text(path: str) -> str:
+    """A request file's UTF-8 text; an unreadable file raises RequestError on field ``file``."""
     try:
         with open(path, encoding="utf-8") as handle:
-            text = handle.read()
+            return handle.read()
     except FileNotFoundError:
         raise RequestError.for_field("file", f"{path}: no such file") from None
     except IsADirectoryError:
@@ -164,4 +164,8 @@ def load_request_file(path: str) -> SimulationRequest:
         raise RequestError.for_field("file", f"{path}: is not UTF-8 text") from None
     except OSError as exc:
         raise RequestError.for_field("file", f"{path}: cannot be read ({exc.strerror or exc})") from None
-    return parse_request(text, source=path)
+
+
+def load_request_file(path: str) -> SimulationRequest:
+    """Read a UTF-8 request file and parse it; an unreadable file raises RequestError on field ``file``."""
+    return parse_request(read_request_text(path), source=path)

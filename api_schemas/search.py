@@ -31,7 +31,7 @@ from pydantic import (
 )
 
 from api_schemas.errors import WHOLE_REQUEST, FieldError, RequestError, from_validation_error
-from api_schemas.loading import _parse
+from api_schemas.loading import _parse, read_request_text
 from api_schemas.request import (
     PARALLEL_DIMENSIONS,
     ClusterIn,
@@ -276,23 +276,9 @@ def parse_sweep_request(text: str, source: str = "<request>") -> SweepRequest:
         raise from_validation_error(exc) from None
 
 
-def _read(path: str) -> str:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return handle.read()
-    except FileNotFoundError:
-        raise RequestError.for_field("file", f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise RequestError.for_field("file", f"{path}: is a directory") from None
-    except UnicodeDecodeError:
-        raise RequestError.for_field("file", f"{path}: is not UTF-8 text") from None
-    except OSError as exc:
-        raise RequestError.for_field("file", f"{path}: cannot be read ({exc.strerror or exc})") from None
-
-
 def load_search_file(path: str) -> SearchRequest:
-    return parse_search_request(_read(path), source=path)
+    return parse_search_request(read_request_text(path), source=path)
 
 
 def load_sweep_file(path: str) -> SweepRequest:
-    return parse_sweep_request(_read(path), source=path)
+    return parse_sweep_request(read_request_text(path), source=path)

@@ -12,19 +12,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-import traceback
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
-from api_schemas import RequestError
 from api_schemas.search import load_search_file, load_sweep_file
 from service.executors import EXECUTORS
 from service.search import run_search
 from service.sweep import run_sweep
-from topology.errors import SpecError
 
 DISCARDED_SHOWN = 12
 
@@ -181,33 +177,3 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     print(f"{summary['points']} points: {summary['skipped']} already written, {summary['simulated']} simulated, "
           f"{summary['invalid']} invalid; {summary['jsonl']}, {summary['csv']}")
     return 0
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:  # usage errors are invalid input: exit 2, one line
-        sys.stderr.write(f"clustersim: {message}\n")
-        raise SystemExit(2)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Standalone entry point with the same exit codes as `clustersim`."""
-    parser = _Parser(prog="clustersim")
-    add_search_commands(parser.add_subparsers(dest="command", required=True, parser_class=_Parser))
-    args = parser.parse_args(argv)
-    try:
-        return int(args.func(args))
-    except RequestError as err:
-        sys.stderr.write(f"clustersim: invalid input: {err}\n")
-        return 2
-    except SpecError as err:
-        sys.stderr.write(f"clustersim: invalid input: {err.field}: {err.rule}\n")
-        return 2
-    except BrokenPipeError:
-        return 0
-    except Exception:
-        traceback.print_exc()
-        return 1
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

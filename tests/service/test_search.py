@@ -15,7 +15,7 @@ import yaml
 from api_schemas import LayoutIn, RequestError, SimulationRequest
 from api_schemas.search import parse_search_request, search_request_from
 from service import adapters
-from service.cli_search import main
+from service.cli import main
 from service.search import layout_json, run_search, to_space
 from simcore.layout import Layout, Recompute, Schedule, validate_layout
 from simcore.memory import in_flight, stage_memory
