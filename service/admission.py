@@ -12,13 +12,14 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from api_schemas import FieldError, RequestError, SimulationRequest, parse_request
+from api_schemas import FieldError, LayoutIn, RequestError, SimulationRequest, parse_request
+from api_schemas.search import SearchRequest, parse_search_request
 from service import adapters
 from service.errors import ApiError, from_spec_error, invalid
 from simcore.simulate import VERSION, check, estimate_events
 from topology.errors import SpecError
 
-__all__ = ["MAX_INT", "Admitted", "admit", "cache_key"]
+__all__ = ["MAX_INT", "Admitted", "AdmittedSearch", "admit", "admit_search", "cache_key"]
 
 # Integers above 2^53 are not exact in JSON readers that use doubles, nor in the float arithmetic of the cost
 # model: the service refuses them rather than simulate a rounded value.
@@ -34,6 +35,21 @@ class Admitted:
     cache_key: str
     estimated_events: int
     trace: bool
+
+
+@dataclass(frozen=True, slots=True)
+class AdmittedSearch:
+    """An accepted search: its canonical JSON (bounds capped by the service) and its results-cache key.
+
+    The cache is used only when the search is deterministic (no time limit): its key is "search:" and the SHA-256
+    of the canonical request and the simulator's version. A search with a time limit gets a key of its own
+    (`cacheable` False), so its result is stored for its job but never served to another."""
+
+    request: SearchRequest
+    canonical_json: str
+    cache_key: str
+    cacheable: bool
+    estimated_events: int = 0
 
 
 def cache_key(request: SimulationRequest) -> str:
@@ -53,11 +69,15 @@ def _big_ints(value: Any, path: str) -> list[FieldError]:
     return []
 
 
-def _parse(body: bytes) -> SimulationRequest:
+def _text(body: bytes) -> str:
     try:
-        text = body.decode("utf-8")
+        return body.decode("utf-8")
     except UnicodeDecodeError:
         raise invalid(RequestError.for_field("request", "must be UTF-8 text")) from None
+
+
+def _parse(body: bytes) -> SimulationRequest:
+    text = _text(body)
     try:
         request = parse_request(text, source="the request body")
     except RequestError as err:
@@ -111,3 +131,45 @@ def admit(body: bytes, *, max_gpus: int, max_microbatches: int, max_events: int,
                        [FieldError("request", f"estimated events must be <= {max_events}")],
                        extra={"estimated_events": events, "limit": max_events})
     return Admitted(request, request.model_dump_json(), cache_key(request), events, request.options.trace)
+
+
+def admit_search(body: bytes, *, max_gpus: int, max_candidates: int, job_id: str) -> AdmittedSearch:
+    """Validate a search body (or a simulation request: its layout becomes the baseline) and cap its
+    bounds.max_candidates at `max_candidates`; raise ApiError (422, or 413 over the GPU limit). Cheap: the space
+    is enumerated by the job, not here."""
+    text = _text(body)
+    try:
+        request = parse_search_request(text, source="the request body")
+    except RequestError as err:
+        raise invalid(err) from None
+    except (ValueError, RecursionError) as err:
+        rule = "cannot be read: " + " ".join(str(err).split())[:200]
+        raise invalid(RequestError.for_field("request", rule)) from None
+    big = _big_ints(request.model_dump(), "")
+    if big:
+        raise invalid(RequestError(big))
+    try:
+        base = adapters.to_scenario(SimulationRequest(
+            model=request.model, cluster=request.cluster, options=request.options,
+            layout=LayoutIn(dp=1, tp=1, pp=1, global_batch_size=request.global_batch_size)))
+    except SpecError as err:
+        raise from_spec_error(err) from None
+    except RequestError as err:
+        raise invalid(err) from None
+    gpus = base.cluster.num_gpus
+    if gpus > max_gpus:
+        field = "cluster.num_nodes" if request.cluster.num_nodes is not None else "cluster.num_gpus"
+        raise _over(field, "GPU count", gpus, max_gpus)
+    asked = request.bounds.max_candidates
+    bounds = request.bounds.model_copy(update={"max_candidates": min(asked, max_candidates)
+                                               if asked is not None else max_candidates})
+    request = request.model_copy(update={"bounds": bounds})
+    canonical = request.model_dump_json()
+    cacheable = request.bounds.time_limit_s is None
+    if cacheable:
+        text = json.dumps({"search": json.loads(canonical), "simulator": VERSION}, sort_keys=True,
+                          separators=(",", ":"))
+        key = "search:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+    else:
+        key = f"search-job:{job_id}"
+    return AdmittedSearch(request, canonical, key, cacheable)

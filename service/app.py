@@ -8,6 +8,7 @@ read raw and parsed by api_schemas (YAML or JSON, duplicate keys refused), exact
 from __future__ import annotations
 
 import asyncio
+import uuid
 import zlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -19,8 +20,9 @@ from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPBearer
 
 from api_schemas import FieldError, SimulationRequest, SimulationResult
+from api_schemas.search import SearchRequest
 from service import adapters, errors
-from service.admission import Admitted, admit
+from service.admission import Admitted, AdmittedSearch, admit, admit_search
 from service.errors import ApiError
 from service.httpio import authorize, job_status, read_body, result_response, wants_trace
 from service.jobs import JobManager
@@ -36,6 +38,10 @@ _ERR: dict[str, Any] = {"model": ErrorBody}
 _REQUEST_BODY: dict[str, Any] = {"requestBody": {"required": True, "content": {
     "application/json": {"schema": {"$ref": "#/components/schemas/SimulationRequest"}},
     "application/yaml": {"schema": {"$ref": "#/components/schemas/SimulationRequest"}},
+}}}
+_SEARCH_BODY: dict[str, Any] = {"requestBody": {"required": True, "content": {
+    "application/json": {"schema": {"$ref": "#/components/schemas/SearchRequest"}},
+    "application/yaml": {"schema": {"$ref": "#/components/schemas/SearchRequest"}},
 }}}
 # Numeric failures of the simulator on extreme (schema-valid) values are the request's fault, not a bug.
 _INPUT_ERRORS = frozenset({"OverflowError", "ZeroDivisionError", "ValueError", "FloatingPointError"})
@@ -58,6 +64,10 @@ class _Service:
         s = self.settings
         return admit(body, max_gpus=s.max_gpus, max_microbatches=s.max_microbatches,
                      max_events=s.max_inline_events if inline else s.max_job_events, inline=inline)
+
+    def admit_search(self, body: bytes, job_id: str) -> AdmittedSearch:
+        s = self.settings
+        return admit_search(body, max_gpus=s.max_gpus, max_candidates=s.max_search_candidates, job_id=job_id)
 
 
 def _inline_error(outcome: RunResult, settings: Settings) -> ApiError:
@@ -82,6 +92,9 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
         components = schema.setdefault("components", {}).setdefault("schemas", {})
         components.update(request.pop("$defs", {}))
         components["SimulationRequest"] = request
+        search = SearchRequest.model_json_schema(ref_template="#/components/schemas/{model}")
+        components.update(search.pop("$defs", {}))
+        components["SearchRequest"] = search
         app.openapi_schema = schema
     return app.openapi_schema
 
@@ -162,6 +175,24 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return JSONResponse(job_status(job).model_dump(mode="json"), status_code=202,
                             headers={"Location": f"/v1/jobs/{job.id}"})
 
+    @app.post("/v1/searches", tags=["searches"], status_code=202, openapi_extra=_SEARCH_BODY,
+              response_model=JobStatus, dependencies=auth,
+              responses={202: {"description": "accepted as a job; Location names it, GET /v1/jobs/{id}/result "
+                               "gives the search result",
+                               "headers": {"Location": {"description": "/v1/jobs/{id}", "required": True,
+                                                        "schema": {"type": "string"}}}},
+                         401: _ERR, 413: _ERR, 422: _ERR, 429: _ERR})
+    async def submit_search(request: Request) -> JSONResponse:
+        """Accept a layout search as a background job (bounds.max_candidates capped by the service): 202 with
+        the job and a Location header; its result is the search result document, and it has no trace."""
+        authorize(request, s)
+        body = await read_body(request, s.max_body_bytes)
+        job_id = uuid.uuid4().hex
+        admitted = await asyncio.to_thread(svc.admit_search, body, job_id)
+        job = svc.jobs.submit(admitted, job_id)
+        return JSONResponse(job_status(job).model_dump(mode="json"), status_code=202,
+                            headers={"Location": f"/v1/jobs/{job.id}"})
+
     @app.get("/v1/jobs", tags=["jobs"], response_model=JobPage, responses={422: _ERR})
     async def list_jobs(limit: Annotated[int, Query(ge=1, le=100, description="jobs per page")] = 20,
                         cursor: Annotated[str | None, Query(pattern=r"^[0-9]{1,18}$",
@@ -193,16 +224,21 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @app.get("/v1/jobs/{job_id}/result", tags=["jobs"],
              responses={200: {"model": SimulationResult, "description": "the result"}, 404: _ERR, 409: _ERR})
     async def get_job_result(job_id: str) -> Response:
-        """The result of a succeeded job (409 until then); with the trace if the request asked for it."""
+        """The result of a succeeded job (409 until then); with the trace if the request asked for it. A search
+        job's result is the search result document."""
         job, cached = finished_result(job_id)
-        return result_response(cached, wants_trace(job))
+        return result_response(cached, job.kind == "simulation" and wants_trace(job))
 
     @app.get("/v1/jobs/{job_id}/trace", tags=["jobs"],
              responses={200: {"content": {"application/json": {"schema": {"type": "object"}}},
                               "description": "Chrome trace (Trace Event Format), for Perfetto"},
                         404: _ERR, 409: _ERR})
     async def get_job_trace(job_id: str) -> Response:
-        """The Chrome trace of a succeeded job (Perfetto, chrome://tracing)."""
+        """The Chrome trace of a succeeded simulation job (Perfetto, chrome://tracing); 409 for a search job."""
+        job = job_or_404(job_id)
+        if job.kind != "simulation":
+            raise ApiError(409, "no_trace", f"job {job_id} is a {job.kind} job; only simulation jobs have a trace",
+                           extra={"job_kind": job.kind})
         _, cached = finished_result(job_id)
         if cached.trace is None:
             raise ApiError(409, "no_trace", f"job {job_id} has no trace")

@@ -87,7 +87,7 @@ def job_status(job: JobRow) -> JobStatus:
     """The API's view of a stored job."""
     error: dict[str, Any] | None = json.loads(job.error) if job.error else None
     return JobStatus(
-        id=job.id, status=job.status,  # type: ignore[arg-type]
+        id=job.id, kind=job.kind, status=job.status,  # type: ignore[arg-type]
         progress=_progress(job), created_at=_time(job.created_at),  # type: ignore[arg-type]
         started_at=_time(job.started_at), finished_at=_time(job.finished_at), attempts=job.attempts,
         cached=job.cached, estimated_events=job.estimated_events, error=error,  # type: ignore[arg-type]

@@ -4,7 +4,9 @@ The store is the truth: a job is queued in SQLite before the API answers 202, th
 queued job when a worker is free, and a finished run writes its result and status in one transaction. After a
 crash, `start` queues again whatever was running, so every accepted job finishes (the simulator is
 deterministic: a rerun gives the same result). A job whose request is already in the results cache succeeds
-without simulating. Jobs always record their trace, so GET /v1/jobs/{id}/trace works for every job.
+without simulating. Simulation jobs always record their trace, so GET /v1/jobs/{id}/trace works for each of
+them. A search job (kind "search", from POST /v1/searches) runs the layout search in one worker process and
+stores its result document under its cache key; it has no trace.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import threading
 import uuid
 from dataclasses import dataclass
 
-from service.admission import Admitted
+from service.admission import Admitted, AdmittedSearch
 from service.errors import ApiError
 from service.pool import RunResult, WorkerPool
 from service.store import JobRow, Store
@@ -80,17 +82,23 @@ class JobManager:
             with contextlib.suppress(asyncio.CancelledError):
                 await running.task
 
-    def submit(self, admitted: Admitted) -> JobRow:
-        """Accept a job: 429 if the queue is full; succeeded at once if its result (and trace) is cached."""
-        job_id = uuid.uuid4().hex
-        if self._store.has_result(admitted.cache_key, with_trace=True):
+    def submit(self, admitted: Admitted | AdmittedSearch, job_id: str | None = None) -> JobRow:
+        """Accept a job: 429 if the queue is full; succeeded at once if its result (and, for a simulation, its
+        trace) is cached (a search only when it is `cacheable`)."""
+        job_id = job_id or uuid.uuid4().hex
+        if isinstance(admitted, AdmittedSearch):
+            kind, hit = "search", admitted.cacheable and self._store.has_result(admitted.cache_key, with_trace=False)
+        else:
+            kind, hit = "simulation", self._store.has_result(admitted.cache_key, with_trace=True)
+        if hit:
             return self._store.add_job(job_id, admitted.canonical_json, admitted.cache_key,
-                                       admitted.estimated_events, status="succeeded", cached=True)
+                                       admitted.estimated_events, status="succeeded", cached=True, kind=kind)
         queued = self._store.count("queued")
         if queued >= self._max_queued:
             raise ApiError(429, "queue_full", f"{queued} jobs are waiting, the most this service queues; "
                            "retry later", headers={"Retry-After": "5"})
-        job = self._store.add_job(job_id, admitted.canonical_json, admitted.cache_key, admitted.estimated_events)
+        job = self._store.add_job(job_id, admitted.canonical_json, admitted.cache_key, admitted.estimated_events,
+                                  kind=kind)
         self._wake.set()
         return job
 
@@ -123,11 +131,12 @@ class JobManager:
 
     async def _run(self, job: JobRow, cancel: threading.Event) -> None:
         try:
-            cached = self._store.result(job.cache_key)
+            search = job.kind == "search"
+            cached = None if search else self._store.result(job.cache_key)
             if cached is not None and cached.trace is not None:
                 self._store.succeed(job.id, job.cache_key, cached.result, cached.trace, cached=True)
                 return
-            outcome = await self._pool.run(job.request, True, self._timeout_s, cancel)
+            outcome = await self._pool.run(job.request, not search, self._timeout_s, cancel, kind=job.kind)
             self._record(job, outcome)
         except asyncio.CancelledError:  # the service is stopping: run it again after the restart
             self._store.requeue(job.id)
@@ -148,7 +157,7 @@ class JobManager:
                                                         outcome.details))
         elif outcome.status == "timeout":
             self._store.finish(job.id, "timed_out", _error(
-                "timeout", f"the simulation ran past the wall-time limit of {self._timeout_s:g} s"))
+                "timeout", f"the {job.kind} ran past the wall-time limit of {self._timeout_s:g} s"))
         elif outcome.status == "error":
             code = "out_of_memory" if outcome.error_type == "MemoryError" else "simulation_error"
             self._store.finish(job.id, "failed", _error(code, f"{outcome.error_type}: {outcome.message}"))

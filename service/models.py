@@ -65,6 +65,8 @@ class JobStatus(BaseModel):
     """One job as the service stores it."""
 
     id: str
+    kind: Literal["simulation", "search"] = Field(
+        default="simulation", description="simulation (POST /v1/jobs) or search (POST /v1/searches: no trace)")
     status: JobState
     progress: float = Field(ge=0, le=1, description="fraction done, estimated from elapsed time while running")
     created_at: datetime

@@ -56,11 +56,13 @@ class WorkerPool:
         self._threads.shutdown(wait=False, cancel_futures=True)
 
     async def run(self, request_json: str, keep_spans: bool, timeout_s: float,
-                  cancel: threading.Event | None = None) -> RunResult:
-        """Simulate in a new process; ends it at `timeout_s` seconds of wall time or when `cancel` is set."""
+                  cancel: threading.Event | None = None, kind: str = "simulation") -> RunResult:
+        """Simulate (or, for kind "search", search) in a new process; ends it at `timeout_s` seconds of wall time
+        or when `cancel` is set."""
         loop = asyncio.get_running_loop()
         stop = cancel or threading.Event()
-        future = loop.run_in_executor(self._threads, self._run_blocking, request_json, keep_spans, timeout_s, stop)
+        future = loop.run_in_executor(self._threads, self._run_blocking, request_json, keep_spans, timeout_s, stop,
+                                      kind)
         try:
             return await asyncio.shield(future)
         except asyncio.CancelledError:  # the caller went away (shutdown): end the process too
@@ -68,10 +70,11 @@ class WorkerPool:
             raise
 
     def _run_blocking(self, request_json: str, keep_spans: bool, timeout_s: float,
-                      cancel: threading.Event) -> RunResult:
+                      cancel: threading.Event, kind: str = "simulation") -> RunResult:
         receiver, sender = self._ctx.Pipe(duplex=False)
         alive_r, alive_w = self._ctx.Pipe(duplex=False)  # the child exits when alive_w closes (we die)
-        process = self._ctx.Process(target=worker.run,
+        target = worker.run_search if kind == "search" else worker.run
+        process = self._ctx.Process(target=target,
                                     args=(request_json, keep_spans, self._memory_mb, sender, alive_r), daemon=True)
         deadline = time.monotonic() + timeout_s
         try:

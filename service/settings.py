@@ -37,6 +37,9 @@ class Settings(BaseSettings):
                                    description="estimated engine events above which POST /v1/simulations says "
                                    "413 and points to jobs (about 3 s of simulation)")
     max_job_events: int = Field(default=20_000_000, ge=1, description="estimated engine events a job may need")
+    max_search_candidates: int = Field(default=200, ge=1,
+                                       description="most layouts one POST /v1/searches job simulates (caps the "
+                                       "request's bounds.max_candidates)")
     max_queued_jobs: int = Field(default=100, ge=1,
                                  description="jobs waiting for a worker (and inline runs waiting for one) before "
                                  "429")

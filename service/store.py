@@ -31,7 +31,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     created_at REAL NOT NULL,
     started_at REAL,
     finished_at REAL,
-    error TEXT
+    error TEXT,
+    kind TEXT NOT NULL DEFAULT 'simulation'
 );
 CREATE INDEX IF NOT EXISTS jobs_by_status ON jobs (status, seq);
 CREATE TABLE IF NOT EXISTS results (
@@ -43,7 +44,7 @@ CREATE TABLE IF NOT EXISTS results (
 """
 
 _JOB_COLUMNS = ("seq, id, status, request, cache_key, estimated_events, attempts, cached, created_at, started_at, "
-                "finished_at, error")
+                "finished_at, error, kind")
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +63,7 @@ class JobRow:
     started_at: float | None
     finished_at: float | None
     error: str | None
+    kind: str = "simulation"  # "simulation" or "search"
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,9 +75,9 @@ class CachedResult:
 
 
 def _row(values: tuple[object, ...]) -> JobRow:
-    seq, id_, status, request, key, events, attempts, cached, created, started, finished, error = values
+    seq, id_, status, request, key, events, attempts, cached, created, started, finished, error, kind = values
     return JobRow(int(seq), str(id_), str(status), str(request), str(key), int(events), int(attempts),  # type: ignore[call-overload]
-                  bool(cached), float(created), started, finished, error)  # type: ignore[arg-type]
+                  bool(cached), float(created), started, finished, error, str(kind))  # type: ignore[arg-type]
 
 
 class Store:
@@ -89,6 +91,14 @@ class Store:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.executescript(_SCHEMA)
+        self._upgrade()
+
+    def _upgrade(self) -> None:
+        """Bring a database file written by an older version up to this schema (columns added since)."""
+        with self._lock:
+            columns = {row[1] for row in self._db.execute("PRAGMA table_info(jobs)").fetchall()}
+            if "kind" not in columns:
+                self._db.execute("ALTER TABLE jobs ADD COLUMN kind TEXT NOT NULL DEFAULT 'simulation'")
 
     def close(self) -> None:
         with self._lock:
@@ -117,14 +127,14 @@ class Store:
     # --- jobs -----------------------------------------------------------------------------------------------
 
     def add_job(self, job_id: str, request: str, cache_key: str, estimated_events: int,
-                status: str = "queued", cached: bool = False) -> JobRow:
-        """Insert a job (queued, or already succeeded from the cache) and return it."""
+                status: str = "queued", cached: bool = False, kind: str = "simulation") -> JobRow:
+        """Insert a job (queued, or already succeeded from the cache) of a kind (simulation, search); return it."""
         now = time.time()
         finished = now if status == "succeeded" else None
         with self._transaction() as db:
             db.execute("INSERT INTO jobs (id, status, request, cache_key, estimated_events, cached, created_at, "
-                       "finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                       (job_id, status, request, cache_key, estimated_events, int(cached), now, finished))
+                       "finished_at, kind) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                       (job_id, status, request, cache_key, estimated_events, int(cached), now, finished, kind))
         job = self.job(job_id)
         assert job is not None
         return job

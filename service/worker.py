@@ -1,5 +1,8 @@
 """What runs inside a simulation process: one request in, one message out through a pipe.
 
+A search job runs `run_search` instead: the layout search on the in-process ("inline") executor, no nested
+process pool; its "ok" message carries the search result document and no trace.
+
 The message is ``("ok", result_json, trace_zlib_or_None)``, ``("invalid", [(field, rule), ...])`` or
 ``("error", exception_type_name, one_line_message, traceback_text)``. The result JSON is exactly what
 ``clustersim simulate`` prints (`adapters.to_response`), without the trace; the trace is the Chrome trace JSON,
@@ -17,11 +20,13 @@ import zlib
 from multiprocessing.connection import Connection
 
 from api_schemas import RequestError, SimulationRequest
+from api_schemas.search import SearchRequest
 from service import adapters
+from service.search import run_search as search
 from simcore.simulate import simulate
 from topology.errors import SpecError
 
-__all__ = ["noop", "run"]
+__all__ = ["noop", "run", "run_search"]
 
 def _exit_with_server(alive: Connection) -> None:
     """End this process as soon as the service dies (even by SIGKILL), so no orphan keeps simulating.
@@ -67,6 +72,29 @@ def run(request_json: str, keep_spans: bool, memory_mb: int | None, conn: Connec
         if keep_spans:
             trace = zlib.compress(json.dumps(adapters.chrome_trace(outcome.spans)).encode("utf-8"), 6)
         message: tuple[object, ...] = ("ok", result, trace)
+    except SpecError as err:
+        message = ("invalid", [(err.field, err.rule)])
+    except RequestError as err:
+        message = ("invalid", [(d.field, d.rule) for d in err.details])
+    except BaseException as err:  # noqa: BLE001 -- reported to the parent, which decides what it means
+        message = ("error", type(err).__name__, " ".join(str(err).split())[:500], traceback.format_exc())
+    try:
+        conn.send(message)
+    finally:
+        conn.close()
+
+
+def run_search(request_json: str, keep_spans: bool, memory_mb: int | None, conn: Connection,
+               alive: Connection) -> None:
+    """Run the canonical search request JSON (its bounds already capped by the service) in this process and
+    send the outcome message through `conn`; `keep_spans` is ignored (a search records no trace)."""
+    del keep_spans
+    _exit_with_server(alive)
+    try:
+        _limit_memory(memory_mb)
+        request = SearchRequest.model_validate_json(request_json)
+        result = json.dumps(search(request, executor="local", workers=1))  # workers=1: the inline executor
+        message: tuple[object, ...] = ("ok", result, None)
     except SpecError as err:
         message = ("invalid", [(err.field, err.rule)])
     except RequestError as err:
