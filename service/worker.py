@@ -17,6 +17,7 @@ import os
 import threading
 import traceback
 import zlib
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 
 from api_schemas import RequestError, SimulationRequest
@@ -57,21 +58,13 @@ def noop() -> None:
     """Started once at service start-up so the forkserver (and its preloaded modules) is ready."""
 
 
-def run(request_json: str, keep_spans: bool, memory_mb: int | None, conn: Connection, alive: Connection) -> None:
-    """Simulate the canonical request JSON and send the outcome message through `conn`."""
+def _serve(work: Callable[[], tuple[object, ...]], memory_mb: int | None, conn: Connection,
+           alive: Connection) -> None:
+    """Run `work` in this process and send its outcome message (or what went wrong) through `conn`."""
     _exit_with_server(alive)
     try:
         _limit_memory(memory_mb)
-        request = SimulationRequest.model_validate_json(request_json)
-        scenario = adapters.to_scenario(request)
-        if keep_spans:
-            scenario = adapters.replace_spans(scenario)
-        outcome = simulate(scenario)
-        result = json.dumps(adapters.to_response(outcome))
-        trace = None
-        if keep_spans:
-            trace = zlib.compress(json.dumps(adapters.chrome_trace(outcome.spans)).encode("utf-8"), 6)
-        message: tuple[object, ...] = ("ok", result, trace)
+        message = work()
     except SpecError as err:
         message = ("invalid", [(err.field, err.rule)])
     except RequestError as err:
@@ -82,6 +75,22 @@ def run(request_json: str, keep_spans: bool, memory_mb: int | None, conn: Connec
         conn.send(message)
     finally:
         conn.close()
+
+
+def run(request_json: str, keep_spans: bool, memory_mb: int | None, conn: Connection, alive: Connection) -> None:
+    """Simulate the canonical request JSON and send the outcome message through `conn`."""
+
+    def work() -> tuple[object, ...]:
+        scenario = adapters.to_scenario(SimulationRequest.model_validate_json(request_json))
+        if keep_spans:
+            scenario = adapters.replace_spans(scenario)
+        outcome = simulate(scenario)
+        trace = None
+        if keep_spans:
+            trace = zlib.compress(json.dumps(adapters.chrome_trace(outcome.spans)).encode("utf-8"), 6)
+        return ("ok", json.dumps(adapters.to_response(outcome)), trace)
+
+    _serve(work, memory_mb, conn, alive)
 
 
 def run_search(request_json: str, keep_spans: bool, memory_mb: int | None, conn: Connection,
@@ -89,19 +98,9 @@ def run_search(request_json: str, keep_spans: bool, memory_mb: int | None, conn:
     """Run the canonical search request JSON (its bounds already capped by the service) in this process and
     send the outcome message through `conn`; `keep_spans` is ignored (a search records no trace)."""
     del keep_spans
-    _exit_with_server(alive)
-    try:
-        _limit_memory(memory_mb)
+
+    def work() -> tuple[object, ...]:
         request = SearchRequest.model_validate_json(request_json)
-        result = json.dumps(search(request, executor="local", workers=1))  # workers=1: the inline executor
-        message: tuple[object, ...] = ("ok", result, None)
-    except SpecError as err:
-        message = ("invalid", [(err.field, err.rule)])
-    except RequestError as err:
-        message = ("invalid", [(d.field, d.rule) for d in err.details])
-    except BaseException as err:  # noqa: BLE001 -- reported to the parent, which decides what it means
-        message = ("error", type(err).__name__, " ".join(str(err).split())[:500], traceback.format_exc())
-    try:
-        conn.send(message)
-    finally:
-        conn.close()
+        return ("ok", json.dumps(search(request, executor="local", workers=1)), None)  # workers=1: inline
+
+    _serve(work, memory_mb, conn, alive)
