@@ -19,11 +19,23 @@ from service.executors import make_executor
 from simcore.layout import Layout, Precision, Recompute, Schedule
 from simcore.search_rank import Estimator, Evaluation, describe, evaluate, explain, rank
 from simcore.search_space import Space, family_of, plan_search
-from simcore.simulate import VERSION, Scenario, check
+from simcore.simulate import VERSION, Network, Scenario, build_network, check
 from topology.errors import SpecError
 from topology.hardware import GIB, GPUS
 
 Progress = Callable[[int, int], None]  # (candidates done, candidates to simulate)
+
+# Per worker process: the built network of the cluster its candidates run on (a search has one cluster), so
+# each candidate does not build the graph, routes and collective phases again.
+_NETWORK: list[Network] = []
+
+
+def evaluate_reusing_network(task: tuple[int, Scenario]) -> Evaluation:
+    """`evaluate`, sharing one built network per process across candidates on the same cluster."""
+    scenario = task[1]
+    if not _NETWORK or _NETWORK[0].spec != scenario.cluster or _NETWORK[0].algorithm is not scenario.algorithm:
+        _NETWORK[:] = [build_network(scenario.cluster, scenario.algorithm)]
+    return evaluate(task, _NETWORK[0])
 
 BASELINE = -1  # the index of the baseline layout among the simulated tasks
 
@@ -144,7 +156,7 @@ def run_search(request: SearchRequest | Mapping[str, Any], *, top_k: int | None 
     with make_executor(executor, address, workers) as runner:
         if progress is not None:
             progress(0, total)
-        runner.run(evaluate, tasks(), on_result, stop)
+        runner.run(evaluate_reusing_network, tasks(), on_result, stop)
         executor_name, worker_count = runner.name, runner.workers
 
     base_eval = results.pop(BASELINE, None)

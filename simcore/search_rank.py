@@ -26,7 +26,7 @@ from simcore.costs import (
 )
 from simcore.layout import Layout, Recompute
 from simcore.model import ModelShape
-from simcore.simulate import Scenario, simulate
+from simcore.simulate import Network, Scenario, simulate
 from simcore.workload import ATTENTION_CORE, OPTIMIZER_BYTES_PER_PARAMETER, split_layers
 from topology.cluster_spec import ClusterSpec
 from topology.hardware import GIB, GPUS
@@ -157,10 +157,11 @@ class Evaluation:
         return self.capacity_gib - self.peak_memory_gib
 
 
-def evaluate(task: tuple[int, Scenario]) -> Evaluation:
-    """Simulate one candidate (no spans kept). A module-level function so that process pools and Ray can run it."""
+def evaluate(task: tuple[int, Scenario], network: Network | None = None) -> Evaluation:
+    """Simulate one candidate (no spans kept). A module-level function so that process pools and Ray can run it;
+    `network` may carry the built cluster of earlier candidates on the same cluster."""
     index, scenario = task
-    outcome = simulate(replace(scenario, keep_spans=False))
+    outcome = simulate(replace(scenario, keep_spans=False), network)
     m = outcome.metrics
     return Evaluation(
         index=index, tokens_per_s=m.tokens_per_s, samples_per_s=m.samples_per_s,

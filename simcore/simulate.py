@@ -66,13 +66,31 @@ def estimate_events(scenario: Scenario) -> int:
     return int(EVENTS_PER_PASS * replicas * layout.pp * passes) + 64 * layout.pp
 
 
-def simulate(scenario: Scenario) -> Outcome:
+@dataclass(frozen=True, slots=True)
+class Network:
+    """A built cluster and its collective model (with its routes and collective phases cached as they are
+    asked for): what every simulation on the same cluster and algorithm can share."""
+
+    spec: ClusterSpec
+    algorithm: CollectiveAlgorithm
+    collectives: CollectiveModel
+
+
+def build_network(spec: ClusterSpec, algorithm: CollectiveAlgorithm) -> Network:
+    cluster = build_cluster(spec)
+    return Network(spec, algorithm, CollectiveModel(cluster, Router(cluster), algorithm))
+
+
+def simulate(scenario: Scenario, network: Network | None = None) -> Outcome:
+    """Simulate one iteration. `network`, when given, must have been built for the scenario's cluster and
+    collective algorithm; reusing it across scenarios only saves building it again."""
     started = time.perf_counter()
     check(scenario)
     layout, model = scenario.layout, scenario.model
-    cluster = build_cluster(scenario.cluster)
+    if network is None or network.spec != scenario.cluster or network.algorithm is not scenario.algorithm:
+        network = build_network(scenario.cluster, scenario.algorithm)
     placement = place(layout.dp, layout.tp, layout.pp, layout.placement, scenario.cluster.num_gpus)
-    collectives = CollectiveModel(cluster, Router(cluster), scenario.algorithm)
+    collectives = network.collectives
     gpu = GPUS[scenario.cluster.gpu]
     workload = build_workload(model, layout, gpu, placement, collectives, scenario.free_communication,
                               scenario.cost_parameters)
