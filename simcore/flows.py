@@ -67,6 +67,9 @@ class FlowNetwork:
         self.capacity = capacity
         self._on_link: dict[int, list[_Group]] = {}
         self._admitted = 0
+        # A pattern's rate when alone, by pattern (the callers reuse their pattern objects); the pattern is kept
+        # beside its rate so that a recycled id() can never match another pattern.
+        self._isolated: dict[int, tuple[FlowPattern, float]] = {}
         self.events = 0
 
     def start(self, pattern: FlowPattern, size_units: float, on_done: Callable[[], None]) -> None:
@@ -94,7 +97,10 @@ class FlowNetwork:
         if shared:
             self._rebalance(group)
         else:
-            group.rate = pattern.isolated_rate(self.capacity)
+            rate = self._isolated.get(id(pattern))
+            if rate is None or rate[0] is not pattern:
+                rate = self._isolated[id(pattern)] = (pattern, pattern.isolated_rate(self.capacity))
+            group.rate = rate[1]
             self._schedule(group)
 
     def _component(self, seed: _Group) -> list[_Group]:
