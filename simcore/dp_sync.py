@@ -11,7 +11,8 @@
 With one microbatch ZeRO 1 and 2 move 2x the parameters' bytes and ZeRO 3 3x (same width for gradients and
 parameters; Rajbhandari et al. §7).
 
-Buckets hold DP_BUCKET_ELEMENTS parameters (Megatron's default). Gradients are reduced in fp32 for bf16 training
+Buckets hold max(DP_BUCKET_ELEMENTS, 1M x dp) parameters when the reduction overlaps backward, else a chunk's
+whole gradient goes as one (Megatron-Core's rules). Gradients are reduced in fp32 for bf16 training
 (Megatron forces this) and in fp16 for fp16 training. With overlap_grad_reduce a pass's buckets become ready one
 after another during the pass and go out at once; without it they go after the pass (ZeRO 2 and 3) or after the
 rank's last backward pass. With ZeRO 1 or 2 and overlap, the parameter all-gather is the one Megatron overlaps
@@ -74,8 +75,13 @@ class GradientSync:
         if self.zero >= 3:
             layers = max(cost.layers, 1)
             return [cost.parameters // layers] * layers
-        full, rest = divmod(cost.parameters, DP_BUCKET_ELEMENTS)
-        return [DP_BUCKET_ELEMENTS] * full + ([rest] if rest else [])
+        # Megatron-Core: one bucket (the whole chunk) unless the reduction overlaps backward, and no bucketing
+        # for the second model chunk onwards; buckets of max(40M, 1M x dp) elements otherwise.
+        if not self.overlap or chunk > 0:
+            return [cost.parameters]
+        size = max(DP_BUCKET_ELEMENTS, 1_000_000 * self.dp)
+        full, rest = divmod(cost.parameters, size)
+        return [size] * full + ([rest] if rest else [])
 
     # -- set-up --------------------------------------------------------------------------------------------
     def start(self, replica: int, rank: int, record: RankRecord, passes: list[Pass]) -> simpy.Event:
