@@ -3,9 +3,11 @@
 Each simulated rank is a SimPy process that runs its schedule's passes in order. A forward pass waits for its
 activation, a backward pass for its gradient; each pass is one event whose duration is the chunk's cost
 (tensor-parallel collectives folded in). Activations and gradients travel as flow groups on the FlowNetwork over
-the graph's links; data-parallel gradient buckets are collectives on the same network, launched on a separate
-stream as buckets become ready (overlap_grad_reduce) or after the last backward pass. After its gradients are
-reduced a rank waits for every rank (the global gradient-norm all-reduce before the step) and runs the optimizer.
+the graph's links; data-parallel gradient reductions and ZeRO's parameter gathers are collectives on the same
+network, on their own streams (simcore/dp_sync.py). A pass that needs gathered parameters (ZeRO 3's layers, or
+ZeRO 1/2's overlapped gathers before a chunk's first forward) runs slice by slice behind them. After its
+gradients are reduced a rank waits for every rank (the global gradient-norm all-reduce before the step) and runs
+the optimizer.
 
 Fidelity:
 - representative: one replica (dp rank 0) per pipeline rank. The other replicas and tensor ranks provably do
