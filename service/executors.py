@@ -79,6 +79,34 @@ def _ready() -> int:
     return os.getpid()
 
 
+
+def _windowed(submit: Callable[[Any], Any], wait_one: Callable[[list[Any]], tuple[list[Any], list[Any]]],
+              cancel: Callable[[Any], Any], window: int, items: Iterator[Any], on_result: Callable[[Any], None],
+              stop: Callable[[], bool]) -> None:
+    """Keep at most `window` tasks in flight, hand each result to `on_result` as it arrives, stop taking new
+    items once `stop()` says so, and cancel what is still in flight if anything raises."""
+    pending: list[Any] = []
+    exhausted = False
+    try:
+        while True:
+            while not exhausted and len(pending) < window and not stop():
+                item = next(items, None)
+                if item is None:
+                    exhausted = True
+                    break
+                pending.append(submit(item))
+            if not pending:
+                return
+            results, pending = wait_one(pending)
+            for result in results:
+                on_result(result)
+            if stop():
+                exhausted = True
+    except BaseException:
+        for task in pending:
+            cancel(task)
+        raise
+
 class LocalExecutor(_Closing):
     """A pool of worker processes on this machine (default: one per CPU)."""
 
@@ -91,28 +119,12 @@ class LocalExecutor(_Closing):
 
     def run(self, fn: Callable[[Any], Any], items: Iterator[Any], on_result: Callable[[Any], None],
             stop: Callable[[], bool]) -> None:
-        window = 2 * self.workers
-        pending: set[Future[Any]] = set()
-        exhausted = False
-        try:
-            while True:
-                while not exhausted and len(pending) < window and not stop():
-                    item = next(items, None)
-                    if item is None:
-                        exhausted = True
-                        break
-                    pending.add(self._pool.submit(fn, item))
-                if not pending:
-                    return
-                done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for future in done:
-                    on_result(future.result())
-                if stop():
-                    exhausted = True
-        except BaseException:
-            for future in pending:
-                future.cancel()
-            raise
+        def wait_one(pending: list[Future[Any]]) -> tuple[list[Any], list[Future[Any]]]:
+            done, rest = wait(pending, return_when=FIRST_COMPLETED)
+            return [future.result() for future in done], list(rest)
+
+        _windowed(lambda item: self._pool.submit(fn, item), wait_one, lambda future: future.cancel(),
+                  2 * self.workers, items, on_result, stop)
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
@@ -148,28 +160,13 @@ class RayExecutor(_Closing):
             stop: Callable[[], bool]) -> None:
         ray = self._ray
         remote = ray.remote(num_cpus=1, max_retries=0)(fn)
-        window = 2 * self.workers
-        pending: list[Any] = []
-        exhausted = False
-        try:
-            while True:
-                while not exhausted and len(pending) < window and not stop():
-                    item = next(items, None)
-                    if item is None:
-                        exhausted = True
-                        break
-                    pending.append(remote.remote(item))
-                if not pending:
-                    return
-                done, pending = ray.wait(pending, num_returns=1)
-                for ref in done:
-                    on_result(ray.get(ref))
-                if stop():
-                    exhausted = True
-        except BaseException:
-            for ref in pending:
-                ray.cancel(ref, force=True)
-            raise
+
+        def wait_one(pending: list[Any]) -> tuple[list[Any], list[Any]]:
+            done, rest = ray.wait(pending, num_returns=1)
+            return [ray.get(ref) for ref in done], list(rest)
+
+        _windowed(remote.remote, wait_one, lambda ref: ray.cancel(ref, force=True), 2 * self.workers, items,
+                  on_result, stop)
 
     def close(self) -> None:
         if self._owned:
