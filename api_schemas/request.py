@@ -147,7 +147,13 @@ class LayoutIn(BaseModel):
         "needs sequence_parallel",
     )
     encoder_pipeline_stages: Size | None = Field(
-        default=None, description="encoder_decoder only; default: balanced"
+        default=None, description="encoder_decoder only: pipeline stages holding the encoder; default: chosen by "
+        "pipeline_partition (balanced: to balance stage cost; even: in proportion to the layer counts)"
+    )
+    pipeline_partition: Literal["even", "balanced"] | None = Field(
+        default=None,
+        description="how layers are cut into pipeline stages: even = by count (Megatron), balanced = by simulated "
+        "stage cost (whole layers per stage); default balanced for encoder_decoder, even otherwise",
     )
     precision: Literal["bf16", "fp16"] = Field(
         default="bf16", description="16-bit format; fp16 gradients are reduced in fp16, bf16's in fp32 (Megatron)"

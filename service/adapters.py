@@ -10,6 +10,7 @@ from simcore.layout import CollectiveAlgorithm, Fidelity, Layout, Precision, Rec
 from simcore.memory import StageMemory
 from simcore.metrics import Metrics
 from simcore.model import model_from_fields
+from simcore.partition import Partition
 from simcore.presets import MODEL_PRESET_SOURCES, MODEL_PRESETS
 from simcore.simulate import VERSION, Outcome, Scenario
 from simcore.trace import chrome_trace
@@ -90,14 +91,14 @@ def to_cluster(request: SimulationRequest) -> ClusterSpec:
 def to_scenario(request: SimulationRequest, free_communication: bool = False) -> Scenario:
     """Request -> domain scenario; raises SpecError naming the field for anything the domain rejects."""
     lay = request.layout
-    if lay.encoder_pipeline_stages is not None:
-        raise SpecError("layout.encoder_pipeline_stages", "applies to encoder_decoder models only")
     layout = Layout(
         dp=lay.dp, tp=lay.tp, pp=lay.pp, microbatch_size=lay.microbatch_size,
         global_batch_size=lay.global_batch_size, virtual_stages=lay.virtual_stages,
         schedule=Schedule(lay.schedule), sequence_parallel=lay.sequence_parallel, zero_stage=lay.zero_stage,
         recompute=Recompute(lay.recompute), overlap_grad_reduce=lay.overlap_grad_reduce, placement=lay.placement,
         tp_comm_overlap=lay.tp_comm_overlap, precision=Precision(lay.precision),
+        pipeline_partition=Partition(lay.pipeline_partition) if lay.pipeline_partition else None,
+        encoder_pipeline_stages=lay.encoder_pipeline_stages,
     )
     opts = request.options
     return Scenario(

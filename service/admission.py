@@ -13,13 +13,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from api_schemas import FieldError, LayoutIn, RequestError, SimulationRequest, parse_request
+from api_schemas.compare import parse_comparison_request
 from api_schemas.search import SearchRequest, parse_search_request
 from service import adapters
-from service.errors import ApiError, from_spec_error, invalid
+from service.errors import ApiError, from_spec_error, invalid, within_item
 from simcore.simulate import VERSION, check, estimate_events
 from topology.errors import SpecError
 
-__all__ = ["MAX_INT", "Admitted", "AdmittedSearch", "admit", "admit_search", "cache_key"]
+__all__ = ["MAX_INT", "Admitted", "AdmittedComparison", "AdmittedSearch", "admit", "admit_comparison", "admit_request",
+           "admit_search", "cache_key"]
 
 # Integers above 2^53 are not exact in JSON readers that use doubles, nor in the float arithmetic of the cost
 # model: the service refuses them rather than simulate a rounded value.
@@ -85,9 +87,6 @@ def _parse(body: bytes) -> SimulationRequest:
     except (ValueError, RecursionError) as err:  # a number with thousands of digits, nesting past the stack
         rule = "cannot be read: " + " ".join(str(err).split())[:200]
         raise invalid(RequestError.for_field("request", rule)) from None
-    big = _big_ints(request.model_dump(), "")
-    if big:
-        raise invalid(RequestError(big))
     return request
 
 
@@ -98,7 +97,16 @@ def _over(field: str, what: str, value: int, limit: int) -> ApiError:
 
 def admit(body: bytes, *, max_gpus: int, max_microbatches: int, max_events: int, inline: bool) -> Admitted:
     """Validate a body against the contract, the domain and the limits; raise ApiError (422 or 413)."""
-    request = _parse(body)
+    return admit_request(_parse(body), max_gpus=max_gpus, max_microbatches=max_microbatches,
+                         max_events=max_events, inline=inline)
+
+
+def admit_request(request: SimulationRequest, *, max_gpus: int, max_microbatches: int, max_events: int,
+                  inline: bool) -> Admitted:
+    """Check a request valid by the contract against the domain and the limits; raise ApiError (422 or 413)."""
+    big = _big_ints(request.model_dump(), "")
+    if big:
+        raise invalid(RequestError(big))
     try:
         scenario = adapters.to_scenario(request)
         check(scenario)
@@ -173,3 +181,32 @@ def admit_search(body: bytes, *, max_gpus: int, max_candidates: int, job_id: str
     else:
         key = f"search-job:{job_id}"
     return AdmittedSearch(request, canonical, key, cacheable)
+
+
+@dataclass(frozen=True, slots=True)
+class AdmittedComparison:
+    """An accepted comparison: its labels and each request admitted as an inline simulation, in order."""
+
+    labels: list[str]
+    requests: list[Admitted]
+
+
+def admit_comparison(body: bytes, *, max_gpus: int, max_microbatches: int, max_events: int) -> AdmittedComparison:
+    """Validate a comparison body, then admit each of its requests as an inline simulation (the same rules and
+    limits as POST /v1/simulations); raise ApiError (422 or 413) naming the field as ``requests[i].layout.tp``."""
+    text = _text(body)
+    try:
+        comparison = parse_comparison_request(text, source="the request body")
+    except RequestError as err:
+        raise invalid(err) from None
+    except (ValueError, RecursionError) as err:
+        rule = "cannot be read: " + " ".join(str(err).split())[:200]
+        raise invalid(RequestError.for_field("request", rule)) from None
+    admitted = []
+    for index, request in enumerate(comparison.requests):
+        try:
+            admitted.append(admit_request(request, max_gpus=max_gpus, max_microbatches=max_microbatches,
+                                          max_events=max_events, inline=True))
+        except ApiError as err:
+            raise within_item(err, index) from None
+    return AdmittedComparison(comparison.label_list(), admitted)

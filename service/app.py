@@ -1,4 +1,5 @@
-"""The HTTP API (FastAPI): simulations inline, jobs in the background, presets, health. OpenAPI at /docs.
+"""The HTTP API (FastAPI): simulations and comparisons inline, jobs in the background, presets, health. OpenAPI
+at /docs.
 
 `create_app(settings)` builds an app whose lifespan opens the SQLite store, starts the simulation processes'
 forkserver and the job dispatcher, and on shutdown puts running jobs back in the queue. Request bodies are
@@ -8,6 +9,7 @@ read raw and parsed by api_schemas (YAML or JSON, duplicate keys refused), exact
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 import zlib
 from collections.abc import AsyncIterator
@@ -20,10 +22,12 @@ from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPBearer
 
 from api_schemas import FieldError, SimulationRequest, SimulationResult
+from api_schemas.compare import ComparisonRequest, ComparisonResult
 from api_schemas.search import SearchRequest
 from service import adapters, errors
-from service.admission import Admitted, AdmittedSearch, admit, admit_search
-from service.errors import ApiError
+from service.admission import Admitted, AdmittedComparison, AdmittedSearch, admit, admit_comparison, admit_search
+from service.compare import comparison
+from service.errors import ApiError, within_item
 from service.httpio import authorize, job_status, read_body, result_response, wants_trace
 from service.jobs import JobManager
 from service.models import ErrorBody, Health, JobPage, JobState, JobStatus, Ready
@@ -42,6 +46,10 @@ _REQUEST_BODY: dict[str, Any] = {"requestBody": {"required": True, "content": {
 _SEARCH_BODY: dict[str, Any] = {"requestBody": {"required": True, "content": {
     "application/json": {"schema": {"$ref": "#/components/schemas/SearchRequest"}},
     "application/yaml": {"schema": {"$ref": "#/components/schemas/SearchRequest"}},
+}}}
+_COMPARISON_BODY: dict[str, Any] = {"requestBody": {"required": True, "content": {
+    "application/json": {"schema": {"$ref": "#/components/schemas/ComparisonRequest"}},
+    "application/yaml": {"schema": {"$ref": "#/components/schemas/ComparisonRequest"}},
 }}}
 # Numeric failures of the simulator on extreme (schema-valid) values are the request's fault, not a bug.
 _INPUT_ERRORS = frozenset({"OverflowError", "ZeroDivisionError", "ValueError", "FloatingPointError"})
@@ -69,6 +77,11 @@ class _Service:
         s = self.settings
         return admit_search(body, max_gpus=s.max_gpus, max_candidates=s.max_search_candidates, job_id=job_id)
 
+    def admit_comparison(self, body: bytes) -> AdmittedComparison:
+        s = self.settings
+        return admit_comparison(body, max_gpus=s.max_gpus, max_microbatches=s.max_microbatches,
+                                max_events=s.max_inline_events)
+
 
 def _inline_error(outcome: RunResult, settings: Settings) -> ApiError:
     if outcome.status == "invalid":
@@ -95,6 +108,10 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
         search = SearchRequest.model_json_schema(ref_template="#/components/schemas/{model}")
         components.update(search.pop("$defs", {}))
         components["SearchRequest"] = search
+        compared = ComparisonRequest.model_json_schema(ref_template="#/components/schemas/{model}")
+        for name, definition in compared.pop("$defs", {}).items():
+            components.setdefault(name, definition)  # SimulationRequest and its sections: already there
+        components["ComparisonRequest"] = compared
         app.openapi_schema = schema
     return app.openapi_schema
 
@@ -192,6 +209,38 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         job = svc.jobs.submit(admitted, job_id)
         return JSONResponse(job_status(job).model_dump(mode="json"), status_code=202,
                             headers={"Location": f"/v1/jobs/{job.id}"})
+
+    async def inline_result(index: int, admitted: Admitted) -> dict[str, Any]:
+        """The result of one admitted request, from the cache or simulated in a worker process (no trace)."""
+        cached = svc.store.result(admitted.cache_key)
+        if cached is not None:
+            result: dict[str, Any] = json.loads(cached.result)
+            return result
+        async with svc.inline:
+            outcome = await svc.pool.run(admitted.canonical_json, False, s.inline_timeout_s)
+        if outcome.status != "ok" or outcome.result is None:
+            raise within_item(_inline_error(outcome, s), index)
+        svc.store.put_result(admitted.cache_key, outcome.result, None)
+        result = json.loads(outcome.result)
+        return result
+
+    @app.post("/v1/comparisons", tags=["comparisons"], openapi_extra=_COMPARISON_BODY,
+              responses={200: {"model": ComparisonResult, "description": "one row per request, in their order"},
+                         401: _ERR, 413: _ERR, 422: _ERR, 429: _ERR},
+              dependencies=auth)
+    async def run_comparison(request: Request) -> JSONResponse:
+        """Simulate 1 to 16 requests, each as POST /v1/simulations does (the same limits, worker processes and
+        results cache), and answer with one row of headline figures per request, in order. One invalid request
+        fails the comparison: 422 (or 413) naming it, e.g. `requests[1].layout.tp`."""
+        authorize(request, s)
+        body = await read_body(request, s.max_body_bytes)
+        admitted = await asyncio.to_thread(svc.admit_comparison, body)
+        if svc.inline.full:
+            raise ApiError(429, "busy", "too many simulations are waiting; retry later", headers={"Retry-After": "1"})
+        results = await asyncio.gather(*(inline_result(i, a) for i, a in enumerate(admitted.requests)))
+        requests = [a.request for a in admitted.requests]
+        document = await asyncio.to_thread(comparison, zip(admitted.labels, requests, results))
+        return JSONResponse(document)
 
     @app.get("/v1/jobs", tags=["jobs"], response_model=JobPage, responses={422: _ERR})
     async def list_jobs(limit: Annotated[int, Query(ge=1, le=100, description="jobs per page")] = 20,

@@ -11,6 +11,7 @@ from typing import Any, NoReturn
 
 from api_schemas import RequestError, load_request_file
 from service import adapters
+from service.cli_compare import add_compare_command
 from service.cli_search import add_search_commands
 from simcore.simulate import simulate
 from topology.errors import SpecError
@@ -97,6 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="simulation processes at once (default: CLUSTERSIM_WORKERS, else the CPU count)")
     p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     p.set_defaults(func=cmd_serve)
+    add_compare_command(sub)
     add_search_commands(sub)
     return parser
 

@@ -17,9 +17,10 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from api_schemas import FieldError, RequestError, error_body
+from api_schemas.compare import item_field
 from topology.errors import SpecError
 
-__all__ = ["ApiError", "from_spec_error", "install", "invalid", "invalid_details"]
+__all__ = ["ApiError", "from_spec_error", "install", "invalid", "invalid_details", "within_item"]
 
 log = logging.getLogger("clustersim.service")
 
@@ -68,6 +69,15 @@ def invalid_details(details: Iterable[tuple[str, str]]) -> ApiError:
 def from_spec_error(err: SpecError) -> ApiError:
     """422 for a rule the domain enforces (dp * tp * pp = GPUs, ...)."""
     return invalid(RequestError.for_field(err.field, err.rule))
+
+
+def within_item(err: ApiError, index: int) -> ApiError:
+    """The same error about the request at `index` of a comparison: fields named ``requests[1].layout.tp``."""
+    details = [FieldError(item_field(index, d.field), d.rule) for d in err.details]
+    if err.status == 422 and details:
+        return invalid(RequestError(details))
+    return ApiError(err.status, err.code, f"{item_field(index, '')}: {err.message}", details, err.extra,
+                    err.headers)
 
 
 def _loc(loc: Iterable[Any]) -> str:

@@ -70,6 +70,8 @@ def layout_json(layout: Layout) -> dict[str, Any]:
         "zero_stage": layout.zero_stage, "recompute": str(layout.recompute),
         "overlap_grad_reduce": layout.overlap_grad_reduce, "placement": layout.placement,
         "tp_comm_overlap": layout.tp_comm_overlap, "precision": str(layout.precision),
+        **({"pipeline_partition": str(layout.pipeline_partition)} if layout.pipeline_partition else {}),
+        **({"encoder_pipeline_stages": layout.encoder_pipeline_stages} if layout.encoder_pipeline_stages else {}),
     }
 
 

@@ -22,10 +22,17 @@ from simcore.calibration import (
     KERNEL_OVERHEAD_S,
     CostParameters,
 )
-from simcore.model import AttentionKind, ModelShape
+from simcore.model import AttentionKind, LayerType, ModelShape
 from topology.hardware import GpuSpec
 
 BYTES = 2  # 16-bit activations and weights
+
+
+# Kernel names by role: the attention core (what selective recomputation repeats) and the projections (what
+# tensor-parallel communication can hide under); cross-attention's carry a "cross_" prefix.
+ATTENTION_CORE = ("attention_scores", "softmax_dropout", "attention_values", "flash_attention",
+                  "cross_attention_scores", "cross_softmax_dropout", "cross_attention_values", "cross_flash_attention")
+PROJECTIONS = ("qkv", "attention_output", "mlp_up", "mlp_down", "cross_q", "cross_kv", "cross_attention_output")
 
 
 class OpKind(StrEnum):
@@ -68,33 +75,37 @@ def _mem(name: str, nbytes: float, backward_bytes: float) -> Op:
     return Op(name, OpKind.MEMORY, 0.0, nbytes, backward_bytes)
 
 
-def layer_forward_ops(model: ModelShape, b: int, t: int, sequence_parallel: bool) -> tuple[Op, ...]:
-    """Kernels of one transformer layer's forward pass on one tensor-parallel rank."""
-    s, h, d, f = model.seq_length, model.hidden_size, model.head_dim, model.ffn_hidden_size
-    a, g = model.num_attention_heads / t, max(model.num_kv_heads / t, 1.0)
+def layer_forward_ops(model: ModelShape, b: int, t: int, sequence_parallel: bool,
+                      layer: LayerType | None = None) -> tuple[Op, ...]:
+    """Kernels of one transformer layer's forward pass on one tensor-parallel rank (the model's main layer unless
+    `layer` says otherwise). A decoder layer of an encoder-decoder model has a cross-attention block between its
+    self-attention and its MLP: queries from its own s tokens, keys and values projected from the encoder's
+    output (its cross_seq tokens), each part costed with its own sequence lengths."""
+    layer = layer or model.main_layer()
+    s, h, f = layer.seq, model.hidden_size, model.ffn_hidden_size
+    a, g, d = model.num_attention_heads / t, max(model.num_kv_heads / t, 1.0), model.head_dim
     tokens = b * s
     norm_tokens = tokens / t if sequence_parallel else tokens
     up = 2 if model.gated_mlp else 1
+    flash = model.attention is AttentionKind.FLASH
     ops = [
         _mem("layernorm", 2 * BYTES * norm_tokens * h, _NORM_BWD),
         _gemm("qkv", tokens, (a + 2 * g) * d, h),
-    ]
-    if model.attention is AttentionKind.FLASH:
-        # FLOPs of QK^T and AV; a causal kernel skips the masked half of the score blocks.
-        work = 4.0 * b * a * s * s * d * (0.5 if model.causal else 1.0)
-        ops.append(Op("flash_attention", OpKind.FLASH, work, BYTES * tokens * d * (2 * a + 2 * g)))
-    else:
-        scores = b * a * s * s
-        ops += [
-            _gemm("attention_scores", s, s, d, batch=b * a),
-            # Megatron's fused scale-mask-softmax reads and writes the scores; dropout reads them, writes them
-            # and a 1-byte mask.
-            _mem("softmax_dropout", BYTES * scores * 4 + scores, _SOFTMAX_DROPOUT_BWD),
-            _gemm("attention_values", s, d, s, batch=b * a),
-        ]
-    ops += [
+        *_attention_core("", b, a, g, d, s, s, layer.causal, flash),
         _gemm("attention_output", tokens, h, a * d),
         _mem("dropout_residual", 3 * BYTES * norm_tokens * h + norm_tokens * h, _DROPOUT_RESIDUAL_BWD),
+    ]
+    if layer.cross_seq:
+        enc = layer.cross_seq
+        ops += [
+            _mem("cross_layernorm", 2 * BYTES * norm_tokens * h, _NORM_BWD),
+            _gemm("cross_q", tokens, a * d, h),
+            _gemm("cross_kv", b * enc, 2 * g * d, h),
+            *_attention_core("cross_", b, a, g, d, s, enc, False, flash),
+            _gemm("cross_attention_output", tokens, h, a * d),
+            _mem("cross_dropout_residual", 3 * BYTES * norm_tokens * h + norm_tokens * h, _DROPOUT_RESIDUAL_BWD),
+        ]
+    ops += [
         _mem("layernorm", 2 * BYTES * norm_tokens * h, _NORM_BWD),
         _gemm("mlp_up", tokens, up * f / t, h),
         _mem("activation", BYTES * tokens * f / t * (up + 1), (2 * up + 1) / (up + 1)),
@@ -104,16 +115,35 @@ def layer_forward_ops(model: ModelShape, b: int, t: int, sequence_parallel: bool
     return tuple(ops)
 
 
-def embedding_forward_ops(model: ModelShape, b: int, t: int) -> tuple[Op, ...]:
-    """Word and position embedding lookup on the first stage (vocabulary split over tensor ranks)."""
-    tokens = b * model.seq_length
+def _attention_core(prefix: str, b: int, a: float, g: float, d: int, s_q: int, s_kv: int, causal: bool,
+                    flash: bool) -> list[Op]:
+    """Scores, softmax and dropout, and values: `s_q` queries over `s_kv` keys, `a` heads (`g` key/value heads)."""
+    if flash:
+        # FLOPs of QK^T and AV; a causal kernel skips the masked half of the score blocks.
+        work = 4.0 * b * a * s_q * s_kv * d * (0.5 if causal else 1.0)
+        return [Op(prefix + "flash_attention", OpKind.FLASH, work, BYTES * b * d * (2 * a * s_q + 2 * g * s_kv))]
+    scores = b * a * s_q * s_kv
+    return [
+        _gemm(prefix + "attention_scores", s_q, s_kv, d, batch=b * a),
+        # Megatron's fused scale-mask-softmax reads and writes the scores; dropout reads them, writes them and a
+        # 1-byte mask.
+        _mem(prefix + "softmax_dropout", BYTES * scores * 4 + scores, _SOFTMAX_DROPOUT_BWD),
+        _gemm(prefix + "attention_values", s_q, d, s_kv, batch=b * a),
+    ]
+
+
+def embedding_forward_ops(model: ModelShape, b: int, t: int, tokens_per_sample: int | None = None) -> tuple[Op, ...]:
+    """Word (and position) embedding lookup on a stage that embeds: the first stage, and for an encoder-decoder
+    model the first decoder stage too, on the target tokens (vocabulary split over tensor ranks)."""
+    tokens = b * (tokens_per_sample or model.seq_length)
     # forward: gather word and position rows and add them; backward: scatter-add the gradient rows
     return (_mem("embedding", 3 * BYTES * tokens * model.hidden_size, 1.0),)
 
 
 def logits_forward_ops(model: ModelShape, b: int, t: int, sequence_parallel: bool) -> tuple[Op, ...]:
-    """Final norm, the output projection onto the (split) vocabulary, and the cross-entropy loss."""
-    tokens = b * model.seq_length
+    """Final norm, the output projection onto the (split) vocabulary, and the cross-entropy loss, over the
+    tokens the output layer sees (the target for an encoder-decoder model)."""
+    tokens = b * model.output_seq_length
     norm_tokens = tokens / t if sequence_parallel else tokens
     vocab = model.vocab_size / t
     return (

@@ -102,7 +102,9 @@ class Engine:
         arrival = self._arrival(kind, replica, vstage, microbatch)
         now = self.env.now
         arrival.produced_s = now
-        size = self.c.workload.chunks[vstage].activation_bytes
+        # An activation goes to `vstage` and is its input; a gradient is that of the sender's (vstage + 1) input.
+        chunks = self.c.workload.chunks
+        size = chunks[vstage].input_bytes if kind == "act" else chunks[vstage + 1].input_bytes
         record.comm_bytes["pp"] += size
         if self.c.free_communication or src_rank == dst_rank:
             arrival.event.succeed()

@@ -7,6 +7,7 @@ from enum import StrEnum
 
 from simcore.calibration import GRAD_REDUCE_BYTES
 from simcore.model import ModelShape
+from simcore.partition import Partition
 from topology.errors import SpecError
 
 
@@ -54,6 +55,8 @@ class Layout:
     placement: str = "tp,dp,pp"
     tp_comm_overlap: bool = False  # Megatron-Core's --tp-comm-overlap: TP collectives hidden under the GEMMs
     precision: Precision = Precision.BF16
+    pipeline_partition: Partition | None = None  # how layers are cut into stages; None: simcore/partition.py's default
+    encoder_pipeline_stages: int | None = None  # encoder-decoder: stages holding the encoder; None: chosen
 
     @property
     def grad_reduce_bytes(self) -> int:
@@ -90,6 +93,7 @@ def validate_layout(layout: Layout, model: ModelShape, num_gpus: int) -> None:
     chunks = layout.pp * layout.virtual_stages
     if chunks > model.num_layers:
         raise SpecError("layout.pp", f"pp*virtual_stages = {chunks} exceeds num_layers ({model.num_layers})")
+    _validate_encoder_decoder(layout, model)
     if layout.virtual_stages > 1 and layout.schedule is not Schedule.INTERLEAVED_1F1B:
         raise SpecError("layout.virtual_stages", "must be 1 unless schedule is interleaved_1f1b")
     if layout.schedule is Schedule.INTERLEAVED_1F1B:
@@ -99,9 +103,39 @@ def validate_layout(layout: Layout, model: ModelShape, num_gpus: int) -> None:
             raise SpecError("layout.global_batch_size",
                             f"interleaved_1f1b needs the microbatch count ({layout.num_microbatches}) "
                             f"to be a multiple of pp ({layout.pp})")
-    if layout.sequence_parallel and model.seq_length % layout.tp:
-        raise SpecError("layout.sequence_parallel", f"needs tp to divide seq_length ({model.seq_length})")
+    if layout.sequence_parallel:
+        for name in ("seq_length", "decoder_seq_length"):
+            if getattr(model, name) % layout.tp:
+                raise SpecError("layout.sequence_parallel", f"needs tp to divide {name} ({getattr(model, name)})")
     if layout.tp_comm_overlap and not layout.sequence_parallel:
         raise SpecError("layout.tp_comm_overlap", "needs sequence_parallel (as in Megatron-Core)")
     if layout.zero_stage not in (0, 1, 2, 3):
         raise SpecError("layout.zero_stage", "must be 0, 1, 2 or 3")
+
+
+def _validate_encoder_decoder(layout: Layout, model: ModelShape) -> None:
+    stages = layout.encoder_pipeline_stages
+    if not model.encoder_decoder:
+        if stages is not None:
+            raise SpecError("layout.encoder_pipeline_stages", "applies to encoder_decoder models only")
+        return
+    if layout.schedule is Schedule.INTERLEAVED_1F1B:
+        raise SpecError("layout.schedule", "interleaved_1f1b is not supported for encoder_decoder models "
+                        "(Megatron does not interleave them); use 1f1b or gpipe")
+    if layout.pp == 1:
+        if stages is not None:
+            raise SpecError("layout.encoder_pipeline_stages", "needs pp >= 2 (with pp 1 one stage holds both stacks)")
+        return
+    if layout.pp > model.encoder_layers + model.decoder_layers:
+        raise SpecError("layout.pp", f"exceeds encoder_layers + decoder_layers ({model.num_layers})")
+    if stages is not None:
+        if not 1 <= stages < layout.pp:
+            raise SpecError("layout.encoder_pipeline_stages",
+                            f"must be between 1 and pp - 1 ({layout.pp - 1}): both stacks need a stage")
+        if stages > model.encoder_layers:
+            raise SpecError("layout.encoder_pipeline_stages",
+                            f"exceeds encoder_layers ({model.encoder_layers}): every stage needs a layer")
+        if layout.pp - stages > model.decoder_layers:
+            raise SpecError("layout.encoder_pipeline_stages",
+                            f"leaves pp - {stages} = {layout.pp - stages} decoder stages for "
+                            f"{model.decoder_layers} decoder layers: every stage needs a layer")

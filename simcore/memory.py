@@ -22,10 +22,11 @@ not run yet (per chunk, weighted by the chunk's layers).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from simcore.layout import Layout, Recompute
-from simcore.model import AttentionKind, ModelShape
+from simcore.model import AttentionKind, LayerType, ModelShape
 from simcore.schedules import BACKWARD, POLICIES
 from simcore.workload import Workload
 from topology.hardware import GIB
@@ -51,31 +52,44 @@ class StageMemory:
         return self.weights + self.gradients + self.optimizer_states + self.activations + self.buffers
 
 
-def layer_activation_bytes(model: ModelShape, b: int, t: int, sequence_parallel: bool, recompute: Recompute) -> float:
-    """Bytes one transformer layer keeps for backward, per microbatch, per GPU."""
-    s, h, d, f = model.seq_length, model.hidden_size, model.head_dim, model.ffn_hidden_size
+def layer_activation_bytes(model: ModelShape, b: int, t: int, sequence_parallel: bool, recompute: Recompute,
+                           layer: LayerType | None = None) -> float:
+    """Bytes one transformer layer keeps for backward, per microbatch, per GPU (the model's main layer unless
+    `layer` says otherwise). A decoder layer with cross-attention also keeps, on its s target tokens, the block's
+    norm input, query-projection input and dropout mask (5sbh), the queries and the attention context (4sb·ad),
+    the keys and values projected from the encoder's e tokens (4eb·gd) and, unless recomputed or fused, the
+    softmax output, mask and dropout output (5a·s·e·b). The encoder output it reads is kept once per microbatch
+    per stage, not per layer (see `stage_memory`)."""
+    layer = layer or model.main_layer()
+    s, h, d, f = layer.seq, model.hidden_size, model.head_dim, model.ffn_hidden_size
     a, g = model.num_attention_heads, model.num_kv_heads
     up = 2 if model.gated_mlp else 1
     if recompute is Recompute.FULL:
         return BYTES * s * b * h / (t if sequence_parallel else 1)
+    keep_core = recompute is Recompute.NONE and model.attention is AttentionKind.STANDARD
     replicated = s * b * (4 * h + 3 * h + 3 * h)
     split = s * b * (2 * (2 * a * d + 2 * g * d) + 2 * f * up + 2 * f)
-    core = 0.0
-    if recompute is Recompute.NONE and model.attention is AttentionKind.STANDARD:
-        core = 5.0 * a * s * s * b
+    core = 5.0 * a * s * s * b if keep_core else 0.0
+    if layer.cross_seq:
+        e = layer.cross_seq
+        replicated += 5 * s * b * h
+        split += 4 * s * b * a * d + 4 * e * b * g * d
+        core += 5.0 * a * s * e * b if keep_core else 0.0
     return (replicated / (t if sequence_parallel else 1)) + split / t + core / t
 
 
-def _full_layer_bytes(model: ModelShape, layout: Layout) -> float:
-    return layer_activation_bytes(model, layout.microbatch_size, layout.tp, layout.sequence_parallel, Recompute.NONE)
+def _full_layer_bytes(model: ModelShape, layout: Layout, layer: LayerType) -> float:
+    return layer_activation_bytes(model, layout.microbatch_size, layout.tp, layout.sequence_parallel, Recompute.NONE,
+                                  layer)
 
 
-def in_flight(layout: Layout, rank: int, layers_of_chunk: dict[int, int]) -> float:
-    """Most transformer layers' worth of microbatch activations the rank holds at once under its schedule."""
+def in_flight(layout: Layout, rank: int, bytes_of_chunk: Mapping[int, float]) -> float:
+    """The most microbatch activations the rank holds at once under its schedule, given what one microbatch of
+    each of its chunks keeps (in any unit: layers or bytes)."""
     passes = POLICIES[layout.schedule].passes(rank, layout.pp, layout.num_microbatches, layout.virtual_stages)
-    held = peak = 0
+    held = peak = 0.0
     for ps in passes:
-        held += layers_of_chunk[ps.chunk] * (-1 if ps.direction == BACKWARD else 1)
+        held += bytes_of_chunk[ps.chunk] * (-1 if ps.direction == BACKWARD else 1)
         peak = max(peak, held)
     return float(peak)
 
@@ -83,21 +97,29 @@ def in_flight(layout: Layout, rank: int, layers_of_chunk: dict[int, int]) -> flo
 def stage_memory(model: ModelShape, layout: Layout, workload: Workload) -> tuple[StageMemory, ...]:
     """Per pipeline rank, the peak memory the iteration needs."""
     b, t, dp, zero = layout.microbatch_size, layout.tp, layout.dp, layout.zero_stage
-    per_layer = layer_activation_bytes(model, b, t, layout.sequence_parallel, layout.recompute)
-    message = BYTES * b * model.seq_length * model.hidden_size
+    sp = layout.sequence_parallel
+    kinds = {layer.kind: layer for layer, _ in model.layer_stacks()}
+    per_layer = {kind: layer_activation_bytes(model, b, t, sp, layout.recompute, layer)
+                 for kind, layer in kinds.items()}
+    # A decoder stage keeps each microbatch's encoder output, which all its layers' cross-attention read.
+    encoder_output = BYTES * b * model.seq_length * model.hidden_size / (t if sp else 1)
+    largest_message = max((c.input_bytes for c in workload.chunks), default=0.0)
     out = []
     for rank in range(layout.pp):
         chunks = [c for c in workload.chunks if c.rank == rank]
         params = sum(c.parameters for c in chunks)
-        layers = {c.chunk: c.layers for c in chunks}
-        activations = in_flight(layout, rank, layers) * per_layer
-        if layout.recompute is Recompute.FULL:
-            activations += _full_layer_bytes(model, layout)  # the layer being recomputed
-        if any(c.has_embedding for c in chunks):
-            activations += b * model.seq_length * model.hidden_size  # embedding dropout mask
+        held = {c.chunk: sum(n * per_layer[kind] for kind, n in c.layer_counts)
+                + (encoder_output if any(kind == "decoder" for kind, _ in c.layer_counts) else 0.0) for c in chunks}
+        activations = in_flight(layout, rank, held)
+        if layout.recompute is Recompute.FULL:  # the layer being recomputed
+            activations += max(_full_layer_bytes(model, layout, kinds[kind]) for c in chunks
+                               for kind, _ in c.layer_counts)
+        embeddings = sum(1 for c in chunks if c.has_embedding)
+        if embeddings:  # embedding dropout masks
+            activations += b * model.seq_length * model.hidden_size * embeddings
         if any(c.has_logits for c in chunks):
-            activations += 4.0 * b * model.seq_length * model.vocab_size / t  # fp32 logits for the loss
-        buffers = RUNTIME_BYTES + (2 * message / t if layout.pp > 1 else 0.0)  # send and receive buffers
+            activations += 4.0 * b * model.output_seq_length * model.vocab_size / t  # fp32 logits for the loss
+        buffers = RUNTIME_BYTES + (2 * largest_message if layout.pp > 1 else 0.0)  # send and receive buffers
         largest_layer = max((c.parameters / max(c.layers, 1) for c in chunks), default=0.0)
         if zero >= 3:
             buffers += 2 * WEIGHT_BYTES * largest_layer  # the gathered layer and the prefetched next one

@@ -89,9 +89,12 @@ def compute_metrics(model: ModelShape, layout: Layout, gpu: GpuSpec, workload: W
     stages = []
     for s, rs in sorted(by_stage.items()):
         mine = [c for c in workload.chunks if c.rank == s]
-        layers = {"transformer": sum(c.layers for c in mine)}
+        layers: dict[str, int] = {}
+        for c in mine:
+            for kind, n in c.layer_counts:
+                layers[kind] = layers.get(kind, 0) + n
         if any(c.has_embedding for c in mine):
-            layers["embedding"] = 1
+            layers["embedding"] = sum(1 for c in mine if c.has_embedding)
         if any(c.has_logits for c in mine):
             layers["logits"] = 1
         stages.append(StageReport(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -18,6 +18,18 @@ class Architecture(StrEnum):
 class AttentionKind(StrEnum):
     STANDARD = "standard"
     FLASH = "flash"
+
+
+@dataclass(frozen=True, slots=True)
+class LayerType:
+    """What one transformer layer works on: `seq` tokens of its own (self-attention, causal or not, and the MLP)
+    and, for a decoder layer of an encoder-decoder model, `cross_seq` encoder tokens that its cross-attention
+    reads keys and values from (0: no cross-attention)."""
+
+    kind: str  # "transformer" (GPT, BERT), "encoder" or "decoder" (T5): the stage report's layer names
+    seq: int
+    causal: bool
+    cross_seq: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,29 +53,56 @@ class ModelShape:
     decoder_seq_length: int = 0
 
     @property
-    def causal(self) -> bool:
-        return self.architecture is Architecture.DECODER_ONLY
+    def encoder_decoder(self) -> bool:
+        return self.architecture is Architecture.ENCODER_DECODER
 
     @property
     def tokens_per_sample(self) -> int:
         return self.seq_length + self.decoder_seq_length
 
-    def parameters_per_layer(self) -> int:
-        """Weights of one transformer layer: attention projections, MLP matrices, biases and norms."""
+    @property
+    def output_seq_length(self) -> int:
+        """Tokens per sample the output layer (logits and loss) works on: the target for encoder-decoder."""
+        return self.decoder_seq_length if self.encoder_decoder else self.seq_length
+
+    def encoder_layer(self) -> LayerType:
+        return LayerType("encoder", self.seq_length, causal=False)
+
+    def decoder_layer(self) -> LayerType:
+        return LayerType("decoder", self.decoder_seq_length, causal=True, cross_seq=self.seq_length)
+
+    def main_layer(self) -> LayerType:
+        """The layer of a single-stack model (GPT: causal; BERT: bidirectional)."""
+        return LayerType("transformer", self.seq_length, causal=self.architecture is Architecture.DECODER_ONLY)
+
+    def layer_stacks(self) -> tuple[tuple[LayerType, int], ...]:
+        """The model's layers in order, as (layer type, count) per stack: encoder then decoder for T5."""
+        if self.encoder_decoder:
+            return ((self.encoder_layer(), self.encoder_layers), (self.decoder_layer(), self.decoder_layers))
+        return ((self.main_layer(), self.num_layers),)
+
+    def parameters_per_layer(self, layer: LayerType | None = None) -> int:
+        """Weights of one transformer layer: attention projections, MLP matrices, biases and norms; a decoder layer
+        of an encoder-decoder model adds its cross-attention block (Q from the target, K and V from the encoder
+        output, the output projection and a norm)."""
         h, d = self.hidden_size, self.head_dim
         qkv_out = (self.num_attention_heads + 2 * self.num_kv_heads) * d
         attn = h * qkv_out + qkv_out + self.num_attention_heads * d * h + h
         mlp_mats = 3 if self.gated_mlp else 2
         mlp = mlp_mats * h * self.ffn_hidden_size + self.ffn_hidden_size + h
-        return attn + mlp + 4 * h
+        cross = attn + 2 * h if layer is not None and layer.cross_seq else 0
+        return attn + mlp + 4 * h + cross
 
     def embedding_parameters(self) -> int:
-        """Word embedding (plus learned positions for the GPT/BERT shapes)."""
-        return self.vocab_size * self.hidden_size + self.seq_length * self.hidden_size
+        """Word embedding, plus learned positions for the GPT/BERT shapes (T5 uses a relative position bias of a
+        few thousand weights, left out). T5 shares one word embedding between encoder and decoder."""
+        positions = 0 if self.encoder_decoder else self.seq_length * self.hidden_size
+        return self.vocab_size * self.hidden_size + positions
 
     def total_parameters(self) -> int:
         untied = 0 if self.tied_embeddings else self.vocab_size * self.hidden_size
-        return self.num_layers * self.parameters_per_layer() + self.embedding_parameters() + untied
+        layers = sum(count * self.parameters_per_layer(layer) for layer, count in self.layer_stacks())
+        return layers + self.embedding_parameters() + untied
 
 
 _INT_FIELDS = ("num_layers", "hidden_size", "num_attention_heads", "num_kv_heads", "head_dim", "ffn_hidden_size",
@@ -80,8 +119,7 @@ def model_from_fields(fields: Mapping[str, object]) -> ModelShape:
         return value
 
     arch = Architecture(str(fields.get("architecture") or Architecture.DECODER_ONLY))
-    if arch is Architecture.ENCODER_DECODER:
-        raise SpecError("model.architecture", "encoder_decoder is not simulated yet; use decoder_only or encoder_only")
+    stacks = _stack_sizes(arch, fields, need)
     heads = int(need("num_attention_heads"))  # type: ignore[call-overload]
     hidden = int(need("hidden_size"))  # type: ignore[call-overload]
     kv = fields.get("num_kv_heads")
@@ -93,7 +131,7 @@ def model_from_fields(fields: Mapping[str, object]) -> ModelShape:
     ffn = fields.get("ffn_hidden_size")
     shape = ModelShape(
         architecture=arch,
-        num_layers=int(need("num_layers")),  # type: ignore[call-overload]
+        num_layers=stacks["num_layers"],
         hidden_size=hidden,
         num_attention_heads=heads,
         num_kv_heads=int(kv) if kv is not None else heads,  # type: ignore[call-overload]
@@ -104,6 +142,9 @@ def model_from_fields(fields: Mapping[str, object]) -> ModelShape:
         seq_length=int(need("seq_length")),  # type: ignore[call-overload]
         tied_embeddings=bool(fields.get("tied_embeddings", True)),
         attention=AttentionKind(str(fields.get("attention") or AttentionKind.STANDARD)),
+        encoder_layers=stacks["encoder_layers"],
+        decoder_layers=stacks["decoder_layers"],
+        decoder_seq_length=stacks["decoder_seq_length"],
     )
     for name in _INT_FIELDS:
         if getattr(shape, name) < 1:
@@ -111,3 +152,25 @@ def model_from_fields(fields: Mapping[str, object]) -> ModelShape:
     if shape.num_attention_heads % shape.num_kv_heads:
         raise SpecError("model.num_kv_heads", f"must divide num_attention_heads ({heads})")
     return shape
+
+
+_ENCODER_DECODER_FIELDS = ("encoder_layers", "decoder_layers", "decoder_seq_length")
+
+
+def _stack_sizes(arch: Architecture, fields: Mapping[str, object], need: Callable[[str], object]) -> dict[str, int]:
+    """Layer counts and the target length: num_layers for one stack; encoder_layers, decoder_layers and
+    decoder_seq_length (and num_layers = their layer sum) for an encoder-decoder model."""
+    if arch is not Architecture.ENCODER_DECODER:
+        for name in _ENCODER_DECODER_FIELDS:
+            if fields.get(name) is not None:
+                raise SpecError(f"model.{name}", f"applies to encoder_decoder models only (this one is {arch})")
+        return {"num_layers": int(need("num_layers")),  # type: ignore[call-overload]
+                "encoder_layers": 0, "decoder_layers": 0, "decoder_seq_length": 0}
+    if fields.get("num_layers") is not None:
+        raise SpecError("model.num_layers", "encoder_decoder models take encoder_layers and decoder_layers instead")
+    sizes = {name: int(need(name)) for name in _ENCODER_DECODER_FIELDS}  # type: ignore[call-overload]
+    for name, value in sizes.items():
+        if value < 1:
+            raise SpecError(f"model.{name}", "must be >= 1")
+    sizes["num_layers"] = sizes["encoder_layers"] + sizes["decoder_layers"]
+    return sizes

@@ -26,8 +26,9 @@ from simcore.costs import (
 )
 from simcore.layout import Layout, Recompute
 from simcore.model import ModelShape
+from simcore.partition import split_layers
 from simcore.simulate import Network, Scenario, simulate
-from simcore.workload import ATTENTION_CORE, OPTIMIZER_BYTES_PER_PARAMETER, split_layers
+from simcore.workload import ATTENTION_CORE, OPTIMIZER_BYTES_PER_PARAMETER
 from topology.cluster_spec import ClusterSpec
 from topology.hardware import GIB, GPUS
 

@@ -32,9 +32,11 @@ from simcore.memory import (
     StageMemory,
     in_flight,
     layer_activation_bytes,
+    stage_memory,
 )
 from simcore.model import ModelShape
-from simcore.workload import split_layers
+from simcore.partition import Partition, default_partition, split_layers
+from simcore.workload import build_workload
 from topology.errors import SpecError
 from topology.hardware import GIB, GpuSpec
 
@@ -178,8 +180,8 @@ class MemoryModel:
     `simcore.memory.stage_memory` (tested equal), with the parameters of each model chunk as `build_workload`
     counts them, and the schedule's microbatches in flight cached (they depend only on the schedule's shape)."""
 
-    def __init__(self, model: ModelShape) -> None:
-        self.model = model
+    def __init__(self, model: ModelShape, gpu: GpuSpec | None = None) -> None:
+        self.model, self.gpu = model, gpu
         self._shapes: dict[tuple[object, ...], _Shape] = {}
         self._activations: dict[tuple[object, ...], tuple[float, float]] = {}
         self._entries: dict[tuple[object, ...], tuple[tuple[StageMemory, ...], tuple[int, StageMemory]]] = {}
@@ -194,13 +196,25 @@ class MemoryModel:
     def _entry(self, layout: Layout) -> tuple[tuple[StageMemory, ...], tuple[int, StageMemory]]:
         key = (layout.dp, layout.tp, layout.pp, layout.virtual_stages, layout.microbatch_size,
                layout.global_batch_size, layout.schedule, layout.zero_stage, layout.recompute,
-               layout.sequence_parallel)
+               layout.sequence_parallel, layout.pipeline_partition, layout.encoder_pipeline_stages)
         found = self._entries.get(key)
         if found is None:
-            stages = self._compute(layout)
+            stages = self._compute(layout) if self._by_count(layout) else self._costed(layout)
             index = max(range(len(stages)), key=lambda i: (stages[i].total, -i))
             found = self._entries[key] = (stages, (index, stages[index]))
         return found
+
+    def _by_count(self, layout: Layout) -> bool:
+        """Whether the layout's layers are split by count over one stack: the closed forms below apply."""
+        mode = layout.pipeline_partition or default_partition(self.model)
+        return not self.model.encoder_decoder and (mode is Partition.EVEN or layout.pp * layout.virtual_stages == 1)
+
+    def _costed(self, layout: Layout) -> tuple[StageMemory, ...]:
+        """Split by cost, or an encoder-decoder model: the simulator's own memory function on a workload costed
+        without communication (which does not move the split)."""
+        if self.gpu is None:
+            raise ValueError("a cost-balanced or encoder-decoder split needs the GPU (MemoryModel(model, gpu))")
+        return stage_memory(self.model, layout, build_workload(self.model, layout, self.gpu, None, None, True))
 
     def _shape(self, layout: Layout) -> _Shape:
         key = (layout.tp, layout.pp, layout.virtual_stages, layout.num_microbatches, layout.schedule)
@@ -337,7 +351,7 @@ def judge(layout: Layout, model: ModelShape, num_gpus: int, gpu: GpuSpec, memory
 def plan_search(model: ModelShape, num_gpus: int, gpus_per_node: int, gpu: GpuSpec, global_batch_size: int,
                 space: Space) -> Plan:
     """Enumerate the space and discard what cannot run, recording per family the first reason."""
-    memory = MemoryModel(model)
+    memory = MemoryModel(model, gpu)
     plan = Plan()
     for layout in enumerate_layouts(model, num_gpus, gpus_per_node, global_batch_size, space):
         plan.generated += 1

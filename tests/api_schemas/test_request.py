@@ -71,6 +71,7 @@ FULL_REQUEST: dict[str, Any] = {
         "placement": "tp,pp,dp",
         "tp_comm_overlap": True,
         "encoder_pipeline_stages": 1,
+        "pipeline_partition": "even",
         "precision": "bf16",
     },
     "options": {"fidelity": "full", "trace": True, "seed": 7, "collective_algorithm": "hierarchical"},
