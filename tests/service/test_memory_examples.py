@@ -43,6 +43,15 @@ def test_175b_fits_with_zero3_and_pays_in_traffic() -> None:
     assert zero3["time_breakdown_s"]["dp_comm"] > 5 * zero1["time_breakdown_s"]["dp_comm"]
 
 
+def test_t5_without_pipelining_fits_at_11b_and_needs_zero_at_100b() -> None:
+    assert result("no-pipeline-limits/t5-11b-zero0.yaml")["memory"]["fits"] is True
+    zero0 = result("no-pipeline-limits/t5-100b-zero0.yaml")
+    assert zero0["memory"]["fits"] is False and zero0["memory"]["peak_gib_per_gpu"] > 2 * 80
+    zero1, zero3 = result("no-pipeline-limits/t5-100b-zero1.yaml"), result("no-pipeline-limits/t5-100b-zero3.yaml")
+    assert zero1["memory"]["fits"] is True and zero3["memory"]["fits"] is True
+    assert zero3["mfu"] < 0.5 * zero1["mfu"]  # ZeRO 3's gathers over 16 nodes cost more than half
+
+
 def tflops(name: str) -> float:
     return float(result(f"zero-scaling/{name}.yaml")["model_tflops_per_gpu"])
 
