@@ -1,4 +1,4 @@
-"""GPT against T5 at about 100B parameters on 1024 A100s: simulate the grid in grid.yaml for both models, pick
+"""GPT against T5 at about 100B parameters on 1024 A100s: simulate the grid in grid.json for both models, pick
 each model's fastest layout (T5 once per pipeline partition), and write README.md and the best requests
 (best/*.yaml) from what the simulator measured. No figure in the README is typed in.
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -197,7 +198,7 @@ def memory_lines(v: Variant) -> list[str]:
 INTRO = """# GPT against T5 at 100B parameters on 1024 A100s
 
 Written by `python examples/decoder-vs-encoder-decoder/report.py` from what the simulator measured; every figure
-below comes from a simulation of the grid in `grid.yaml` (both models, the same global batch in samples, 128 DGX
+below comes from a simulation of the grid in `grid.json` (both models, the same global batch in samples, 128 DGX
 A100 nodes). The fastest layout of each model, and of T5 with each pipeline split, is written to `best/`:
 `clustersim compare examples/decoder-vs-encoder-decoder/best/long-*.yaml` shows them side by side.
 
@@ -235,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if README.md differs from a fresh run")
     args = parser.parse_args(argv)
-    config = yaml.safe_load((HERE / "grid.yaml").read_text())
+    config = json.loads((HERE / "grid.json").read_text())
     variants = [Variant(spec, config) for spec in config["variants"]]
     text = render(variants)
     if args.check:
