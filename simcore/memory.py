@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from simcore.layout import Layout, Recompute
+from simcore.layout import Layout, Recompute, Schedule
 from simcore.model import AttentionKind, LayerType, ModelShape
 from simcore.schedules import BACKWARD, POLICIES
 from simcore.workload import Workload
@@ -86,6 +86,17 @@ def _full_layer_bytes(model: ModelShape, layout: Layout, layer: LayerType) -> fl
 def in_flight(layout: Layout, rank: int, bytes_of_chunk: Mapping[int, float]) -> float:
     """The most microbatch activations the rank holds at once under its schedule, given what one microbatch of
     each of its chunks keeps (in any unit: layers or bytes)."""
+    m = layout.num_microbatches
+    if len(bytes_of_chunk) == 1 and layout.schedule is not Schedule.INTERLEAVED_1F1B:
+        # One chunk: 1F1B holds its pp - rank - 1 warm-up forwards plus one, GPipe every microbatch (the same
+        # as walking the schedule below, which the tests check).
+        (one,) = bytes_of_chunk.values()
+        return float((min(layout.pp - rank, m) if layout.schedule is Schedule.ONE_F_ONE_B else m) * one)
+    return walk_in_flight(layout, rank, bytes_of_chunk)
+
+
+def walk_in_flight(layout: Layout, rank: int, bytes_of_chunk: Mapping[int, float]) -> float:
+    """`in_flight` by walking the rank's passes in its schedule's order."""
     passes = POLICIES[layout.schedule].passes(rank, layout.pp, layout.num_microbatches, layout.virtual_stages)
     held = peak = 0.0
     for ps in passes:

@@ -26,7 +26,7 @@ from simcore.costs import (
 )
 from simcore.layout import Layout, Recompute
 from simcore.model import ModelShape
-from simcore.partition import split_layers
+from simcore.partition import partition, split_layers, stage_costs
 from simcore.simulate import Network, Scenario, simulate
 from simcore.workload import ATTENTION_CORE, OPTIMIZER_BYTES_PER_PARAMETER
 from topology.cluster_spec import ClusterSpec
@@ -43,6 +43,7 @@ class Estimator:
         self.model, self.cluster, self.params = model, cluster, params
         self.gpu = GPUS[cluster.gpu]
         self._compute: dict[tuple[int, int, bool, Recompute], tuple[float, float, float]] = {}
+        self._stages: dict[tuple[object, ...], list[tuple[float, float, float]]] = {}
         self.nvlink_bytes_per_s = cluster.nvlink_bandwidth_bytes_per_s * LINK_EFFICIENCY["nvlink"]
         # A group that leaves the node shares the node's NICs among the node's GPUs.
         self.network_bytes_per_s = min(
@@ -97,12 +98,15 @@ class Estimator:
             if layout.tp_comm_overlap:
                 tp_layer *= 0.5
         pp_send = 2 * message / t / self._bandwidth(layout, "pp") if p > 1 else 0.0
-        counts = split_layers(model.num_layers, p * v)
-        per_rank = [0] * p
-        for vs, layers in enumerate(counts):
-            per_rank[vs % p] += layers
-        stage = max(per_rank[r] * (layer + tp_layer) + (emb if r == 0 else 0.0) + (logits if r == p - 1 else 0.0)
-                    + pp_send * v for r in range(p))
+        if model.encoder_decoder:
+            stage = self._encoder_decoder_stage(layout, tp_layer, pp_send)
+        else:
+            counts = split_layers(model.num_layers, p * v)
+            per_rank = [0] * p
+            for vs, layers in enumerate(counts):
+                per_rank[vs % p] += layers
+            stage = max(per_rank[r] * (layer + tp_layer) + (emb if r == 0 else 0.0)
+                        + (logits if r == p - 1 else 0.0) + pp_send * v for r in range(p))
         pipeline = (m + (p - 1) / v) * stage
         params = model.total_parameters() / (t * p)
         dp_s = 0.0
@@ -122,6 +126,28 @@ class Estimator:
         optimizer_s = params / shards * OPTIMIZER_BYTES_PER_PARAMETER / (
             self.gpu.hbm_bandwidth_bytes_per_s * self.params.memory_efficiency)
         return pipeline + dp_s + optimizer_s
+
+    def _encoder_decoder_stage(self, layout: Layout, tp_layer: float, pp_send: float) -> float:
+        """The slowest stage of an encoder-decoder layout: the simulator's own split (simcore/partition.py) with
+        each layer type's compute, a decoder layer's third TP collective, and messages twice as large between
+        decoder stages."""
+        key = (layout.microbatch_size, layout.tp, layout.sequence_parallel, layout.recompute, layout.pp,
+               layout.pipeline_partition, layout.encoder_pipeline_stages)
+        found = self._stages.get(key)
+        if found is None:
+            costs = stage_costs(self.model, layout.microbatch_size, layout.tp, layout.sequence_parallel,
+                                str(layout.recompute), self.gpu, self.params)
+            chunks, encoder_stages = partition(self.model, layout.pp, 1, layout.pipeline_partition, costs,
+                                               layout.encoder_pipeline_stages)
+            found = self._stages[key] = []
+            for rank, runs in enumerate(chunks):
+                compute = sum(n * costs.layer[layer] for layer, n in runs)
+                compute += costs.embedding if rank == 0 else 0.0
+                compute += costs.decoder_embedding if rank == encoder_stages and rank > 0 else 0.0
+                compute += costs.logits if rank == layout.pp - 1 else 0.0
+                layers = sum(n * (1.5 if layer.cross_seq else 1.0) for layer, n in runs)
+                found.append((compute, layers, 2.0 if rank > encoder_stages else 1.0))
+        return max(compute + layers * tp_layer + pp_send * sends for compute, layers, sends in found)
 
     def tokens_per_s(self, layout: Layout) -> float:
         return layout.global_batch_size * self.model.tokens_per_sample / self.iteration_s(layout)

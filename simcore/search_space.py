@@ -36,7 +36,7 @@ from simcore.memory import (
 )
 from simcore.model import ModelShape
 from simcore.partition import Partition, default_partition, split_layers
-from simcore.workload import build_workload
+from simcore.workload import Workload, build_workload
 from topology.errors import SpecError
 from topology.hardware import GIB, GpuSpec
 
@@ -103,6 +103,8 @@ def _schedules(model: ModelShape, pp: int, space: Space) -> list[tuple[Schedule,
     schedules = given if given is not None else (SCHEDULE_ORDER if pp > 1 else (Schedule.ONE_F_ONE_B,))
     if space.virtual_stages is not None:
         interleave = [v for v in space.virtual_stages if v > 1]
+    elif model.encoder_decoder:
+        interleave = []  # not for encoder-decoder models (Megatron's rule; validate_layout refuses it)
     else:
         interleave = [v for v in range(2, space.max_virtual_stages + 1) if model.num_layers % (pp * v) == 0]
     out: list[tuple[Schedule, int]] = []
@@ -183,6 +185,7 @@ class MemoryModel:
     def __init__(self, model: ModelShape, gpu: GpuSpec | None = None) -> None:
         self.model, self.gpu = model, gpu
         self._shapes: dict[tuple[object, ...], _Shape] = {}
+        self._workloads: dict[tuple[object, ...], Workload] = {}
         self._activations: dict[tuple[object, ...], tuple[float, float]] = {}
         self._entries: dict[tuple[object, ...], tuple[tuple[StageMemory, ...], tuple[int, StageMemory]]] = {}
 
@@ -214,7 +217,13 @@ class MemoryModel:
         without communication (which does not move the split)."""
         if self.gpu is None:
             raise ValueError("a cost-balanced or encoder-decoder split needs the GPU (MemoryModel(model, gpu))")
-        return stage_memory(self.model, layout, build_workload(self.model, layout, self.gpu, None, None, True))
+        # The chunks (layers, parameters, messages) depend only on these; the rest of the layout is stage_memory's.
+        key = (layout.tp, layout.pp, layout.virtual_stages, layout.microbatch_size, layout.sequence_parallel,
+               layout.recompute, layout.pipeline_partition, layout.encoder_pipeline_stages)
+        workload = self._workloads.get(key)
+        if workload is None:
+            workload = self._workloads[key] = build_workload(self.model, layout, self.gpu, None, None, True)
+        return stage_memory(self.model, layout, workload)
 
     def _shape(self, layout: Layout) -> _Shape:
         key = (layout.tp, layout.pp, layout.virtual_stages, layout.num_microbatches, layout.schedule)

@@ -55,26 +55,34 @@ def label(layout: dict[str, Any]) -> str:
     return text + (f", {layout['pipeline_partition']} split" if "pipeline_partition" in layout else "")
 
 
+Run = tuple[dict[str, Any], dict[str, Any]]  # (request document, result)
+CHOICES = (("gpt", "gpt", None), ("t5-even", "t5", "even"), ("t5-balanced", "t5", "balanced"))  # key, model, split
+NAMES = {"gpt": "GPT-100B", "t5-even": "T5-100B, even split", "t5-balanced": "T5-100B, balanced split"}
+
+
 class Variant:
-    """One model pair at one sequence length: every grid point simulated, the fastest per model and split."""
+    """One model pair at one sequence length: every grid point simulated; the fastest per model and split, over
+    all layouts (`best`) and over the pipelined ones (`best_pp`)."""
 
     def __init__(self, spec: dict[str, Any], config: dict[str, Any]) -> None:
         self.key, self.title = spec["key"], spec["title"]
         gpus = config["cluster"]["num_nodes"] * GPUS_PER_NODE
         batch = config["global_batch_size"]
-        self.runs: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {"gpt": [], "t5": []}
+        self.runs: dict[str, list[Run]] = {"gpt": [], "t5": []}
         for name in ("gpt", "t5"):
             parts = config["grid"]["t5_partitions"] if name == "t5" else [None]
             for layout in layouts(config["grid"], gpus, batch, parts):
                 doc = {"model": dict(spec[name]), "cluster": dict(config["cluster"]), "layout": layout}
                 self.runs[name].append((doc, run(doc)))
-        self.best = {"gpt": self._fastest("gpt", None), "t5-even": self._fastest("t5", "even"),
-                     "t5-balanced": self._fastest("t5", "balanced")}
+        self.best = {key: self._fastest(model, part, False) for key, model, part in CHOICES}
+        self.best_pp = {key: self._fastest(model, part, True) for key, model, part in CHOICES}
 
-    def _fastest(self, name: str, partition: str | None) -> tuple[dict[str, Any], dict[str, Any]]:
-        """The fastest layout that fits; a T5 split also competes with the layouts without a pipeline."""
+    def _fastest(self, name: str, partition: str | None, pipelined: bool) -> Run:
+        """The fastest layout that fits (ties: by label); a T5 split also competes with the layouts that have no
+        pipeline, unless `pipelined`."""
         pool = [(d, r) for d, r in self.runs[name] if r["memory"]["fits"]
-                and d["layout"].get("pipeline_partition") in (partition, None)]
+                and d["layout"].get("pipeline_partition") in (partition, None)
+                and (d["layout"]["pp"] > 1 or not pipelined)]
         return min(pool, key=lambda dr: (dr[1]["iteration_time_s"], label(dr[0]["layout"])))
 
     def same_layout(self, name: str, layout: dict[str, Any]) -> dict[str, Any] | None:
@@ -101,77 +109,92 @@ def ideal_bubble(layout: dict[str, Any]) -> float:
     return (p - 1) / (m + p - 1)
 
 
-def render_variant(v: Variant) -> list[str]:
-    gpt_doc, gpt = v.best["gpt"]
-    even_doc, even = v.best["t5-even"]
-    bal_doc, bal = v.best["t5-balanced"]
-    out = [f"## {v.title}", "", "Fastest layout of the grid for each (only layouts that fit in 80 GB):", "",
-           "| model | layout | MFU | iteration s | bubble fraction | stage imbalance | peak GiB/GPU |",
+def best_table(best: dict[str, Run]) -> list[str]:
+    gpt, even, bal = (best[key][1] for key, _, _ in CHOICES)
+    out = ["| model | layout | MFU | iteration s | bubble fraction | stage imbalance | peak GiB/GPU |",
            "|---|---|---|---|---|---|---|"]
-    for name, (doc, r) in (("GPT-100B", v.best["gpt"]), ("T5-100B, even split", v.best["t5-even"]),
-                           ("T5-100B, balanced split", v.best["t5-balanced"])):
-        out.append(f"| {name} | {label(doc['layout'])} | {pct(r['mfu'])} | {r['iteration_time_s']:.2f} | "
+    for key, _, _ in CHOICES:
+        doc, r = best[key]
+        out.append(f"| {NAMES[key]} | {label(doc['layout'])} | {pct(r['mfu'])} | {r['iteration_time_s']:.2f} | "
                    f"{r['bubble_fraction']:.3f} | {stage_imbalance(r['stages']):.3f} | "
                    f"{r['memory']['peak_gib_per_gpu']:.1f} |")
-    out += ["", f"- GPT's MFU over T5's with the even split: **{gpt['mfu'] / even['mfu']:.2f}x**; over T5's with "
-            f"the balanced split: **{gpt['mfu'] / bal['mfu']:.2f}x**.",
-            f"- The balanced split recovers {pct(bal['mfu'] / even['mfu'] - 1)} of MFU over the even split "
-            "(what a pipeline that cuts stages by cost instead of by layer count would gain).", ""]
-    out += where_t5_loses(v, (gpt_doc, gpt), (even_doc, even), (bal_doc, bal))
-    return out
+    return out + ["", f"- GPT's MFU over T5's with the even split: **{gpt['mfu'] / even['mfu']:.2f}x**; over T5's "
+                  f"with the balanced split: **{gpt['mfu'] / bal['mfu']:.2f}x**; the balanced split over the even "
+                  f"one: {bal['mfu'] / even['mfu']:.2f}x.", ""]
 
 
-Run = tuple[dict[str, Any], dict[str, Any]]  # (request document, result)
-
-
-def where_t5_loses(v: Variant, gpt: Run, even: Run, bal: Run) -> list[str]:
-    out = ["### Where T5 loses time", "",
-           "The critical rank's time (seconds per iteration; the contract's exclusive `time_breakdown_s`):", "",
+def breakdown_table(rows: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    out = ["The critical rank's time, seconds per iteration (the result's exclusive `time_breakdown_s`):", "",
            "| | compute | recompute | tp wait | pp wait | dp wait | bubble | iteration |",
            "|---|---|---|---|---|---|---|---|"]
-    gpt_same = v.same_layout("gpt", even[0]["layout"])
-    rows = [("GPT, its best layout", gpt[1]), ("T5 even, its best layout", even[1]),
-            ("T5 balanced, its best layout", bal[1])]
-    if gpt_same is not None:
-        rows.insert(1, ("GPT at T5-even's layout", gpt_same))
     for name, r in rows:
         t = r["time_breakdown_s"]
         out.append(f"| {name} | {t['compute']:.2f} | {t['recompute']:.2f} | {t['tp_comm']:.2f} | "
                    f"{t['pp_comm']:.3f} | {t['dp_comm']:.2f} | {t['bubble']:.2f} | {r['iteration_time_s']:.2f} |")
-    doc, r = even
-    lay = doc["layout"]
-    out += [""]
-    if lay["pp"] > 1:
-        per_stage = ", ".join(f"{'+'.join(f'{n} {k}' for k, n in s['layers'].items() if k in ('encoder', 'decoder'))}"
-                              f" {1e3 * (s['forward_s'] + s['backward_s']):.0f} ms ({pct(s['busy_fraction'])} busy)"
-                              for s in r["stages"])
-        out += [f"- **Stage imbalance** (even split, {label(lay)}): forward + backward per microbatch and busy "
-                f"fraction per stage: {per_stage}. The busiest stage works {stage_imbalance(r['stages']):.2f}x the "
-                f"mean; the balanced split brings that to {stage_imbalance(bal[1]['stages']):.2f}x.",
-                f"- **Bubble**: {pct(r['bubble_fraction'])} of the iteration (fill, drain and waits on other "
-                f"stages), against {pct(ideal_bubble(lay))} for equal stages at this pp and microbatch count, "
-                f"(p-1)/(m+p-1); the excess is time the faster stages wait on the slowest."]
-        if gpt_same is not None:
-            out += [f"  GPT at the same layout: bubble {pct(gpt_same['bubble_fraction'])}, stage imbalance "
-                    f"{stage_imbalance(gpt_same['stages']):.2f}x."]
-            t5_model, gpt_model = model_fields(even[0]), model_fields(gpt[0])
-            enc, dec, seq = t5_model["seq_length"], t5_model["decoder_seq_length"], gpt_model["seq_length"]
-            out += [f"- **Pipeline traffic**: a message between two decoder stages carries the target's hidden "
-                    f"states and the encoder output ({dec} + {enc} tokens a sample), one between encoder stages "
-                    f"{enc} tokens, GPT's {seq}; the gradient of the encoder output flows back through every "
-                    f"decoder stage. Per iteration T5 sends {r['communication_bytes']['pp'] / 1e9:.2f} GB between "
-                    f"stages (one rank of each stage), GPT {gpt_same['communication_bytes']['pp'] / 1e9:.2f} GB at "
-                    f"the same layout; the compute stream waited {r['time_breakdown_s']['pp_comm']:.3f} s on it "
-                    f"(GPT {gpt_same['time_breakdown_s']['pp_comm']:.3f} s)."]
-    t5_flops = even[1]["model_flops_per_iteration"] / lay["global_batch_size"]
+    return out + [""]
+
+
+def work_per_sample(t5: Run, gpt: Run, gpt_same: dict[str, Any] | None) -> str:
+    t5_flops = t5[1]["model_flops_per_iteration"] / t5[0]["layout"]["global_batch_size"]
     gpt_flops = gpt[1]["model_flops_per_iteration"] / gpt[0]["layout"]["global_batch_size"]
     ref_name, ref = ("GPT's at the same layout", gpt_same) if gpt_same is not None else ("GPT's", gpt[1])
-    out += [f"- **Work per sample**: a T5 sample costs {t5_flops / gpt_flops:.2f}x the model FLOPs of a GPT sample "
-            "(each token passes only the encoder's or the decoder's half of the layers) while the parameters "
-            "to synchronise and update are about the same, so gradient reduction and the optimizer weigh more: "
-            f"T5's exposed data-parallel wait is {pct(r['time_breakdown_s']['dp_comm'] / r['iteration_time_s'])} "
-            f"of its iteration, {ref_name} {pct(ref['time_breakdown_s']['dp_comm'] / ref['iteration_time_s'])}."]
-    out += memory_lines(v)
+    r = t5[1]
+    return (f"- **Work per sample**: a T5 sample costs {t5_flops / gpt_flops:.2f}x the model FLOPs of a GPT sample "
+            "(each token passes only the encoder's or the decoder's half of the layers) while the parameters to "
+            "synchronise and update are about the same, so the gradient reduction has less compute to hide "
+            "behind: T5's exposed data-parallel wait is "
+            f"{pct(r['time_breakdown_s']['dp_comm'] / r['iteration_time_s'])} of its iteration, {ref_name} "
+            f"{pct(ref['time_breakdown_s']['dp_comm'] / ref['iteration_time_s'])}.")
+
+
+def render_variant(v: Variant) -> list[str]:
+    out = [f"## {v.title}", "", "### Fastest layout of the grid", "",
+           "Each model's fastest layout that fits in 80 GB (T5 once per split; a layout without a pipeline "
+           "competes for both splits):", ""]
+    out += best_table(v.best)
+    gpt, even = v.best["gpt"], v.best["t5-even"]
+    gpt_same = v.same_layout("gpt", even[0]["layout"])
+    rows = [("GPT, its fastest layout", gpt[1])] + ([("GPT at T5-even's layout", gpt_same)] if gpt_same else [])
+    out += breakdown_table(rows + [("T5 even, its fastest layout", even[1]),
+                                   ("T5 balanced, its fastest layout", v.best["t5-balanced"][1])])
+    out += [work_per_sample(even, gpt, gpt_same), ""]
+    out += ["### With pipeline parallelism", "",
+            "Each model's fastest pipelined layout (PP > 1) that fits: where the pipeline's own costs show.", ""]
+    out += best_table(v.best_pp)
+    out += where_t5_loses(v, v.best_pp["gpt"], v.best_pp["t5-even"], v.best_pp["t5-balanced"])
+    out += ["### Memory", ""] + memory_lines(v)
+    return out
+
+
+def where_t5_loses(v: Variant, gpt: Run, even: Run, bal: Run) -> list[str]:
+    gpt_same = v.same_layout("gpt", even[0]["layout"])
+    rows = [("GPT, its fastest pipelined layout", gpt[1])] + (
+        [("GPT at T5-even's layout", gpt_same)] if gpt_same is not None else [])
+    out = breakdown_table(rows + [("T5 even", even[1]), ("T5 balanced", bal[1])])
+    doc, r = even
+    lay = doc["layout"]
+    per_stage = ", ".join(f"{'+'.join(f'{n} {k}' for k, n in s['layers'].items() if k in ('encoder', 'decoder'))}"
+                          f" {1e3 * (s['forward_s'] + s['backward_s']):.0f} ms ({pct(s['busy_fraction'])} busy)"
+                          for s in r["stages"])
+    out += [f"- **Stage imbalance** (even split, {label(lay)}): forward + backward per microbatch and busy "
+            f"fraction per stage: {per_stage}. The busiest stage works {stage_imbalance(r['stages']):.2f}x the "
+            f"mean; the balanced split's fastest layout has {stage_imbalance(bal[1]['stages']):.2f}x.",
+            f"- **Bubble**: {pct(r['bubble_fraction'])} of the iteration (fill, drain and waits on other "
+            f"stages), against {pct(ideal_bubble(lay))} for equal stages at this pp and microbatch count, "
+            f"(p-1)/(m+p-1); the excess is time the faster stages wait on the slowest."]
+    if gpt_same is not None:
+        out += [f"  GPT at the same layout: bubble {pct(gpt_same['bubble_fraction'])}, stage imbalance "
+                f"{stage_imbalance(gpt_same['stages']):.2f}x."]
+        t5_model, gpt_model = model_fields(even[0]), model_fields(gpt[0])
+        enc, dec, seq = t5_model["seq_length"], t5_model["decoder_seq_length"], gpt_model["seq_length"]
+        out += [f"- **Pipeline traffic**: a message between two decoder stages carries the target's hidden "
+                f"states and the encoder output ({dec} + {enc} tokens a sample), one between encoder stages "
+                f"{enc} tokens, GPT's {seq}; the gradient of the encoder output flows back through every "
+                f"decoder stage. Per iteration T5 sends {r['communication_bytes']['pp'] / 1e9:.2f} GB between "
+                f"stages (one rank of each stage), GPT {gpt_same['communication_bytes']['pp'] / 1e9:.2f} GB at "
+                f"the same layout; the compute stream waited {r['time_breakdown_s']['pp_comm']:.3f} s on it "
+                f"(GPT {gpt_same['time_breakdown_s']['pp_comm']:.3f} s)."]
+    out += [work_per_sample(even, gpt, gpt_same), ""]
     return out
 
 
@@ -181,7 +204,7 @@ def memory_lines(v: Variant) -> list[str]:
         over = [(d, r) for d, r in v.runs[name] if not r["memory"]["fits"]]
         worst = ", ".join(sorted({f"{label(d['layout'])} ({r['memory']['peak_gib_per_gpu']:.0f} GiB)"
                                   for d, r in over}))
-        out.append(f"- **Memory** ({title}): {len(over)} of {len(v.runs[name])} grid layouts do not fit"
+        out.append(f"- {title}: {len(over)} of {len(v.runs[name])} grid layouts do not fit"
                    + (f": {worst}." if over else "."))
     out += ["", "T5 without pipeline parallelism (TP 8 x DP 128), the fastest layout of each ZeRO stage:", "",
             "| ZeRO | fits | peak GiB/GPU | MFU | iteration s |", "|---|---|---|---|---|"]
@@ -226,10 +249,12 @@ def write_best(variants: list[Variant]) -> None:
     folder = HERE / "best"
     folder.mkdir(exist_ok=True)
     for v in variants:
-        for name, (doc, _) in v.best.items():
-            text = yaml.safe_dump(copy.deepcopy(doc), sort_keys=False)
-            (folder / f"{v.key}-{name}.yaml").write_text(f"# Written by report.py: the fastest fitting layout of "
-                                                         f"the grid.\n{text}")
+        for kind, chosen in (("", v.best), ("pp-", v.best_pp)):
+            for name, (doc, _) in chosen.items():
+                text = yaml.safe_dump(copy.deepcopy(doc), sort_keys=False)
+                what = "pipelined layout" if kind else "layout"
+                (folder / f"{v.key}-{kind}{name}.yaml").write_text(
+                    f"# Written by report.py: the fastest fitting {what} of the grid.\n{text}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,7 +18,7 @@ from service import adapters
 from service.cli import main
 from service.search import layout_json, run_search, to_space
 from simcore.layout import Layout, Recompute, Schedule, validate_layout
-from simcore.memory import in_flight, stage_memory
+from simcore.memory import stage_memory, walk_in_flight
 from simcore.search_rank import evaluate
 from simcore.search_space import MEMORY, MemoryModel, Space, distinct_placements, enumerate_layouts, plan_search
 from simcore.simulate import Scenario, simulate
@@ -126,7 +126,7 @@ def test_memory_model_uses_the_schedules_microbatches_in_flight() -> None:
         for pp, m in ((1, 1), (4, 2), (4, 4), (8, 32), (5, 7)):
             layout = Layout(dp=1, tp=1, pp=pp, microbatch_size=1, global_batch_size=m, schedule=schedule)
             for rank in range(pp):
-                assert MemoryModel._held(layout, rank, {0: 3}) == in_flight(layout, rank, {0: 3})
+                assert MemoryModel._held(layout, rank, {0: 3}) == walk_in_flight(layout, rank, {0: 3})
 
 
 def test_stage_memory_through_the_workload_matches() -> None:

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from simcore.layout import Layout, Precision, Recompute, Schedule
-from simcore.memory import in_flight, layer_activation_bytes
+from simcore.memory import in_flight, layer_activation_bytes, walk_in_flight
 from simcore.model import AttentionKind, model_from_fields
 from simcore.presets import MODEL_PRESETS
 from simcore.simulate import Scenario, simulate
@@ -52,6 +52,14 @@ def test_microbatches_in_flight_follow_the_schedule() -> None:
     assert in_flight(gpipe, 0, layers) == 16 * 3
     interleaved = dataclasses.replace(one_f_one_b, schedule=Schedule.INTERLEAVED_1F1B, virtual_stages=2)
     assert in_flight(interleaved, 0, {0: 3, 1: 3}) > in_flight(one_f_one_b, 0, {0: 3}) // 2
+
+
+@pytest.mark.parametrize("schedule", [Schedule.ONE_F_ONE_B, Schedule.GPIPE])
+@pytest.mark.parametrize(("pp", "m"), [(1, 1), (1, 5), (4, 2), (4, 4), (4, 16), (8, 3)])
+def test_one_chunk_closed_form_equals_walking_the_schedule(schedule: Schedule, pp: int, m: int) -> None:
+    layout = Layout(dp=1, tp=1, pp=pp, microbatch_size=1, global_batch_size=m, schedule=schedule)
+    for rank in range(pp):
+        assert in_flight(layout, rank, {0: 2.5}) == walk_in_flight(layout, rank, {0: 2.5})
 
 
 def gpt_1t_first_stage() -> tuple[float, float]:
