@@ -155,6 +155,12 @@ class LayoutIn(BaseModel):
         description="how layers are cut into pipeline stages: even = by count (Megatron), balanced = by simulated "
         "stage cost (whole layers per stage); default balanced for encoder_decoder, even otherwise",
     )
+    zero3_gather_bucket_elements: Size | None = Field(
+        default=None,
+        description="ZeRO 3 only: gather parameters in all-gathers of at most this many elements, one after "
+        "another (DeepSpeed's stage3_prefetch_bucket_size, default there 50000000); default: one all-gather per "
+        "layer (FSDP with one unit per transformer layer)",
+    )
     precision: Literal["bf16", "fp16"] = Field(
         default="bf16", description="16-bit format; fp16 gradients are reduced in fp16, bf16's in fp32 (Megatron)"
     )

@@ -99,6 +99,7 @@ def to_scenario(request: SimulationRequest, free_communication: bool = False) ->
         tp_comm_overlap=lay.tp_comm_overlap, precision=Precision(lay.precision),
         pipeline_partition=Partition(lay.pipeline_partition) if lay.pipeline_partition else None,
         encoder_pipeline_stages=lay.encoder_pipeline_stages,
+        zero3_gather_bucket_elements=lay.zero3_gather_bucket_elements,
     )
     opts = request.options
     return Scenario(

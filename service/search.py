@@ -72,6 +72,8 @@ def layout_json(layout: Layout) -> dict[str, Any]:
         "tp_comm_overlap": layout.tp_comm_overlap, "precision": str(layout.precision),
         **({"pipeline_partition": str(layout.pipeline_partition)} if layout.pipeline_partition else {}),
         **({"encoder_pipeline_stages": layout.encoder_pipeline_stages} if layout.encoder_pipeline_stages else {}),
+        **({"zero3_gather_bucket_elements": layout.zero3_gather_bucket_elements}
+           if layout.zero3_gather_bucket_elements else {}),
     }
 
 

@@ -57,6 +57,7 @@ class Layout:
     precision: Precision = Precision.BF16
     pipeline_partition: Partition | None = None  # how layers are cut into stages; None: simcore/partition.py's default
     encoder_pipeline_stages: int | None = None  # encoder-decoder: stages holding the encoder; None: chosen
+    zero3_gather_bucket_elements: int | None = None  # ZeRO 3 gathers in buckets this large; None: one per layer
 
     @property
     def grad_reduce_bytes(self) -> int:
@@ -111,6 +112,11 @@ def validate_layout(layout: Layout, model: ModelShape, num_gpus: int) -> None:
         raise SpecError("layout.tp_comm_overlap", "needs sequence_parallel (as in Megatron-Core)")
     if layout.zero_stage not in (0, 1, 2, 3):
         raise SpecError("layout.zero_stage", "must be 0, 1, 2 or 3")
+    if layout.zero3_gather_bucket_elements is not None:
+        if layout.zero_stage != 3:
+            raise SpecError("layout.zero3_gather_bucket_elements", "applies to zero_stage 3 only")
+        if layout.zero3_gather_bucket_elements < 1:
+            raise SpecError("layout.zero3_gather_bucket_elements", "must be >= 1")
 
 
 def _validate_encoder_decoder(layout: Layout, model: ModelShape) -> None:

@@ -66,7 +66,12 @@ def test_zero3_loses_more_than_tp_pp_when_the_gpus_quadruple() -> None:
     assert zero3 < tp_pp
 
 
-@pytest.mark.xfail(strict=True, reason="the simulated ZeRO 3 keeps 0.82 of its 384-GPU throughput at 1536 GPUs: "
-                   "its per-layer gathers overlap with compute at the NICs' full rate (see the example's README)")
-def test_zero3_at_1536_gpus_is_less_than_half_of_384() -> None:
-    assert tflops("zero3-1536") < 0.5 * tflops("zero3-384")
+def test_deepspeed_zero3_at_1536_gpus_is_less_than_half_of_384() -> None:
+    # DeepSpeed gathers each layer in 50M-element buckets: over 1536 ranks each is a latency-bound ring.
+    assert tflops("zero3-deepspeed-1536") < 0.5 * tflops("zero3-deepspeed-384")
+
+
+def test_per_layer_zero3_loses_more_than_tp_pp_but_not_half() -> None:
+    # One all-gather per layer (FSDP's unit) stays bandwidth-bound at 1536 GPUs and mostly hides behind compute.
+    ratio = tflops("zero3-1536") / tflops("zero3-384")
+    assert 0.5 < ratio < tflops("tp8-pp8-1536") / tflops("tp8-pp8-384")
