@@ -200,3 +200,12 @@ def test_bert_is_one_bidirectional_stack() -> None:
     layout = Layout(dp=2, tp=2, pp=2, microbatch_size=4, global_batch_size=32)
     stages = simulate(Scenario(bert, sized(A100, 8), layout)).metrics.stages
     assert [dict(s.layers) for s in stages] == [{"transformer": 12, "embedding": 1}, {"transformer": 12, "logits": 1}]
+
+
+def test_full_fidelity_agrees_with_representative_on_t5() -> None:
+    from simcore.layout import Fidelity
+    scenario = run(small_t5(seq_length=512, decoder_seq_length=128), 32, dp=4, tp=2, pp=4, microbatch_size=2,
+                   global_batch_size=32, zero_stage=1, overlap_grad_reduce=True, sequence_parallel=True)
+    full = dataclasses.replace(scenario, fidelity=Fidelity.FULL)
+    assert simulate(full).metrics.iteration_time_s == pytest.approx(simulate(scenario).metrics.iteration_time_s,
+                                                                    rel=1e-9)
