@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import signal
 import socket
@@ -21,6 +22,17 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 SMALL = EXAMPLES / "bubble-vs-microbatches" / "m8.yaml"  # 64 GPUs, 8 microbatches: about 10 ms
 LARGE = EXAMPLES / "gpt-1t-3072-a100.yaml"  # 3072 GPUs, 512 microbatches: seconds
+
+
+def with_field(doc: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
+    """A deep copy of a request document with the field at a dotted path set."""
+    out = copy.deepcopy(doc)
+    *parents, last = path.split(".")
+    node = out
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[last] = value
+    return out
 
 
 def request_doc(path: Path = SMALL, **options: Any) -> dict[str, Any]:

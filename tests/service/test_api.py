@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import EXAMPLES, LARGE, SMALL, request_doc
+from conftest import EXAMPLES, LARGE, SMALL, request_doc, with_field
 from fastapi.testclient import TestClient
 
 from api_schemas import SimulationResult
@@ -36,16 +36,6 @@ def client_for(database: Path, **settings: Any) -> Iterator[TestClient]:
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     with client_for(tmp_path_factory.mktemp("api") / "api.db") as c:
         yield c
-
-
-def with_field(doc: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
-    out = copy.deepcopy(doc)
-    *parents, last = path.split(".")
-    node = out
-    for part in parents:
-        node = node.setdefault(part, {})
-    node[last] = value
-    return out
 
 
 def without_wall_time(result: dict[str, Any]) -> dict[str, Any]:

@@ -4,7 +4,6 @@ invalid body a 422 (or an over-limit one a 413) naming the field as `requests[1]
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import Any
 
 import pytest
 import yaml
+from conftest import with_field
 from fastapi.testclient import TestClient
 
 from api_schemas.compare import MAX_REQUESTS, ComparisonResult
@@ -35,16 +35,6 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     database: Path = tmp_path_factory.mktemp("compare") / "api.db"
     with TestClient(create_app(Settings(database=str(database), workers=2, max_gpus=MAX_GPUS))) as c:
         yield c
-
-
-def with_field(doc: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
-    out = copy.deepcopy(doc)
-    *parents, last = path.split(".")
-    node = out
-    for part in parents:
-        node = node.setdefault(part, {})
-    node[last] = value
-    return out
 
 
 def assert_error(response: Any, status: int, field: str, rule: str = "") -> dict[str, Any]:
