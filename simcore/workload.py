@@ -219,8 +219,9 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
                   costs: dict[LayerType, _LayerCost] = costs) -> float:
             return sum(n * getattr(costs[layer], attr) for layer, n in runs)
 
-        embed_fwd = (emb_fwd if first else 0.0) + (dec_emb_fwd if decoder_embeds and not first else 0.0)
-        embed_bwd = (emb_bwd if first else 0.0) + (dec_emb_bwd if decoder_embeds and not first else 0.0)
+        # The first chunk embeds the (encoder's) tokens; the chunk that starts the decoder embeds the target's.
+        embed_fwd = (emb_fwd if first else 0.0) + (dec_emb_fwd if decoder_embeds else 0.0)
+        embed_bwd = (emb_bwd if first else 0.0) + (dec_emb_bwd if decoder_embeds else 0.0)
         # The last stage holds the output layer: its own matrix when untied, a copy of the embedding when tied and
         # the pipeline has more than one stage (Megatron keeps both copies' gradients in sync). A stage that
         # embeds the decoder's tokens holds a copy of the shared embedding too.

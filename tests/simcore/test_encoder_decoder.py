@@ -209,3 +209,12 @@ def test_full_fidelity_agrees_with_representative_on_t5() -> None:
     full = dataclasses.replace(scenario, fidelity=Fidelity.FULL)
     assert simulate(full).metrics.iteration_time_s == pytest.approx(simulate(scenario).metrics.iteration_time_s,
                                                                     rel=1e-9)
+
+
+def test_one_stage_does_the_work_of_the_pipeline_stages_together() -> None:
+    # Both embeddings, all layers and the logits: a single stage's passes add up to the split stages' passes.
+    fields = small_t5(seq_length=512, decoder_seq_length=128)
+    one = _workload(run(fields, 1, dp=1, tp=1, pp=1, global_batch_size=1)).chunks
+    four = _workload(run(fields, 4, dp=1, tp=1, pp=4, global_batch_size=1)).chunks
+    assert one[0].forward_compute_s == pytest.approx(sum(c.forward_compute_s for c in four), rel=1e-12)
+    assert one[0].backward_compute_s == pytest.approx(sum(c.backward_compute_s for c in four), rel=1e-12)
