@@ -157,9 +157,8 @@ class LayoutIn(BaseModel):
     )
     zero3_gather_bucket_elements: Size | None = Field(
         default=None,
-        description="ZeRO 3 only: gather parameters in all-gathers of at most this many elements, one after "
-        "another (DeepSpeed's stage3_prefetch_bucket_size, default there 50000000); default: one all-gather per "
-        "layer (FSDP with one unit per transformer layer)",
+        description="ZeRO 3 only: gather each layer's parameters in all-gathers of at most this many elements, "
+        "one after another; default: one all-gather per layer (FSDP with one unit per transformer layer)",
     )
     precision: Literal["bf16", "fp16"] = Field(
         default="bf16", description="16-bit format; fp16 gradients are reduced in fp16, bf16's in fp32 (Megatron)"

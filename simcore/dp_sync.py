@@ -8,8 +8,8 @@
 - ZeRO 3 (FSDP full-shard): ZeRO 2, and the parameters stay sharded: each layer's are all-gathered before its
   forward and again before its backward, for every microbatch, the next layer's gather prefetched while the
   current layer computes; no gather after the step. With `zero3_gather_bucket_elements` a layer is gathered in
-  collectives of at most that many parameters, one after another (DeepSpeed's stage3_prefetch_bucket_size):
-  over a large group each is latency-bound, n - 1 ring steps for a slice of n times fewer bytes.
+  collectives of at most that many parameters, one after another: over a large group each is latency-bound,
+  n - 1 ring steps for n times fewer bytes a step.
 With one microbatch ZeRO 1 and 2 move 2x the parameters' bytes and ZeRO 3 3x (same width for gradients and
 parameters; Rajbhandari et al. §7).
 
@@ -140,7 +140,7 @@ class GradientSync:
 
     def _gather_layer(self, replica: int, rank: int, parameters: float, record: RankRecord) -> simpy.Event:
         """ZeRO 3's gather of one layer: one all-gather (FSDP's unit), or with a bucket size one all-gather per
-        bucket, one after another on the gather stream (DeepSpeed's prefetch buckets); the last one's event."""
+        bucket, one after another on the gather stream; the last one's event."""
         bucket = self.e.c.layout.zero3_gather_bucket_elements
         count = max(1, math.ceil(parameters / bucket)) if bucket else 1
         for _ in range(count - 1):

@@ -23,13 +23,13 @@ def run(name: str) -> tuple[float, float, bool, float, dict[str, float]]:
 def main() -> None:
     print(f"{'request':22s} {'iter s':>7s} {'TFLOP/s/GPU':>12s} {'fits':>5s} {'GiB':>6s}  exposed dp+zero s")
     results = {}
-    for layout in ("zero3", "zero3-deepspeed", "tp8-pp8"):
+    for layout in ("zero3", "zero3-50m-gathers", "tp8-pp8"):
         for gpus in (384, 1536):
             name = f"{layout}-{gpus}"
             tflops, time_s, fits, gib, breakdown = run(name)
             results[name] = tflops
             print(f"{name:22s} {time_s:7.2f} {tflops:12.1f} {str(fits):>5s} {gib:6.1f}  {breakdown['dp_comm']:.2f}")
-    for layout in ("zero3", "zero3-deepspeed", "tp8-pp8"):
+    for layout in ("zero3", "zero3-50m-gathers", "tp8-pp8"):
         ratio = results[f"{layout}-1536"] / results[f"{layout}-384"]
         print(f"{layout}: TFLOP/s per GPU at 1536 GPUs / at 384 GPUs = {ratio:.2f}")
 

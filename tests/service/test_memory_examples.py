@@ -66,12 +66,13 @@ def test_zero3_loses_more_than_tp_pp_when_the_gpus_quadruple() -> None:
     assert zero3 < tp_pp
 
 
-def test_deepspeed_zero3_at_1536_gpus_is_less_than_half_of_384() -> None:
-    # DeepSpeed gathers each layer in 50M-element buckets: over 1536 ranks each is a latency-bound ring.
-    assert tflops("zero3-deepspeed-1536") < 0.5 * tflops("zero3-deepspeed-384")
+def test_zero3_in_50m_element_gathers_at_1536_gpus_is_less_than_half_of_384() -> None:
+    # Each 50M-element all-gather over 1536 ranks is a latency-bound ring of 1535 steps.
+    assert tflops("zero3-50m-gathers-1536") < 0.5 * tflops("zero3-50m-gathers-384")
 
 
-def test_per_layer_zero3_loses_more_than_tp_pp_but_not_half() -> None:
-    # One all-gather per layer (FSDP's unit) stays bandwidth-bound at 1536 GPUs and mostly hides behind compute.
-    ratio = tflops("zero3-1536") / tflops("zero3-384")
-    assert 0.5 < ratio < tflops("tp8-pp8-1536") / tflops("tp8-pp8-384")
+@pytest.mark.xfail(strict=True, reason="with one all-gather per layer (FSDP's unit) the simulated ZeRO 3 keeps 0.82 "
+                   "of its 384-GPU throughput at 1536 GPUs: each 3.6 GB gather is bandwidth-bound and hides behind "
+                   "compute (see the example's README)")
+def test_zero3_at_1536_gpus_is_less_than_half_of_384() -> None:
+    assert tflops("zero3-1536") < 0.5 * tflops("zero3-384")

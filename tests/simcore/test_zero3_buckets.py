@@ -1,4 +1,4 @@
-"""ZeRO 3 gathers in buckets (DeepSpeed's prefetch buckets): the same bytes in more, smaller collectives, which
+"""ZeRO 3 gathers in buckets: the same bytes in more, smaller collectives, which
 over a large group are latency-bound."""
 
 from __future__ import annotations
