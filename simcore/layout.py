@@ -91,10 +91,10 @@ def validate_layout(layout: Layout, model: ModelShape, num_gpus: int) -> None:
     if layout.global_batch_size % per_replica:
         raise SpecError("layout.global_batch_size",
                         f"must be divisible by dp*microbatch_size = {per_replica} (microbatches must divide the batch)")
+    _validate_encoder_decoder(layout, model)
     chunks = layout.pp * layout.virtual_stages
     if chunks > model.num_layers:
         raise SpecError("layout.pp", f"pp*virtual_stages = {chunks} exceeds num_layers ({model.num_layers})")
-    _validate_encoder_decoder(layout, model)
     if layout.virtual_stages > 1 and layout.schedule is not Schedule.INTERLEAVED_1F1B:
         raise SpecError("layout.virtual_stages", "must be 1 unless schedule is interleaved_1f1b")
     if layout.schedule is Schedule.INTERLEAVED_1F1B:

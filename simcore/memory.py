@@ -125,9 +125,11 @@ def stage_memory(model: ModelShape, layout: Layout, workload: Workload) -> tuple
         if layout.recompute is Recompute.FULL:  # the layer being recomputed
             activations += max(_full_layer_bytes(model, layout, kinds[kind]) for c in chunks
                                for kind, _ in c.layer_counts)
-        embeddings = sum(1 for c in chunks if c.has_embedding)
-        if embeddings:  # embedding dropout masks
-            activations += b * model.seq_length * model.hidden_size * embeddings
+        # Embedding dropout masks: the first stage's on the (encoder's) tokens, the decoder's on the target's.
+        if any(c.virtual_stage == 0 for c in chunks):
+            activations += b * model.seq_length * model.hidden_size
+        if any(c.embeds_target for c in chunks):
+            activations += b * model.decoder_seq_length * model.hidden_size
         if any(c.has_logits for c in chunks):
             activations += 4.0 * b * model.output_seq_length * model.vocab_size / t  # fp32 logits for the loss
         buffers = RUNTIME_BYTES + (2 * largest_message if layout.pp > 1 else 0.0)  # send and receive buffers

@@ -129,25 +129,33 @@ class Estimator:
 
     def _encoder_decoder_stage(self, layout: Layout, tp_layer: float, pp_send: float) -> float:
         """The slowest stage of an encoder-decoder layout: the simulator's own split (simcore/partition.py) with
-        each layer type's compute, a decoder layer's third TP collective, and messages twice as large between
-        decoder stages."""
+        each layer type's compute; `tp_layer` and `pp_send` are for seq_length tokens, scaled by what each layer
+        type and stage boundary really carries (a decoder layer: three collectives of the target's tokens a
+        direction and one of the encoder output in backward; between decoder stages: target plus encoder
+        output)."""
         key = (layout.microbatch_size, layout.tp, layout.sequence_parallel, layout.recompute, layout.pp,
                layout.pipeline_partition, layout.encoder_pipeline_stages)
         found = self._stages.get(key)
         if found is None:
-            costs = stage_costs(self.model, layout.microbatch_size, layout.tp, layout.sequence_parallel,
+            model = self.model
+            costs = stage_costs(model, layout.microbatch_size, layout.tp, layout.sequence_parallel,
                                 str(layout.recompute), self.gpu, self.params)
-            chunks, encoder_stages = partition(self.model, layout.pp, 1, layout.pipeline_partition, costs,
-                                               layout.encoder_pipeline_stages)
+            chunks, _ = partition(model, layout.pp, 1, layout.pipeline_partition, costs,
+                                  layout.encoder_pipeline_stages)
+            enc, dec = model.seq_length, model.decoder_seq_length
             found = self._stages[key] = []
+            decoder_started = False
             for rank, runs in enumerate(chunks):
                 compute = sum(n * costs.layer[layer] for layer, n in runs)
                 compute += costs.embedding if rank == 0 else 0.0
-                compute += costs.decoder_embedding if rank == encoder_stages and rank > 0 else 0.0
+                decoder = any(layer.cross_seq for layer, _ in runs)
+                compute += costs.decoder_embedding if decoder and not decoder_started else 0.0
                 compute += costs.logits if rank == layout.pp - 1 else 0.0
-                layers = sum(n * (1.5 if layer.cross_seq else 1.0) for layer, n in runs)
-                found.append((compute, layers, 2.0 if rank > encoder_stages else 1.0))
-        return max(compute + layers * tp_layer + pp_send * sends for compute, layers, sends in found)
+                tp_units = sum(n * ((6 * dec + enc) / (4 * enc) if layer.cross_seq else 1.0) for layer, n in runs)
+                sends = (dec + enc) / enc if decoder and decoder_started else 1.0
+                found.append((compute, tp_units, sends))
+                decoder_started = decoder_started or decoder
+        return max(compute + units * tp_layer + pp_send * sends for compute, units, sends in found)
 
     def tokens_per_s(self, layout: Layout) -> float:
         return layout.global_batch_size * self.model.tokens_per_sample / self.iteration_s(layout)

@@ -46,7 +46,8 @@ class ChunkCost:
     chunk: int
     layers: int
     layer_counts: tuple[tuple[str, int], ...]  # its layers by kind ("transformer", or "encoder"/"decoder")
-    has_embedding: bool
+    has_embedding: bool  # it embeds tokens: the first chunk, and the one that starts a decoder
+    embeds_target: bool  # it embeds an encoder-decoder model's target tokens
     has_logits: bool
     forward_compute_s: float
     forward_tp_s: float
@@ -187,6 +188,7 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
                    for layer, _ in model.layer_stacks()} for r in range(p)]
     layers_of, encoder_stages = layer_partition(model, layout, gpu, params)
     emb_message = b * model.seq_length * h * BYTES
+    dec_emb_message = b * model.decoder_seq_length * h * BYTES
     out_message = b * model.output_seq_length * h * BYTES
 
     chunks = []
@@ -208,10 +210,13 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
         # The vocabulary-parallel embedding ends with an all-reduce (a reduce-scatter with sequence parallelism);
         # with sequence parallelism the logits first all-gather the final hidden states (and reduce-scatter their
         # gradient in backward): Korthikanti et al. 2022.
-        emb_tp = logit_tp = 0.0
-        if first and not free:
-            emb_tp = _one(collectives, Collective.REDUCE_SCATTER, groups, emb_message) if sp else \
-                _tp_time(collectives, groups, emb_message, False)
+        emb_tp = logit_tp = emb_bytes = 0.0
+        for embeds, size in ((first, emb_message), (decoder_embeds, dec_emb_message)):
+            if embeds:  # the encoder's (or only) embedding, and the decoder's on the stage that starts it
+                emb_bytes += _tp_bytes(t, size)
+                if not free:
+                    emb_tp += _one(collectives, Collective.REDUCE_SCATTER, groups, size) if sp else \
+                        _tp_time(collectives, groups, size, False)
         if last and sp and not free:
             logit_tp = _one(collectives, Collective.ALL_GATHER, groups, out_message)
 
@@ -233,7 +238,7 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
         chunks.append(ChunkCost(
             virtual_stage=vs, rank=rank, chunk=chunk, layers=sum(n for _, n in runs),
             layer_counts=tuple((layer.kind, n) for layer, n in runs),
-            has_embedding=first or decoder_embeds, has_logits=last,
+            has_embedding=first or decoder_embeds, embeds_target=decoder_embeds, has_logits=last,
             forward_compute_s=total("forward") + embed_fwd + (logit_fwd if last else 0.0),
             forward_tp_s=total("tp_forward") + emb_tp + logit_tp,
             backward_compute_s=total("backward") + embed_bwd + (logit_bwd if last else 0.0),
@@ -245,7 +250,7 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
             parameters=weights,
             # scatter/gather over tensor ranks (or sequence-parallel shards)
             input_bytes=b * input_tokens * h * BYTES / t if vs > 0 else 0.0,
-            tp_bytes_forward=total("tp_bytes_forward") + (_tp_bytes(t, emb_message) if first else 0.0),
+            tp_bytes_forward=total("tp_bytes_forward") + emb_bytes,
             tp_bytes_backward=total("tp_bytes_backward") + (total("tp_bytes_forward") if full else 0.0),
         ))
         previous = runs[-1][0]

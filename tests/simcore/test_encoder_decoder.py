@@ -218,3 +218,29 @@ def test_one_stage_does_the_work_of_the_pipeline_stages_together() -> None:
     four = _workload(run(fields, 4, dp=1, tp=1, pp=4, global_batch_size=1)).chunks
     assert one[0].forward_compute_s == pytest.approx(sum(c.forward_compute_s for c in four), rel=1e-12)
     assert one[0].backward_compute_s == pytest.approx(sum(c.backward_compute_s for c in four), rel=1e-12)
+
+
+def test_unequal_lengths_give_each_boundary_its_own_message() -> None:
+    fields = small_t5(seq_length=512, decoder_seq_length=128)
+    chunks = _workload(run(fields, 4, dp=1, tp=1, pp=4, global_batch_size=1, encoder_pipeline_stages=2,
+                           pipeline_partition=Partition.EVEN)).chunks
+    row = 1024 * 2  # one token's hidden state, 16-bit
+    assert [c.input_bytes for c in chunks] == [0.0, 512 * row, 512 * row, (128 + 512) * row]
+
+
+def test_the_decoder_embedding_ends_with_its_own_tensor_parallel_collective() -> None:
+    from simcore.collectives import CollectiveModel
+    from simcore.layout import CollectiveAlgorithm
+    from simcore.workload import build_workload
+    from topology import GPUS, Router, build_cluster, place
+    scenario = run(small_t5(seq_length=512, decoder_seq_length=128), 8, dp=1, tp=2, pp=4, global_batch_size=4,
+                   encoder_pipeline_stages=2, pipeline_partition=Partition.EVEN)
+    cluster = build_cluster(scenario.cluster)
+    chunks = build_workload(scenario.model, scenario.layout, GPUS[scenario.cluster.gpu],
+                            place(1, 2, 4, scenario.layout.placement, 8),
+                            CollectiveModel(cluster, Router(cluster), CollectiveAlgorithm.RING)).chunks
+    first_decoder, second_decoder = chunks[2], chunks[3]
+    assert first_decoder.embeds_target and not second_decoder.embeds_target
+    target = 128 * 1024 * 2  # the decoder embedding's output, all-reduced over the 2 tensor ranks
+    assert first_decoder.tp_bytes_forward - second_decoder.tp_bytes_forward == pytest.approx(target)
+    assert first_decoder.forward_tp_s > second_decoder.forward_tp_s
