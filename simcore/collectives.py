@@ -26,6 +26,7 @@ from simcore.calibration import COLLECTIVE_LAUNCH_S, COLLECTIVE_STEP_OVERHEAD_S,
 from simcore.flows import FlowPattern, keep_links
 from simcore.layout import CollectiveAlgorithm
 from topology.graph import Cluster
+from topology.placement import Placement
 from topology.routing import Router
 
 
@@ -74,6 +75,8 @@ class CollectiveModel:
         self.capacity = effective_capacity(cluster)
         self._links_of_node: dict[int, set[int]] = {}
         self._phase_cache: dict[tuple[Collective, tuple[tuple[int, ...], ...]], tuple[FlowPattern, ...]] = {}
+        self._dp_phases: dict[tuple[Collective, Placement, int], tuple[FlowPattern, ...]] = {}
+        self._sends: dict[tuple[Placement, int, int, tuple[int, ...]], FlowPattern] = {}
 
     def _by_node(self, gpus: Sequence[int]) -> list[list[int]]:
         nodes: dict[int, list[int]] = {}
@@ -203,6 +206,30 @@ class CollectiveModel:
         if mirrors and pairs:
             pattern = keep_links(pattern, set(self.router.route(*pairs[0])), self.capacity)
         return pattern
+
+    def data_parallel_phases(self, kind: Collective, placement: Placement, pp_rank: int) -> tuple[FlowPattern, ...]:
+        """`phases` of the data-parallel groups of pipeline rank `pp_rank` (one per tensor rank), cached by
+        placement: the simulations of a search ask for the same ones for many layouts, and the flow network
+        recognises a pattern it has seen by the object."""
+        key = (kind, placement, pp_rank)
+        found = self._dp_phases.get(key)
+        if found is None:
+            groups = [placement.dp_group(t, pp_rank) for t in range(placement.tp)]
+            found = self._dp_phases[key] = self.phases(kind, groups)
+        return found
+
+    def pipeline_send(self, placement: Placement, src_rank: int, dst_rank: int,
+                      replicas: Sequence[int]) -> FlowPattern:
+        """`p2p` of the message every tensor rank of each data-parallel replica in `replicas` sends at once from
+        pipeline rank `src_rank` to `dst_rank` (the replicas after the first as its mirrors); cached by placement,
+        as `data_parallel_phases`."""
+        key = (placement, src_rank, dst_rank, tuple(replicas))
+        found = self._sends.get(key)
+        if found is None:
+            pairs = [(placement.gpu(d, t, src_rank), placement.gpu(d, t, dst_rank))
+                     for d in replicas for t in range(placement.tp)]
+            found = self._sends[key] = self.p2p(pairs, mirrors=len(pairs) > placement.tp)
+        return found
 
     def isolated_time(self, kind: Collective, groups: Sequence[Sequence[int]], size_bytes: float) -> float:
         """Seconds the collective takes when nothing else uses its links."""

@@ -23,12 +23,21 @@ starts, and a chunk's first forward pass waits for its buckets.
 
 Each rank has two communication streams, one for gradients and one for gathers; a stream runs its collectives
 one after another. In full fidelity a collective starts when every simulated member of its group has reached it.
+
+How it runs: a stream and a collective are chains of callbacks, not SimPy processes (a ZeRO 2 or 3 iteration runs
+hundreds of thousands of collectives, and processes cost several times more). They make the events that the
+processes did (SimPy's `Store` put and get events, a process's start as an urgent event, one event per phase's
+end and one at the collective's end), at the same points, so simultaneous events keep their order and results
+stay the same to the bit, with two kinds of exceptions, each exact:
+- an event nothing can see is left out (each case says why, where it is left out);
+- an event at this instant that would be the very next one processed (none other is due at this instant, see
+  `soon_or_now`), made as the last thing its caller does, is not made: what its processing would do is done now.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Generator
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import simpy
@@ -39,6 +48,7 @@ from simcore.costs import BYTES
 from simcore.flows import FlowPattern
 from simcore.recorder import RankRecord
 from simcore.schedules import BACKWARD, Pass
+from simcore.streams import PENDING, READY, Job, Stream, Urgent, release_all, soon_or_now
 
 if TYPE_CHECKING:
     from simcore.engine import Engine
@@ -46,26 +56,30 @@ if TYPE_CHECKING:
 Gate = Callable[[], simpy.Event]  # asking for a gate issues its gather (if any) and returns its event
 
 
-class _Job:
-    __slots__ = ("kind", "what", "size", "ready", "done")
 
-    def __init__(self, kind: Collective, what: str, size: float, ready: simpy.Event, done: simpy.Event) -> None:
-        self.kind, self.what, self.size, self.ready, self.done = kind, what, size, ready, done
 
 
 class GradientSync:
+    """The data-parallel collectives of an engine's ranks. It keeps what it needs of the engine, not the engine,
+    and counts its own events (the engine adds them to its count)."""
+
     def __init__(self, engine: Engine) -> None:
-        self.e = engine
+        self.env, self.c, self.net, self.rec = engine.env, engine.c, engine.net, engine.rec
+        self.replicas = engine.replicas
+        self.events = 0
         layout = engine.c.layout
         self.dp = layout.dp
         self.zero = layout.zero_stage
         self.overlap = layout.overlap_grad_reduce
-        self._streams: dict[tuple[int, int, str], simpy.Store] = {}
-        self._pass_ready: dict[tuple[int, int, int], list[simpy.Event]] = {}
+        self.joins: dict[tuple[str, int, int], tuple[list[int], simpy.Event]] = {}  # full fidelity's
+        self._streams: dict[tuple[int, int, str], Stream] = {}
+        self._pass_ready: dict[tuple[int, int, int], list[Job]] = {}  # each backward pass's gradient jobs
         self._first_forward: dict[tuple[int, int, int], list[simpy.Event]] = {}
-        self._joins: dict[tuple[str, int, int], tuple[list[int], simpy.Event]] = {}
         self._phases: dict[tuple[Collective, int], tuple[FlowPattern, ...]] = {}
+        self._instant: dict[tuple[Collective, int], bool] = {}
         self._last_backward: dict[tuple[int, int], int] = {}
+        self._buckets: dict[tuple[int, int], list[int]] = {}
+        self._urgent = 0  # urgent events due
 
     @property
     def active(self) -> bool:
@@ -73,8 +87,15 @@ class GradientSync:
 
     def buckets(self, rank: int, chunk: int) -> list[int]:
         """Parameters per gradient bucket of one chunk, in the order backward produces them: Megatron's buckets,
-        or with ZeRO 3 one per layer (FSDP reduces each layer's flat parameter at once)."""
-        cost = next(c for c in self.e.c.workload.chunks if c.rank == rank and c.chunk == chunk)
+        or with ZeRO 3 one per layer (FSDP reduces each layer's flat parameter at once). Computed once per chunk;
+        the list is shared, not to be changed."""
+        found = self._buckets.get((rank, chunk))
+        if found is None:
+            found = self._buckets[(rank, chunk)] = self._chunk_buckets(rank, chunk)
+        return found
+
+    def _chunk_buckets(self, rank: int, chunk: int) -> list[int]:
+        cost = next(c for c in self.c.workload.chunks if c.rank == rank and c.chunk == chunk)
         if self.zero >= 3:
             layers = max(cost.layers, 1)
             return [cost.parameters // layers] * layers
@@ -90,7 +111,7 @@ class GradientSync:
     def start(self, replica: int, rank: int, record: RankRecord, passes: list[Pass]) -> simpy.Event:
         """Queue the rank's gradient reductions (and ZeRO 1/2's overlapped parameter gathers); return the event
         of its last gradient collective finishing."""
-        env = self.e.env
+        env = self.env
         done = env.event()
         if not self.active:
             done.succeed()
@@ -99,19 +120,19 @@ class GradientSync:
         last = {passes[i].chunk: i for i in backward}
         self._last_backward[(replica, rank)] = backward[-1]
         reducing = backward if self.zero >= 2 else sorted(last.values())
-        finished = done
         kind = Collective.ALL_REDUCE if self.zero == 0 else Collective.REDUCE_SCATTER
-        width = self.e.c.layout.grad_reduce_bytes
+        width = self.c.layout.grad_reduce_bytes
+        job = None
         for i in reducing:
-            events = []
+            jobs = []
             for n in self.buckets(rank, passes[i].chunk):
-                ready = env.event()
-                events.append(ready)
-                job = _Job(kind, "grad", float(n * width), ready, env.event())
-                finished = self._submit(replica, rank, "grad", job, record)
-            self._pass_ready[(replica, rank, i)] = events
-        if finished is not done:
-            finished.callbacks.append(lambda _e: _trigger(done))
+                job = Job(kind, "grad", float(n * width), PENDING, None)
+                jobs.append(job)
+                self._submit(replica, rank, "grad", job, record)
+            self._pass_ready[(replica, rank, i)] = jobs
+        if job is not None:  # only the last reduction is waited for
+            job.done = env.event()
+            job.done.callbacks.append(lambda _e: _trigger(done))
         else:
             done.succeed()
         if self.zero in (1, 2) and self.overlap:
@@ -120,128 +141,134 @@ class GradientSync:
                     self._gather(replica, rank, n, record) for n in reversed(self.buckets(rank, chunk))]
         return done
 
-    def _stream(self, replica: int, rank: int, name: str, record: RankRecord) -> simpy.Store:
+    def _stream(self, replica: int, rank: int, name: str, record: RankRecord) -> Stream:
         key = (replica, rank, name)
-        store = self._streams.get(key)
-        if store is None:
-            store = self._streams[key] = simpy.Store(self.e.env)
-            self.e.env.process(self._run(replica, rank, name, store, record))
-        return store
+        stream = self._streams.get(key)
+        if stream is None:
+            stream = self._streams[key] = Stream(self, replica, rank, name, record)
+        return stream
 
-    def _submit(self, replica: int, rank: int, name: str, job: _Job, record: RankRecord) -> simpy.Event:
+    def _submit(self, replica: int, rank: int, name: str, job: Job, record: RankRecord) -> None:
         self._stream(replica, rank, name, record).put(job)
-        return job.done
 
     def _gather(self, replica: int, rank: int, parameters: float, record: RankRecord) -> simpy.Event:
-        ready = self.e.env.event()
-        ready.succeed()
-        return self._submit(replica, rank, "gather",
-                            _Job(Collective.ALL_GATHER, "param", parameters * BYTES, ready, self.e.env.event()), record)
+        """Queue an all-gather of `parameters`; the event of its end."""
+        done = self.env.event()
+        self._queue_gather(replica, rank, parameters, record, done)
+        return done
+
+    def _queue_gather(self, replica: int, rank: int, parameters: float, record: RankRecord,
+                      done: simpy.Event | None) -> None:
+        # Ready at once: its `ready` event would come before the get of any stream (see Stream).
+        self._submit(replica, rank, "gather", Job(Collective.ALL_GATHER, "param", parameters * BYTES, READY, done),
+                     record)
 
     def _gather_layer(self, replica: int, rank: int, parameters: float, record: RankRecord) -> simpy.Event:
         """ZeRO 3's gather of one layer: one all-gather (FSDP's unit), or with a bucket size one all-gather per
         bucket, one after another on the gather stream; the last one's event."""
-        bucket = self.e.c.layout.zero3_gather_bucket_elements
+        bucket = self.c.layout.zero3_gather_bucket_elements
         count = max(1, math.ceil(parameters / bucket)) if bucket else 1
         for _ in range(count - 1):
-            self._gather(replica, rank, parameters / count, record)
+            self._queue_gather(replica, rank, parameters / count, record, None)  # nobody waits for these
         return self._gather(replica, rank, parameters / count, record)
+
+    def instant(self, kind: Collective, rank: int) -> bool:
+        """Can a collective of `kind` on the rank's group end at the instant it starts?"""
+        quick = self._instant.get((kind, rank))
+        if quick is None:
+            quick = self._instant[(kind, rank)] = self.c.free_communication or any(
+                phase.latency_s <= 0 for phase in self._phase_list(kind, rank))
+        return quick
 
     # -- what the rank's passes call -------------------------------------------------------------------------
     def pass_gates(self, replica: int, rank: int, index: int, ps: Pass, layers: int, parameters: int,
                    record: RankRecord) -> list[Gate]:
         """Gates a pass runs behind, one per slice of it: ZeRO 3's per-layer gathers, or ZeRO 1/2's overlapped
         gathers before a chunk's first forward pass; empty otherwise."""
-        if not self.active:
-            return []
-        if self.zero >= 3:
+        if self.zero >= 3 and self.dp > 1:
             per_layer = parameters / max(layers, 1)
             return [lambda: self._gather_layer(replica, rank, per_layer, record) for _ in range(max(layers, 1))]
-        events = self._first_forward.pop((replica, rank, ps.chunk), None) if ps.direction != BACKWARD else None
+        if not self._first_forward or ps.direction == BACKWARD:
+            return []
+        events = self._first_forward.pop((replica, rank, ps.chunk), None)
         return [_issued(event) for event in events] if events else []
 
     def backward_pass(self, replica: int, rank: int, index: int, start: float, end: float) -> None:
         """Backward pass `index` of the rank runs from `start` (now) to `end`: schedule its buckets' readiness."""
-        if not self.active:
+        if self.dp == 1:
             return
-        env = self.e.env
+        env = self.env
         mine = self._pass_ready.get((replica, rank, index), [])
         if self.overlap:
-            times = [(event, start + (end - start) * (k + 1) / len(mine)) for k, event in enumerate(mine)]
+            times = [(job, start + (end - start) * (k + 1) / len(mine)) for k, job in enumerate(mine)]
         elif self.zero >= 2:
-            times = [(event, end) for event in mine]
+            times = [(job, end) for job in mine]
         elif index == self._last_backward[(replica, rank)]:
-            times = [(event, end) for key, events in self._pass_ready.items() if key[:2] == (replica, rank)
-                     for event in events]
+            times = [(job, end) for key, jobs in self._pass_ready.items() if key[:2] == (replica, rank)
+                     for job in jobs]
         else:
             return
-        for event, when in times:
-            env.process(self._release(event, when - env.now))
-            self.e.events += 1
+        if times:
+            # One timer per job, made from an urgent event at this instant, as the processes that the original
+            # started here for them would (a process starts from an urgent event).
+            stream = self._streams[(replica, rank, "grad")]
+            delays = [(job, when - env.now) for job, when in times]
+            self.urgently(lambda: release_all(env, stream, delays))
+            self.events += len(times)
 
     def gather_after_step(self, replica: int, rank: int, record: RankRecord) -> simpy.Event | None:
         """ZeRO 1 and 2 without overlap: gather the updated parameters after the optimizer step."""
         if not self.active or self.zero not in (1, 2) or self.overlap:
             return None
-        events = [self._gather(replica, rank, n, record)
-                  for chunk in sorted({c.chunk for c in self.e.c.workload.chunks if c.rank == rank})
-                  for n in reversed(self.buckets(rank, chunk))]
-        return events[-1]
+        sizes = [n for chunk in sorted({c.chunk for c in self.c.workload.chunks if c.rank == rank})
+                 for n in reversed(self.buckets(rank, chunk))]
+        for n in sizes[:-1]:
+            self._queue_gather(replica, rank, n, record, None)  # the rank waits for the last one only
+        return self._gather(replica, rank, sizes[-1], record)
 
-    # -- the streams -----------------------------------------------------------------------------------------
-    def _release(self, event: simpy.Event, delay: float) -> Generator[simpy.Event, object, None]:
-        yield self.e.env.timeout(delay)
-        event.succeed()
+    # -- collectives -----------------------------------------------------------------------------------------
+    def collective(self, kind: Collective, rank: int, size: float, complete: Callable[[], object]) -> None:
+        """Run the collective's phases one after the other on the flow network, then call `complete` (as the
+        collective's process would succeed its end event). It starts from an urgent event, as a process does.
+        Callers call it as the last thing they do that makes events."""
+        phases = () if self.c.free_communication else self._phase_list(kind, rank)
+        if self._urgent or self.env.now <= 0 or self.instant(kind, rank):
+            self.urgently(lambda: self._phase(phases, 0, size, complete))
+        else:
+            # No urgent event is due (at t > 0 SimPy makes none but ours) and the caller makes no more events: the
+            # urgent event would be the next one processed, so the first phase may start now. (Not if a phase can
+            # end at once: the collective's end would then come before what the caller has still to do.)
+            self._phase(phases, 0, size, complete)
 
-    def _run(self, replica: int, rank: int, name: str, store: simpy.Store,
-             record: RankRecord) -> Generator[simpy.Event, object, None]:
-        env, n = self.e.env, self.dp
-        track = f"stage {rank} {'dp' if name == 'grad' else 'gather'}" + (
-            f"{replica}" if len(self.e.replicas) > 1 else "")
-        count = 0
-        while True:
-            job = yield store.get()
-            assert isinstance(job, _Job)
-            yield job.ready
-            start = env.now
-            comm = "dp" if job.what == "grad" else "zero"
-            factor = 2 * (n - 1) / n if job.kind is Collective.ALL_REDUCE else (n - 1) / n
-            record.comm_bytes[comm] += factor * job.size
-            arrived, complete = self._joins.setdefault((name, rank, count), ([0], env.event()))
-            count += 1
-            arrived[0] += 1
-            if arrived[0] == len(self.e.replicas):
-                env.process(self._collective(job.kind, rank, job.size, complete))
-            yield complete
-            record.comm_busy_s[comm] += env.now - start
-            self.e.rec.span(track, f"{job.kind.value.replace('_', '-')} {job.what}", "dp_comm", start, env.now)
-            job.done.succeed()
+    def urgently(self, call: Callable[[], None]) -> None:
+        """Call `call` from an urgent event at this instant: what SimPy does to start a process
+        (simpy.events.Initialize), for a callback; counted while due."""
+        self._urgent += 1
+        Urgent(self.env, lambda: self._urgent_call(call))
 
-    def _collective(self, kind: Collective, rank: int, size: float,
-                    complete: simpy.Event) -> Generator[simpy.Event, object, None]:
-        e = self.e
-        if not e.c.free_communication:
-            for phase in self._phase_list(kind, rank):
-                step = e.env.event()
-                e.events += 1
-                e.net.start(phase, size, _succeeder(step))
-                yield step
-        complete.succeed()
+    def _urgent_call(self, call: Callable[[], None]) -> None:
+        self._urgent -= 1
+        call()
+
+    def _phase(self, phases: tuple[FlowPattern, ...], index: int, size: float,
+               complete: Callable[[], object]) -> None:
+        if index == len(phases):
+            complete()
+            return
+        env = self.env
+        self.events += 1
+        # A phase's end is an event the next phase waits for; the flow network calls this as the last thing it
+        # does on the flow's last byte.
+        self.net.start(phases[index], size,
+                       lambda: soon_or_now(env, lambda _e: self._phase(phases, index + 1, size, complete)))
 
     def _phase_list(self, kind: Collective, rank: int) -> tuple[FlowPattern, ...]:
         phases = self._phases.get((kind, rank))
         if phases is None:
-            place = self.e.c.placement
-            groups = [place.dp_group(t, rank) for t in range(place.tp)]
-            phases = self._phases[(kind, rank)] = self.e.c.collectives.phases(kind, groups)
+            phases = self._phases[(kind, rank)] = self.c.collectives.data_parallel_phases(kind, self.c.placement, rank)
         return phases
 
 
-def _succeeder(event: simpy.Event) -> Callable[[], None]:
-    def succeed() -> None:
-        event.succeed()
-
-    return succeed
 
 
 def _issued(event: simpy.Event) -> Gate:

@@ -42,6 +42,9 @@ class EngineConfig:
     fidelity: Fidelity = Fidelity.REPRESENTATIVE
     free_communication: bool = False  # what-if: every transfer and collective takes no time
     keep_spans: bool = False
+    # Each pipeline rank's passes in schedule order, when the caller has them (simulate() keeps them across
+    # simulations); else the engine asks the schedule.
+    passes: tuple[list[Pass], ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,13 +56,20 @@ class EngineResult:
 
 
 class _Arrival:
-    """An activation or gradient on its way: the producer's finish time and the event of its arrival."""
+    """An activation or gradient on its way: the producer's finish time, whether it has arrived, and the event of
+    its arrival, made only when the consumer waits for it (an arrival nobody waits for needs no event)."""
 
-    __slots__ = ("event", "produced_s")
+    __slots__ = ("event", "arrived", "produced_s")
 
-    def __init__(self, env: simpy.Environment) -> None:
-        self.event = env.event()
+    def __init__(self) -> None:
+        self.event: simpy.Event | None = None
+        self.arrived = False
         self.produced_s = 0.0
+
+    def deliver(self) -> None:
+        self.arrived = True
+        if self.event is not None:
+            self.event.succeed()
 
 
 class Engine:
@@ -84,7 +94,7 @@ class Engine:
         key = (kind, replica, vstage, microbatch)
         arrival = self._arrivals.get(key)
         if arrival is None:
-            arrival = self._arrivals[key] = _Arrival(self.env)
+            arrival = self._arrivals[key] = _Arrival()
         return arrival
 
     def _p2p_pattern(self, src_rank: int, dst_rank: int, replica: int) -> FlowPattern:
@@ -93,8 +103,7 @@ class Engine:
         if pattern is None:
             place = self.c.placement
             replicas = range(place.dp) if self.c.fidelity is Fidelity.REPRESENTATIVE else [replica]
-            pairs = [(place.gpu(d, t, src_rank), place.gpu(d, t, dst_rank)) for d in replicas for t in range(place.tp)]
-            pattern = self._patterns[key] = self.c.collectives.p2p(pairs, mirrors=len(pairs) > place.tp)
+            pattern = self._patterns[key] = self.c.collectives.pipeline_send(place, src_rank, dst_rank, replicas)
         return pattern
 
     def _send(self, kind: str, replica: int, src_rank: int, dst_rank: int, vstage: int, microbatch: int,
@@ -107,13 +116,14 @@ class Engine:
         size = chunks[vstage].input_bytes if kind == "act" else chunks[vstage + 1].input_bytes
         record.comm_bytes["pp"] += size
         if self.c.free_communication or src_rank == dst_rank:
-            arrival.event.succeed()
+            arrival.deliver()
             return
 
         def done() -> None:
             record.comm_busy_s["pp"] += self.env.now - now
-            self.rec.span(f"stage {src_rank} pp", f"{kind} mb{microbatch}", "pp_comm", now, self.env.now)
-            arrival.event.succeed()
+            if self.rec.keep_spans:
+                self.rec.span(f"stage {src_rank} pp", f"{kind} mb{microbatch}", "pp_comm", now, self.env.now)
+            arrival.deliver()
 
         self.events += 1
         self.net.start(self._p2p_pattern(src_rank, dst_rank, replica), size, done)
@@ -128,7 +138,8 @@ class Engine:
         self.rec.ranks.append(record)
         t = record.time_s
         track = f"stage {rank}" + (f" dp{replica}" if len(self.replicas) > 1 else "")
-        passes: list[Pass] = POLICIES[layout.schedule].passes(rank, p, layout.num_microbatches, v)
+        passes = (c.passes[rank] if c.passes is not None
+                  else POLICIES[layout.schedule].passes(rank, p, layout.num_microbatches, v))
         dp_done = self.sync.start(replica, rank, record, passes)
         for i, ps in enumerate(passes):
             vs = ps.chunk * p + rank
@@ -136,8 +147,9 @@ class Engine:
             forward = ps.direction != BACKWARD
             if (forward and vs > 0) or (not forward and vs < last_vs):
                 arrival = self._arrival("act" if forward else "grad", replica, vs, ps.microbatch)
-                if not arrival.event.triggered:
+                if not arrival.arrived:
                     waited = env.now
+                    arrival.event = env.event()
                     yield arrival.event
                     self._account_wait(t, track, waited, arrival.produced_s, ps)
             start = env.now
@@ -233,8 +245,9 @@ class Engine:
         bubble_end = min(max(produced, waited), now)
         t["bubble"] += bubble_end - waited
         t["pp_comm"] += now - bubble_end
-        self.rec.span(track, f"idle: wait {ps.direction}{ps.microbatch}", "bubble", waited, bubble_end)
-        self.rec.span(track, f"recv {ps.direction}{ps.microbatch}", "pp_comm", bubble_end, now)
+        if self.rec.keep_spans:
+            self.rec.span(track, f"idle: wait {ps.direction}{ps.microbatch}", "bubble", waited, bubble_end)
+            self.rec.span(track, f"recv {ps.direction}{ps.microbatch}", "pp_comm", bubble_end, now)
 
     # -- run -------------------------------------------------------------------------------------------
     def run(self) -> EngineResult:
@@ -243,4 +256,4 @@ class Engine:
                 self.env.process(self._rank(replica, rank))
         self.env.run()
         iteration = max(r.end_s for r in self.rec.ranks)
-        return EngineResult(iteration, self.rec, self.events + self.net.events, len(self.rec.ranks))
+        return EngineResult(iteration, self.rec, self.events + self.sync.events + self.net.events, len(self.rec.ranks))

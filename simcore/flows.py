@@ -14,10 +14,14 @@ a 0.5 MB and a 1.5 MB transfer starting together end at 1 ms and 2 ms.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import chain
+from operator import attrgetter, itemgetter
 
 import simpy
+from simpy.events import NORMAL, Event
 
 _EPS = 1e-12
 
@@ -46,74 +50,142 @@ def keep_links(pattern: FlowPattern, primary: set[int], capacity: Sequence[float
     return FlowPattern(tuple(link for link, _w in kept), tuple(w for _l, w in kept), pattern.latency_s)
 
 
-class _Group:
-    __slots__ = ("seq", "pattern", "remaining", "rate", "stamp", "generation", "on_done")
+class _Timer(Event):
+    """A timeout that calls `callback` when it is processed: a simpy Timeout with one callback, scheduled the same
+    way (the network's hot path makes two per transfer, so the little it saves counts)."""
 
-    def __init__(self, seq: int, pattern: FlowPattern, size: float, on_done: Callable[[], None]) -> None:
+    def __init__(self, env: simpy.Environment, delay: float, callback: Callable[[Event], None]) -> None:
+        self.callbacks = [callback]
+        self._ok = True
+        self._value = None
+        env.schedule(self, NORMAL, delay)
+
+
+class _Group:
+    __slots__ = ("seq", "pattern", "pid", "meets", "remaining", "rate", "stamp", "generation", "on_done")
+
+    def __init__(self, seq: int, pattern: FlowPattern, pid: int, meets: dict[int, int], size: float, now: float,
+                 on_done: Callable[[], None]) -> None:
         self.seq = seq
         self.pattern = pattern
+        self.pid = pid  # the network's number for the pattern
+        self.meets = meets  # the pattern's row of FlowNetwork._meets
         self.remaining = size
         self.rate = 0.0
-        self.stamp = 0.0
+        self.stamp = now
         self.generation = 0
         self.on_done = on_done
 
 
+_SEQ = attrgetter("seq")
+
+
+_FIRST_TWO = itemgetter(0, 1)
+
+
 class FlowNetwork:
-    """Active flow groups on links with the given capacities (bytes/s, already derated for protocol efficiency)."""
+    """Active flow groups on links with the given capacities (bytes/s, already derated for protocol efficiency).
+
+    Which groups share links is worked out pattern by pattern, not link by link: callers reuse a few pattern
+    objects (a pipeline send, a collective phase) for thousands of transfers. The network numbers each pattern
+    the first time it sees one and records, for every pattern it meets (loads a common link), the index of its
+    first link the other one loads too; the groups in flight are kept by pattern number. Finding who shares
+    links with a group then walks the few patterns its pattern meets, not its links. Rates depend only on the
+    patterns of a component, never on sizes or times, so a pattern's rate when alone and the max-min rates of a
+    component (by its patterns, in admission order) are memoised too. All of this gives exactly what a walk over
+    the links gives: the same groups, in the same order."""
 
     def __init__(self, env: simpy.Environment, capacity: Sequence[float]) -> None:
         self.env = env
         self.capacity = capacity
-        self._on_link: dict[int, list[_Group]] = {}
         self._admitted = 0
-        # A pattern's rate when alone, by pattern (the callers reuse their pattern objects); the pattern is kept
-        # beside its rate so that a recycled id() can never match another pattern.
-        self._isolated: dict[int, tuple[FlowPattern, float]] = {}
+        self._in_flight: dict[int, list[_Group]] = {}  # pattern number -> its groups in flight, in admission order
+        # Per pattern number: the pattern (kept, so that its id() is never recycled), the patterns it meets (number
+        # -> index of its first link that the other loads too; itself included, at 0), whether it loads a link
+        # twice (so shares it with itself), and its rate when alone.
+        self._pids: dict[int, int] = {}  # id(pattern) -> its number
+        self._patterns: list[FlowPattern] = []
+        self._meets: list[dict[int, int]] = []
+        self._self_shared: list[bool] = []
+        self._isolated: list[float] = []
+        self._on_link: dict[int, list[int]] = {}  # link -> numbers of the patterns that load it
+        self._shared: dict[tuple[int, ...], list[float]] = {}  # pattern numbers in admission order -> rates
         self.events = 0
 
     def start(self, pattern: FlowPattern, size_units: float, on_done: Callable[[], None]) -> None:
-        """Start a group after its latency; `on_done()` runs when its last byte arrives."""
+        """Start a group after its latency; `on_done()` runs when its last byte arrives, as the last thing the
+        network does in processing that event (GradientSync relies on it)."""
         if pattern.latency_s > 0:
-            timer = self.env.timeout(pattern.latency_s)
-            timer.callbacks.append(lambda _e: self._admit(pattern, size_units, on_done))
+            _Timer(self.env, pattern.latency_s, lambda _e: self._admit(pattern, size_units, on_done))
             self.events += 1
         else:
             self._admit(pattern, size_units, on_done)
+
+    def _number(self, pattern: FlowPattern) -> int:
+        pid = len(self._patterns)
+        self._pids[id(pattern)] = pid
+        links = pattern.links
+        meets: dict[int, int] = {pid: 0}
+        for index, link in enumerate(links):
+            for other in self._on_link.get(link, ()):
+                if other not in meets:
+                    meets[other] = index
+        mine = set(links)
+        for other in meets:
+            if other != pid:
+                theirs = self._patterns[other].links
+                self._meets[other][pid] = next(i for i, link in enumerate(theirs) if link in mine)
+        for link in mine:
+            self._on_link.setdefault(link, []).append(pid)
+        self._patterns.append(pattern)
+        self._meets.append(meets)
+        self._self_shared.append(len(mine) < len(links))
+        self._isolated.append(pattern.isolated_rate(self.capacity))
+        return pid
 
     def _admit(self, pattern: FlowPattern, size: float, on_done: Callable[[], None]) -> None:
         if size <= 0 or not pattern.links:
             on_done()
             return
+        pid = self._pids.get(id(pattern))
+        if pid is None:
+            pid = self._number(pattern)
         self._admitted += 1
-        group = _Group(self._admitted, pattern, size, on_done)
-        group.stamp = self.env.now
-        shared = False
-        for link in pattern.links:
-            groups = self._on_link.setdefault(link, [])
-            if groups:
-                shared = True
+        group = _Group(self._admitted, pattern, pid, self._meets[pid], size, self.env.now, on_done)
+        in_flight = self._in_flight
+        shared = self._self_shared[pid] or not group.meets.keys().isdisjoint(in_flight.keys())
+        groups = in_flight.get(pid)
+        if groups is None:
+            in_flight[pid] = [group]
+        else:
             groups.append(group)
         if shared:
             self._rebalance(group)
         else:
-            rate = self._isolated.get(id(pattern))
-            if rate is None or rate[0] is not pattern:
-                rate = self._isolated[id(pattern)] = (pattern, pattern.isolated_rate(self.capacity))
-            group.rate = rate[1]
+            group.rate = self._isolated[pid]
             self._schedule(group)
 
     def _component(self, seed: _Group) -> list[_Group]:
-        seen = {seed.seq: seed}
-        stack = [seed]
-        while stack:
-            group = stack.pop()
-            for link in group.pattern.links:
-                for other in self._on_link.get(link, ()):
-                    if other.seq not in seen:
-                        seen[other.seq] = other
-                        stack.append(other)
-        return sorted(seen.values(), key=lambda g: g.seq)
+        """The groups in flight that share links with `seed`, transitively, in admission order."""
+        in_flight = self._in_flight
+        found = [seed]
+        seen = {seed}
+        for group in found:  # the list grows as the search goes (in any order: it is sorted at the end)
+            for pid in group.meets.keys() & in_flight.keys():
+                for other in in_flight[pid]:
+                    if other not in seen:
+                        seen.add(other)
+                        found.append(other)
+        if len(found) > 1:
+            found.sort(key=_SEQ)
+        return found
+
+    def _rates(self, groups: list[_Group]) -> list[float]:
+        key = tuple([group.pid for group in groups])
+        rates = self._shared.get(key)
+        if rates is None:
+            rates = self._shared[key] = water_fill([group.pattern for group in groups], self.capacity)
+        return rates
 
     def _rebalance(self, seed: _Group) -> list[_Group]:
         now = self.env.now
@@ -121,8 +193,7 @@ class FlowNetwork:
         for group in groups:  # settle progress at the old rates
             group.remaining -= group.rate * (now - group.stamp)
             group.stamp = now
-        rates = water_fill([g.pattern for g in groups], self.capacity)
-        for group, rate in zip(groups, rates):
+        for group, rate in zip(groups, self._rates(groups)):
             if rate != group.rate or group is seed:
                 group.rate = rate
                 self._schedule(group)
@@ -131,73 +202,101 @@ class FlowNetwork:
     def _schedule(self, group: _Group) -> None:
         group.generation += 1
         generation = group.generation
-        delay = max(group.remaining, 0.0) / group.rate
-        timer = self.env.timeout(delay)
-        timer.callbacks.append(lambda _e: self._finish(group, generation))
+        _Timer(self.env, max(group.remaining, 0.0) / group.rate, lambda _e: self._finish(group, generation))
         self.events += 1
 
     def _finish(self, group: _Group, generation: int) -> None:
         if generation != group.generation:
             return  # rescheduled since
-        neighbours: list[_Group] = []
-        for link in group.pattern.links:
-            groups = self._on_link[link]
+        in_flight = self._in_flight
+        groups = in_flight[group.pid]
+        if len(groups) == 1:
+            del in_flight[group.pid]
+        else:
             groups.remove(group)
-            neighbours.extend(groups)
-            if not groups:
-                del self._on_link[link]
         group.remaining = 0.0
-        if neighbours:
-            seen: set[int] = set()
-            for other in neighbours:
-                if other.seq not in seen:
-                    seen.update(g.seq for g in self._rebalance(other))
+        if in_flight:
+            # The groups left that share a link with this one, in the order a walk over its links meets them: by
+            # the place of the first shared link in its pattern, then by admission. Each component is rebalanced
+            # once, from its first member in that order.
+            meets = group.meets
+            met = [(meets[pid], other.seq, other)
+                   for pid in meets.keys() & in_flight.keys() for other in in_flight[pid]]
+            if met:
+                if len(met) > 1:
+                    met.sort(key=_FIRST_TWO)
+                seen: set[_Group] = set()
+                for _index, _seq, other in met:
+                    if other not in seen:
+                        seen.update(self._rebalance(other))
         group.on_done()
 
 
 def water_fill(patterns: Sequence[FlowPattern], capacity: Sequence[float]) -> list[float]:
     """Max-min fair rates (units/s) by progressive filling: raise every unfrozen group's rate together until a
     link saturates, freeze the groups on it, repeat. A link only one group uses constrains only that group, so
-    each group's private links reduce to one cap (the tightest), and the loop walks the shared links alone."""
+    each group's private links reduce to one cap (the tightest), and the loop walks the shared links alone.
+
+    Each shared link's level (the rate at which it would saturate) is kept between rounds and recomputed, by the
+    same sums, only for the links of the groups just frozen: the others' sums have not changed."""
     count = len(patterns)
     rates = [0.0] * count
     frozen = [False] * count
-    on_link: dict[int, list[tuple[int, float]]] = {}
+    uses = Counter(chain.from_iterable(pattern.links for pattern in patterns))
+    inf = float("inf")
+    private = [inf] * count
+    members: dict[int, list[tuple[int, float]]] = {}  # shared link -> (group, load), links in order of first use
+    place: dict[int, int] = {}  # shared link -> its index in that order
+    on_shared: list[list[tuple[int, float]]] = [[] for _ in range(count)]  # group -> (shared link index, load)
     for i, pattern in enumerate(patterns):
+        cap = inf
+        mine = on_shared[i]
         for link, load in zip(pattern.links, pattern.loads):
-            on_link.setdefault(link, []).append((i, load))
-    private = [float("inf")] * count
-    shared: dict[int, list[tuple[int, float]]] = {}
-    for link, members in on_link.items():
-        if len(members) == 1:
-            i, load = members[0]
-            private[i] = min(private[i], capacity[link] / load)
-        else:
-            shared[link] = members
-    used = dict.fromkeys(shared, 0.0)
+            if uses[link] == 1:
+                ratio = capacity[link] / load
+                if ratio < cap:
+                    cap = ratio
+            else:
+                found = members.get(link)
+                if found is None:
+                    place[link] = len(members)
+                    members[link] = [(i, load)]
+                else:
+                    found.append((i, load))
+                mine.append((place[link], load))
+        private[i] = cap
+    shared = list(members.items())
+    used = [0.0] * len(shared)
+
+    def level(k: int) -> float:  # inf stands for a link with no unfrozen group left (it constrains nothing)
+        link, on_link = shared[k]
+        denom = sum([load for i, load in on_link if not frozen[i]])
+        return (capacity[link] - used[k]) / denom if denom > _EPS else inf
+
+    levels = [level(k) for k in range(len(shared))]
     left = count
     while left:
-        best_level = float("inf")
-        best_link, best_group = -1, -1
-        for link, members in shared.items():
-            denom = sum(load for i, load in members if not frozen[i])
-            if denom <= _EPS:
-                continue
-            level = (capacity[link] - used[link]) / denom
-            if level < best_level:
-                best_level, best_link, best_group = level, link, -1
+        # The lowest level, the first link to reach it; a private cap only if strictly lower (the first such).
+        best_level = min(levels, default=inf)
+        best_link = levels.index(best_level) if best_level < inf else -1
+        best_group = -1
         for i in range(count):
             if not frozen[i] and private[i] < best_level:
-                best_level, best_link, best_group = private[i], -1, i
-        if best_link < 0 and best_group < 0:
+                best_level, best_group = private[i], i
+        if best_group >= 0:
+            best_link = -1
+        elif best_link < 0:
             break
         best_level = max(best_level, 0.0)
-        freeze = [best_group] if best_group >= 0 else [i for i, _load in shared[best_link] if not frozen[i]]
+        freeze = [best_group] if best_group >= 0 else [i for i, _load in shared[best_link][1] if not frozen[i]]
+        touched = set()
         for i in freeze:
             frozen[i] = True
             rates[i] = best_level
             left -= 1
-            for link, load in zip(patterns[i].links, patterns[i].loads):
-                if link in used:
-                    used[link] += load * best_level
+            for k, load in on_shared[i]:
+                used[k] += load * best_level
+                touched.add(k)
+        for k in touched:
+            levels[k] = level(k)
     return rates

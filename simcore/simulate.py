@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from simcore.calibration import FITTED, CostParameters
 from simcore.collectives import CollectiveModel
 from simcore.engine import Engine, EngineConfig
-from simcore.layout import CollectiveAlgorithm, Fidelity, Layout, validate_layout
+from simcore.layout import CollectiveAlgorithm, Fidelity, Layout, Schedule, validate_layout
 from simcore.memory import stage_memory
 from simcore.metrics import Metrics, compute_metrics
 from simcore.model import ModelShape
 from simcore.recorder import Span
+from simcore.schedules import POLICIES, Pass
 from simcore.workload import build_workload
 from topology.cluster_spec import ClusterSpec
 from topology.graph import build_cluster
@@ -69,11 +70,26 @@ def estimate_events(scenario: Scenario) -> int:
 @dataclass(frozen=True, slots=True)
 class Network:
     """A built cluster and its collective model (with its routes and collective phases cached as they are
-    asked for): what every simulation on the same cluster and algorithm can share."""
+    asked for): what every simulation on the same cluster and algorithm can share. It also keeps the pipeline
+    ranks' pass orders that simulations on it asked for (they depend only on the schedule's shape)."""
 
     spec: ClusterSpec
     algorithm: CollectiveAlgorithm
     collectives: CollectiveModel
+    _passes: dict[tuple[Schedule, int, int, int, int], list[Pass]] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
+
+    def passes(self, layout: Layout) -> tuple[list[Pass], ...]:
+        """Each pipeline rank's passes in schedule order (shared lists: not to be changed)."""
+        schedule, p, m, v = layout.schedule, layout.pp, layout.num_microbatches, layout.virtual_stages
+        out = []
+        for rank in range(p):
+            key = (schedule, rank, p, m, v)
+            order = self._passes.get(key)
+            if order is None:
+                order = self._passes[key] = POLICIES[schedule].passes(rank, p, m, v)
+            out.append(order)
+        return tuple(out)
 
 
 def build_network(spec: ClusterSpec, algorithm: CollectiveAlgorithm) -> Network:
@@ -95,7 +111,7 @@ def simulate(scenario: Scenario, network: Network | None = None) -> Outcome:
     workload = build_workload(model, layout, gpu, placement, collectives, scenario.free_communication,
                               scenario.cost_parameters)
     engine = Engine(EngineConfig(layout, placement, workload, collectives, scenario.fidelity,
-                                 scenario.free_communication, scenario.keep_spans))
+                                 scenario.free_communication, scenario.keep_spans, network.passes(layout)))
     result = engine.run()
     memory = stage_memory(model, layout, workload)
     metrics = compute_metrics(model, layout, gpu, workload, result, memory)
