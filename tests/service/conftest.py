@@ -24,6 +24,18 @@ SMALL = EXAMPLES / "bubble-vs-microbatches" / "m8.yaml"  # 64 GPUs, 8 microbatch
 LARGE = EXAMPLES / "gpt-1t-3072-a100.yaml"  # 3072 GPUs, 512 microbatches: seconds
 
 
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """Run `clustersim ARGV` in process; (exit code, stdout, stderr). Usage errors raise SystemExit(2)."""
+    from service.cli import main
+
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:  # argparse usage errors
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
 def with_field(doc: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
     """A deep copy of a request document with the field at a dotted path set."""
     out = copy.deepcopy(doc)

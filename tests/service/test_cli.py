@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 import yaml
+from conftest import run_cli
 
 from api_schemas import SimulationResult, load_request_file
 from service import adapters
-from service.cli import main
 from simcore.simulate import check, simulate
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,16 +31,6 @@ SMALL_GPUS = 64
 
 # A small pipelined TP request: GPT-3 13B, TP 8 x PP 8 on 8 DGX A100 nodes, 8 microbatches.
 PIPELINED_TP = BUBBLE / "m8.yaml"
-
-
-def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    """Run `clustersim ARGV` in process; (exit code, stdout, stderr). Usage errors raise SystemExit(2)."""
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:  # argparse usage errors
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def base_request() -> dict[str, Any]:

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 import yaml
+from conftest import run_cli
 
 from api_schemas import SimulationRequest
 from api_schemas.compare import ComparisonResult
 from service import adapters
-from service.cli import main
 from service.cli_compare import METRICS, labels_for
 from service.compare import ComparisonError, compare_requests, stage_imbalance
 from simcore.simulate import simulate
@@ -28,15 +28,6 @@ PP4: dict[str, Any] = {"model": {"preset": "gpt3-125m", "num_layers": 5, "vocab_
                        "layout": {"dp": 2, "tp": 1, "pp": 4, "global_batch_size": 16, "zero_stage": 1}}
 ROW_FIELDS = {"label", "summary", "layout", "iteration_time_s", "tokens_per_s", "samples_per_s", "mfu", "hfu",
               "bubble_fraction", "stage_imbalance", "exposed_communication_s", "memory", "warnings"}
-
-
-def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:  # argparse usage errors
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def write(tmp_path: Path, name: str, data: dict[str, Any]) -> str:
