@@ -100,12 +100,30 @@ class _LayerCost:
         return self.core if mode is Recompute.SELECTIVE else 0.0
 
 
-def _layer_cost(model: ModelShape, layer: LayerType, layout: Layout, gpu: GpuSpec, params: CostParameters,
+@dataclass(frozen=True, slots=True)
+class _Kernels:
+    """One layer of a type, per microbatch, on one tensor rank: its kernels' times (the same on every rank)."""
+
+    forward: float
+    backward: float
+    core: float  # the attention core's forward
+    gemm_forward: float  # the projections, which tp_comm_overlap hides collectives under
+    gemm_backward: float
+
+
+def _kernels(model: ModelShape, layer: LayerType, layout: Layout, gpu: GpuSpec, params: CostParameters) -> _Kernels:
+    ops = layer_forward_ops(model, layout.microbatch_size, layout.tp, layout.sequence_parallel, layer)
+    return _Kernels(
+        forward=ops_time(ops, gpu, params), backward=ops_time(_bwd(ops), gpu, params),
+        core=ops_time(tuple(op for op in ops if op.name in ATTENTION_CORE), gpu, params),
+        gemm_forward=ops_time(tuple(op for op in ops if op.name in PROJECTIONS), gpu, params),
+        gemm_backward=ops_time(tuple(op.backward() for op in ops if op.name in PROJECTIONS), gpu, params))
+
+
+def _layer_cost(model: ModelShape, layer: LayerType, layout: Layout, kernels: _Kernels,
                 collectives: CollectiveModel | None, groups: list[tuple[int, ...]], free: bool) -> _LayerCost:
+    """The layer's kernels plus its tensor-parallel collectives on one rank's groups."""
     b, t, sp = layout.microbatch_size, layout.tp, layout.sequence_parallel
-    ops = layer_forward_ops(model, b, t, sp, layer)
-    gemm_fwd = ops_time(tuple(op for op in ops if op.name in PROJECTIONS), gpu, params)
-    gemm_bwd = ops_time(tuple(op.backward() for op in ops if op.name in PROJECTIONS), gpu, params)
     message = b * layer.seq * model.hidden_size * BYTES  # one microbatch's hidden states
     one_tp = 0.0 if free else _tp_time(collectives, groups, message, sp)
     # Two collectives per layer per direction (Megatron's f and g operators around attention and the MLP), three
@@ -129,11 +147,10 @@ def _layer_cost(model: ModelShape, layer: LayerType, layout: Layout, gpu: GpuSpe
         bytes_bwd += half if sp else 2 * half
     # With tp_comm_overlap the collectives run in chunks under the GEMMs that feed or consume them
     # (Megatron-Core's userbuffers): only what the GEMMs cannot cover stays on the critical path.
-    exposed_fwd = max(0.0, tp_fwd - gemm_fwd) if layout.tp_comm_overlap else tp_fwd
-    exposed_bwd = max(0.0, tp_bwd - gemm_bwd) if layout.tp_comm_overlap else tp_bwd
+    exposed_fwd = max(0.0, tp_fwd - kernels.gemm_forward) if layout.tp_comm_overlap else tp_fwd
+    exposed_bwd = max(0.0, tp_bwd - kernels.gemm_backward) if layout.tp_comm_overlap else tp_bwd
     return _LayerCost(
-        forward=ops_time(ops, gpu, params), backward=ops_time(_bwd(ops), gpu, params),
-        core=ops_time(tuple(op for op in ops if op.name in ATTENTION_CORE), gpu, params),
+        forward=kernels.forward, backward=kernels.backward, core=kernels.core,
         tp_forward=exposed_fwd, tp_backward=exposed_bwd,
         tp_hidden_forward=tp_fwd - exposed_fwd, tp_hidden_backward=tp_bwd - exposed_bwd,
         tp_bytes_forward=bytes_fwd, tp_bytes_backward=bytes_bwd,
@@ -183,9 +200,10 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
             return []
         return [placement.tp_group(d, rank) for d in range(layout.dp)]
 
-    # Layer costs per rank, on the rank's real tensor-parallel groups (the collective model caches by shape).
-    rank_costs = [{layer: _layer_cost(model, layer, layout, gpu, params, collectives, tp_groups(r), free)
-                   for layer, _ in model.layer_stacks()} for r in range(p)]
+    # Kernel times once per layer type; tensor-parallel time per rank, on its real groups (cached by the model).
+    kernels = {layer: _kernels(model, layer, layout, gpu, params) for layer, _ in model.layer_stacks()}
+    rank_costs = [{layer: _layer_cost(model, layer, layout, k, collectives, tp_groups(r), free)
+                   for layer, k in kernels.items()} for r in range(p)]
     layers_of, encoder_stages = layer_partition(model, layout, gpu, params)
     emb_message = b * model.seq_length * h * BYTES
     dec_emb_message = b * model.decoder_seq_length * h * BYTES
