@@ -1,8 +1,8 @@
 """The SimPy engine: one training iteration as compute passes and transfers over the cluster's links.
 
-Each simulated rank is a SimPy process that runs its schedule's passes in order. A forward pass waits for its
-activation, a backward pass for its gradient; each pass is one event whose duration is the chunk's cost
-(tensor-parallel collectives folded in). Activations and gradients travel as flow groups on the FlowNetwork over
+Each simulated rank is a process (simcore/events.py) that runs its schedule's passes in order. A forward pass
+waits for its activation, a backward pass for its gradient; each pass is one event whose duration is the chunk's
+cost (tensor-parallel collectives folded in). Activations and gradients travel as flow groups on the FlowNetwork over
 the graph's links; data-parallel gradient reductions and ZeRO's parameter gathers are collectives on the same
 network, on their own streams (simcore/dp_sync.py). A pass that needs gathered parameters (ZeRO 3's layers, or
 ZeRO 1/2's overlapped gathers before a chunk's first forward) runs slice by slice behind them. After its
@@ -18,13 +18,13 @@ Fidelity:
 
 from __future__ import annotations
 
-from collections.abc import Generator
 from dataclasses import dataclass
 
 import simpy
 
 from simcore.collectives import CollectiveModel
 from simcore.dp_sync import GradientSync
+from simcore.events import Clock, Process, start
 from simcore.flows import FlowNetwork, FlowPattern
 from simcore.layout import Fidelity, Layout
 from simcore.recorder import RankRecord, Recorder
@@ -75,7 +75,7 @@ class _Arrival:
 class Engine:
     def __init__(self, config: EngineConfig) -> None:
         self.c = config
-        self.env = simpy.Environment()
+        self.env = Clock()
         self.net = FlowNetwork(self.env, config.collectives.capacity)
         self.rec = Recorder(config.keep_spans)
         self.events = 0
@@ -129,7 +129,7 @@ class Engine:
         self.net.start(self._p2p_pattern(src_rank, dst_rank, replica), size, done)
 
     # -- rank processes --------------------------------------------------------------------------------
-    def _rank(self, replica: int, rank: int) -> Generator[simpy.Event, object, None]:
+    def _rank(self, replica: int, rank: int) -> Process:
         c, env = self.c, self.env
         layout, chunks = c.layout, c.workload.chunks
         p, v = layout.pp, layout.virtual_stages
@@ -167,7 +167,7 @@ class Engine:
                     if k + 1 < len(gates):
                         pending = gates[k + 1]()  # prefetch the next slice's parameters
                     self.events += 1
-                    yield env.timeout(duration / len(gates))
+                    yield duration / len(gates)
                     self.rec.span(track, f"{'fwd' if forward else 'bwd'} mb{ps.microbatch} part {k + 1}", "compute",
                                   env.now - duration / len(gates), env.now)
                 if not forward:
@@ -176,7 +176,7 @@ class Engine:
                 if not forward:
                     self.sync.backward_pass(replica, rank, i, start, start + duration)
                 self.events += 1
-                yield env.timeout(duration)
+                yield duration
             record.busy_s += duration
             if forward:
                 t["compute"] += cost.forward_compute_s
@@ -213,7 +213,7 @@ class Engine:
         self.rec.span(track, "wait other stages' gradients", "dp_comm", drain_end, env.now)
         start = env.now
         self.events += 1
-        yield env.timeout(c.workload.optimizer_s[rank])
+        yield c.workload.optimizer_s[rank]
         record.busy_s += env.now - start
         t["optimizer"] += env.now - start
         self.rec.span(track, "optimizer", "optimizer", start, env.now)
@@ -253,7 +253,7 @@ class Engine:
     def run(self) -> EngineResult:
         for rank in range(self.c.layout.pp):
             for replica in self.replicas:
-                self.env.process(self._rank(replica, rank))
+                start(self.env, self._rank(replica, rank))
         self.env.run()
         iteration = max(r.end_s for r in self.rec.ranks)
         return EngineResult(iteration, self.rec, self.events + self.sync.events + self.net.events, len(self.rec.ranks))

@@ -20,8 +20,7 @@ from dataclasses import dataclass
 from itertools import chain
 from operator import attrgetter, itemgetter
 
-import simpy
-from simpy.events import NORMAL, Event
+from simcore.events import Clock
 
 _EPS = 1e-12
 
@@ -48,17 +47,6 @@ def keep_links(pattern: FlowPattern, primary: set[int], capacity: Sequence[float
     chosen = {link for link, _w in ranked[:extra]} | primary
     kept = [(link, w) for link, w in zip(pattern.links, pattern.loads) if link in chosen]
     return FlowPattern(tuple(link for link, _w in kept), tuple(w for _l, w in kept), pattern.latency_s)
-
-
-class _Timer(Event):
-    """A timeout that calls `callback` when it is processed: a simpy Timeout with one callback, scheduled the same
-    way (the network's hot path makes two per transfer, so the little it saves counts)."""
-
-    def __init__(self, env: simpy.Environment, delay: float, callback: Callable[[Event], None]) -> None:
-        self.callbacks = [callback]
-        self._ok = True
-        self._value = None
-        env.schedule(self, NORMAL, delay)
 
 
 class _Group:
@@ -95,7 +83,7 @@ class FlowNetwork:
     component (by its patterns, in admission order) are memoised too. All of this gives exactly what a walk over
     the links gives: the same groups, in the same order."""
 
-    def __init__(self, env: simpy.Environment, capacity: Sequence[float]) -> None:
+    def __init__(self, env: Clock, capacity: Sequence[float]) -> None:
         self.env = env
         self.capacity = capacity
         self._admitted = 0
@@ -116,7 +104,7 @@ class FlowNetwork:
         """Start a group after its latency; `on_done()` runs when its last byte arrives, as the last thing the
         network does in processing that event (GradientSync relies on it)."""
         if pattern.latency_s > 0:
-            _Timer(self.env, pattern.latency_s, lambda _e: self._admit(pattern, size_units, on_done))
+            self.env.call_in(pattern.latency_s, self._admit, pattern, size_units, on_done)
             self.events += 1
         else:
             self._admit(pattern, size_units, on_done)
@@ -201,8 +189,7 @@ class FlowNetwork:
 
     def _schedule(self, group: _Group) -> None:
         group.generation += 1
-        generation = group.generation
-        _Timer(self.env, max(group.remaining, 0.0) / group.rate, lambda _e: self._finish(group, generation))
+        self.env.call_in(max(group.remaining, 0.0) / group.rate, self._finish, group, group.generation)
         self.events += 1
 
     def _finish(self, group: _Group, generation: int) -> None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 
 from simcore.layout import Layout, Recompute, Schedule
 from simcore.model import AttentionKind, LayerType, ModelShape
@@ -97,12 +98,29 @@ def in_flight(layout: Layout, rank: int, bytes_of_chunk: Mapping[int, float]) ->
 
 def walk_in_flight(layout: Layout, rank: int, bytes_of_chunk: Mapping[int, float]) -> float:
     """`in_flight` by walking the rank's passes in its schedule's order."""
-    passes = POLICIES[layout.schedule].passes(rank, layout.pp, layout.num_microbatches, layout.virtual_stages)
-    held = peak = 0.0
-    for ps in passes:
-        held += bytes_of_chunk[ps.chunk] * (-1 if ps.direction == BACKWARD else 1)
-        peak = max(peak, held)
-    return float(peak)
+    chunks = sorted(bytes_of_chunk)
+    counts = _held_counts(layout.schedule, rank, layout.pp, layout.num_microbatches, layout.virtual_stages,
+                          tuple(chunks))
+    weights = [bytes_of_chunk[c] for c in chunks]
+    return float(max((sum(n * w for n, w in zip(held, weights)) for held in counts), default=0.0))
+
+
+@lru_cache(maxsize=4096)
+def _held_counts(schedule: Schedule, rank: int, pp: int, m: int, v: int,
+                 chunks: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
+    """The distinct numbers of microbatches a rank holds per chunk (in `chunks` order) after each of its
+    forward passes: what it holds in bytes at its peak is the largest of these weighted by each chunk's bytes,
+    whatever those are, so one walk of the schedule serves every microbatch size and recomputation."""
+    index = {c: i for i, c in enumerate(chunks)}
+    held = [0] * len(chunks)
+    seen: dict[tuple[int, ...], None] = {}
+    for ps in POLICIES[schedule].passes(rank, pp, m, v):
+        if ps.direction == BACKWARD:
+            held[index[ps.chunk]] -= 1
+        else:
+            held[index[ps.chunk]] += 1
+            seen[tuple(held)] = None
+    return tuple(seen)
 
 
 def stage_memory(model: ModelShape, layout: Layout, workload: Workload) -> tuple[StageMemory, ...]:

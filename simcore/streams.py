@@ -13,9 +13,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import simpy
-from simpy.events import URGENT, Event, Timeout
+from simpy.events import URGENT, Event
 
 from simcore.collectives import Collective
+from simcore.events import Clock
 from simcore.recorder import RankRecord
 
 if TYPE_CHECKING:
@@ -179,14 +180,7 @@ def soon_or_now(env: simpy.Environment, callback: Callback) -> None:
         soon(env, callback)
 
 
-def release_all(env: simpy.Environment, stream: Stream, delays: list[tuple[Job, float]]) -> None:
+def release_all(env: Clock, stream: Stream, delays: list[tuple[Job, float]]) -> None:
     """Release each job after its delay."""
     for job, delay in delays:
-        Timeout(env, delay).callbacks.append(releaser(stream, job))
-
-
-def releaser(stream: Stream, job: Job) -> Callable[[simpy.Event], None]:
-    def release(_event: simpy.Event) -> None:
-        stream.release(job)
-
-    return release
+        env.call_in(delay, stream.release, job)

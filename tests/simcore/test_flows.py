@@ -9,6 +9,7 @@ import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from simcore.events import Clock
 from simcore.flows import FlowNetwork, FlowPattern, water_fill
 
 MB = 1e6
@@ -24,7 +25,7 @@ class Timeline:
     """A FlowNetwork plus the finish time of every transfer, by name."""
 
     def __init__(self, capacity: Sequence[float]) -> None:
-        self.env = simpy.Environment()
+        self.env = Clock()
         self.net = FlowNetwork(self.env, list(capacity))
         self.done: dict[str, float] = {}
 
