@@ -48,15 +48,12 @@ from simcore.costs import BYTES
 from simcore.flows import FlowPattern
 from simcore.recorder import RankRecord
 from simcore.schedules import BACKWARD, Pass
-from simcore.streams import PENDING, READY, Job, Stream, Urgent, release_all, soon_or_now
+from simcore.streams import PENDING, READY, Job, Stream, release_all, soon_or_now, urgently
 
 if TYPE_CHECKING:
     from simcore.engine import Engine
 
 Gate = Callable[[], simpy.Event]  # asking for a gate issues its gather (if any) and returns its event
-
-
-
 
 
 class GradientSync:
@@ -244,7 +241,7 @@ class GradientSync:
         """Call `call` from an urgent event at this instant: what SimPy does to start a process
         (simpy.events.Initialize), for a callback; counted while due."""
         self._urgent += 1
-        Urgent(self.env, lambda: self._urgent_call(call))
+        urgently(self.env, lambda: self._urgent_call(call))
 
     def _urgent_call(self, call: Callable[[], None]) -> None:
         self._urgent -= 1
@@ -267,8 +264,6 @@ class GradientSync:
         if phases is None:
             phases = self._phases[(kind, rank)] = self.c.collectives.data_parallel_phases(kind, self.c.placement, rank)
         return phases
-
-
 
 
 def _issued(event: simpy.Event) -> Gate:

@@ -20,11 +20,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import simpy
-
 from simcore.collectives import CollectiveModel
 from simcore.dp_sync import GradientSync
-from simcore.events import Clock, Process, start
+from simcore.events import Clock, Process, Signal, start
 from simcore.flows import FlowNetwork, FlowPattern
 from simcore.layout import Fidelity, Layout
 from simcore.recorder import RankRecord, Recorder
@@ -55,21 +53,14 @@ class EngineResult:
     simulated_ranks: int
 
 
-class _Arrival:
-    """An activation or gradient on its way: the producer's finish time, whether it has arrived, and the event of
-    its arrival, made only when the consumer waits for it (an arrival nobody waits for needs no event)."""
+class _Arrival(Signal):
+    """An activation or gradient on its way: fired when it has arrived; the producer's finish time."""
 
-    __slots__ = ("event", "arrived", "produced_s")
+    __slots__ = ("produced_s",)
 
     def __init__(self) -> None:
-        self.event: simpy.Event | None = None
-        self.arrived = False
+        super().__init__()
         self.produced_s = 0.0
-
-    def deliver(self) -> None:
-        self.arrived = True
-        if self.event is not None:
-            self.event.succeed()
 
 
 class Engine:
@@ -116,14 +107,14 @@ class Engine:
         size = chunks[vstage].input_bytes if kind == "act" else chunks[vstage + 1].input_bytes
         record.comm_bytes["pp"] += size
         if self.c.free_communication or src_rank == dst_rank:
-            arrival.deliver()
+            arrival.fire(self.env)
             return
 
         def done() -> None:
             record.comm_busy_s["pp"] += self.env.now - now
             if self.rec.keep_spans:
                 self.rec.span(f"stage {src_rank} pp", f"{kind} mb{microbatch}", "pp_comm", now, self.env.now)
-            arrival.deliver()
+            arrival.fire(self.env)
 
         self.events += 1
         self.net.start(self._p2p_pattern(src_rank, dst_rank, replica), size, done)
@@ -141,16 +132,16 @@ class Engine:
         passes = (c.passes[rank] if c.passes is not None
                   else POLICIES[layout.schedule].passes(rank, p, layout.num_microbatches, v))
         dp_done = self.sync.start(replica, rank, record, passes)
+        ran = {vs: [0, 0] for vs in range(rank, p * v, p)}  # virtual stage -> backward, forward passes run
         for i, ps in enumerate(passes):
             vs = ps.chunk * p + rank
             cost = chunks[vs]
             forward = ps.direction != BACKWARD
             if (forward and vs > 0) or (not forward and vs < last_vs):
                 arrival = self._arrival("act" if forward else "grad", replica, vs, ps.microbatch)
-                if not arrival.arrived:
+                if not arrival.fired:
                     waited = env.now
-                    arrival.event = env.event()
-                    yield arrival.event
+                    yield arrival
                     self._account_wait(t, track, waited, arrival.produced_s, ps)
             start = env.now
             duration = cost.forward_s if forward else cost.backward_s
@@ -177,17 +168,7 @@ class Engine:
                     self.sync.backward_pass(replica, rank, i, start, start + duration)
                 self.events += 1
                 yield duration
-            record.busy_s += duration
-            if forward:
-                t["compute"] += cost.forward_compute_s
-                t["tp_comm"] += cost.forward_tp_s
-            else:
-                t["compute"] += cost.backward_compute_s
-                t["recompute"] += cost.recompute_s - cost.recompute_tp_s
-                t["tp_comm"] += cost.backward_tp_s + cost.recompute_tp_s
-            record.comm_busy_s["tp"] += (cost.forward_tp_s + cost.tp_hidden_forward_s if forward else
-                                         cost.backward_tp_s + cost.recompute_tp_s + cost.tp_hidden_backward_s)
-            record.comm_bytes["tp"] += cost.tp_bytes_forward if forward else cost.tp_bytes_backward
+            ran[vs][forward] += 1
             if self.rec.keep_spans and not gates:
                 self._pass_spans(track, ps, cost, start)
             if forward and vs < last_vs:
@@ -195,6 +176,7 @@ class Engine:
             elif not forward and vs > 0:
                 self._send("grad", replica, rank, (vs - 1) % p, vs - 1, ps.microbatch, record)
         self._passes_end = max(self._passes_end, env.now)
+        self._account_passes(record, ran)
         waited = env.now
         yield dp_done
         t["dp_comm"] += env.now - waited
@@ -224,6 +206,19 @@ class Engine:
             t["dp_comm"] += env.now - waited
             self.rec.span(track, "wait parameter gather", "dp_comm", waited, env.now)
         record.end_s = env.now
+
+    def _account_passes(self, record: RankRecord, ran: dict[int, list[int]]) -> None:
+        """Add the passes the rank ran to its busy time, time breakdown and tensor-parallel traffic."""
+        t = record.time_s
+        for vs, (backward, forward) in ran.items():
+            cost = self.c.workload.chunks[vs]
+            record.busy_s += forward * cost.forward_s + backward * cost.backward_s
+            t["compute"] += forward * cost.forward_compute_s + backward * cost.backward_compute_s
+            t["recompute"] += backward * (cost.recompute_s - cost.recompute_tp_s)
+            t["tp_comm"] += forward * cost.forward_tp_s + backward * (cost.backward_tp_s + cost.recompute_tp_s)
+            record.comm_busy_s["tp"] += (forward * (cost.forward_tp_s + cost.tp_hidden_forward_s) + backward * (
+                cost.backward_tp_s + cost.recompute_tp_s + cost.tp_hidden_backward_s))
+            record.comm_bytes["tp"] += forward * cost.tp_bytes_forward + backward * cost.tp_bytes_backward
 
     def _pass_spans(self, track: str, ps: Pass, cost: ChunkCost, start: float) -> None:
         """A pass as consecutive named spans: recomputation, compute and its tensor-parallel collectives."""

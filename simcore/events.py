@@ -22,10 +22,6 @@ import simpy
 from simpy.core import EventPriority
 from simpy.events import NORMAL, URGENT, Event
 
-# What a process yields: an event to wait for, or seconds to wait.
-Step = Event | float
-Process = Generator[Step, None, None]
-
 
 class Clock(simpy.Environment):
     """A simpy.Environment that also queues plain calls: `call_in(delay, fn, *args)` puts `(fn, args)` in the
@@ -56,6 +52,27 @@ class Clock(simpy.Environment):
                 raise exc
 
 
+class Signal:
+    """What one process can wait for (by yielding it), fired at most once: firing it queues the waiter's
+    resumption at this instant, where simpy would queue an Event succeeded now."""
+
+    __slots__ = ("fired", "waiter")
+
+    def __init__(self) -> None:
+        self.fired = False
+        self.waiter: Callable[[], None] | None = None
+
+    def fire(self, env: Clock) -> None:
+        self.fired = True
+        if self.waiter is not None:
+            env.call_in(0.0, self.waiter)
+
+
+# What a process yields: an event or a signal to wait for, or seconds to wait.
+Step = Event | Signal | float
+Process = Generator[Step, None, None]
+
+
 def start(env: Clock, process: Process) -> None:
     """Run `process` from this instant on, as simpy.Process would."""
 
@@ -65,11 +82,19 @@ def start(env: Clock, process: Process) -> None:
                 step = next(process)
             except StopIteration:
                 return
-            if not isinstance(step, Event):
+            if step.__class__ is float:
                 env.call_in(step, resume)
                 return
-            if step.callbacks is not None:  # not processed yet: continue when it is
-                step.callbacks.append(lambda _event: resume())
+            if isinstance(step, Signal):
+                if not step.fired:
+                    step.waiter = resume
+                    return
+            elif isinstance(step, Event):
+                if step.callbacks is not None:  # not processed yet: continue when it is
+                    step.callbacks.append(lambda _event: resume())
+                    return
+            else:
+                env.call_in(step, resume)
                 return
 
     env.call_in(0.0, resume, priority=URGENT)

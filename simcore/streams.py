@@ -151,26 +151,19 @@ class Stream:
         self._get()
 
 
-class Urgent(Event):
-    """An event at this instant that is processed before the normal ones and calls `call`: what SimPy does to
+def urgently(env: Clock, call: Callable[[], None]) -> None:
+    """Call `call` from an urgent entry at this instant, processed before the normal ones: what SimPy does to
     start a process (simpy.events.Initialize), for a callback."""
-
-    def __init__(self, env: simpy.Environment, call: Callable[[], None]) -> None:
-        super().__init__(env)
-        self._ok = True
-        self._value = None
-        self.callbacks.append(lambda _e: call())
-        env.schedule(self, URGENT)
+    env.call_in(0.0, call, priority=URGENT)
 
 
-def soon(env: simpy.Environment, callback: Callback) -> None:
-    """An event at this instant (after those already due) whose processing calls `callback`."""
-    event = Event(env)
-    event.callbacks.append(callback)
-    event.succeed()
+def soon(env: Clock, callback: Callback) -> None:
+    """At this instant, after what is already due, call `callback(None)`: where an event succeeded now would be
+    processed."""
+    env.call_in(0.0, callback, None)
 
 
-def soon_or_now(env: simpy.Environment, callback: Callback) -> None:
+def soon_or_now(env: Clock, callback: Callback) -> None:
     """`soon`, or `callback(None)` now when no other event is due at this instant: the event would then be the
     very next one processed. Only for callers that make no more events after this call (nor does anything after
     them in the event being processed), so that calling back now sees and does what the event would."""
