@@ -152,9 +152,7 @@ def _diff(a: Any, b: Any, where: str, out: list[str], rel: float) -> None:
         for i, (x, y) in enumerate(zip(a, b)):
             _diff(x, y, f"{where}[{i}]", out, rel)
     elif isinstance(a, float) and isinstance(b, float):
-        # Below 1e-12 (a picosecond, a millionth of a byte) a difference is rounding: e.g. time_breakdown_s.other,
-        # the iteration less its parts, is 0 or a few 1e-14 s depending on the order of the sums.
-        if a != b and not math.isclose(a, b, rel_tol=rel, abs_tol=1e-12):
+        if a != b and not math.isclose(a, b, rel_tol=rel, abs_tol=1e-300):
             out.append(f"{where}: {a!r} != {b!r}")
     elif a != b:
         out.append(f"{where}: {a!r} != {b!r}")
@@ -167,7 +165,7 @@ def compare(before: str, after: str, rel: float = 1e-9) -> int:
     exact = a == b
     for line in problems[:50]:
         print(line)
-    print(f"{len(a)} results; {'identical' if exact else 'equal within 1e-9 relative (1e-12 absolute)' if not problems else 'DIFFERENT'}"
+    print(f"{len(a)} results; {'identical' if exact else 'equal within 1e-9' if not problems else 'DIFFERENT'}"
           f" ({len(problems)} differences beyond {rel:g} relative)")
     return 1 if problems else 0
 

@@ -132,7 +132,9 @@ class Engine:
         passes = (c.passes[rank] if c.passes is not None
                   else POLICIES[layout.schedule].passes(rank, p, layout.num_microbatches, v))
         dp_done = self.sync.start(replica, rank, record, passes)
-        ran = {vs: [0, 0] for vs in range(rank, p * v, p)}  # virtual stage -> backward, forward passes run
+        # What the passes add to the record, summed here in pass order (the same sums as adding to the record's
+        # dicts pass by pass, which nothing else adds to) and added once at the end.
+        busy = compute = recompute = tp_comm = tp_busy = tp_bytes = 0.0
         for i, ps in enumerate(passes):
             vs = ps.chunk * p + rank
             cost = chunks[vs]
@@ -168,7 +170,18 @@ class Engine:
                     self.sync.backward_pass(replica, rank, i, start, start + duration)
                 self.events += 1
                 yield duration
-            ran[vs][forward] += 1
+            busy += duration
+            if forward:
+                compute += cost.forward_compute_s
+                tp_comm += cost.forward_tp_s
+                tp_busy += cost.forward_tp_s + cost.tp_hidden_forward_s
+                tp_bytes += cost.tp_bytes_forward
+            else:
+                compute += cost.backward_compute_s
+                recompute += cost.recompute_s - cost.recompute_tp_s
+                tp_comm += cost.backward_tp_s + cost.recompute_tp_s
+                tp_busy += cost.backward_tp_s + cost.recompute_tp_s + cost.tp_hidden_backward_s
+                tp_bytes += cost.tp_bytes_backward
             if self.rec.keep_spans and not gates:
                 self._pass_spans(track, ps, cost, start)
             if forward and vs < last_vs:
@@ -176,7 +189,12 @@ class Engine:
             elif not forward and vs > 0:
                 self._send("grad", replica, rank, (vs - 1) % p, vs - 1, ps.microbatch, record)
         self._passes_end = max(self._passes_end, env.now)
-        self._account_passes(record, ran)
+        record.busy_s += busy
+        t["compute"] += compute
+        t["recompute"] += recompute
+        t["tp_comm"] += tp_comm
+        record.comm_busy_s["tp"] += tp_busy
+        record.comm_bytes["tp"] += tp_bytes
         waited = env.now
         yield dp_done
         t["dp_comm"] += env.now - waited
@@ -206,19 +224,6 @@ class Engine:
             t["dp_comm"] += env.now - waited
             self.rec.span(track, "wait parameter gather", "dp_comm", waited, env.now)
         record.end_s = env.now
-
-    def _account_passes(self, record: RankRecord, ran: dict[int, list[int]]) -> None:
-        """Add the passes the rank ran to its busy time, time breakdown and tensor-parallel traffic."""
-        t = record.time_s
-        for vs, (backward, forward) in ran.items():
-            cost = self.c.workload.chunks[vs]
-            record.busy_s += forward * cost.forward_s + backward * cost.backward_s
-            t["compute"] += forward * cost.forward_compute_s + backward * cost.backward_compute_s
-            t["recompute"] += backward * (cost.recompute_s - cost.recompute_tp_s)
-            t["tp_comm"] += forward * cost.forward_tp_s + backward * (cost.backward_tp_s + cost.recompute_tp_s)
-            record.comm_busy_s["tp"] += (forward * (cost.forward_tp_s + cost.tp_hidden_forward_s) + backward * (
-                cost.backward_tp_s + cost.recompute_tp_s + cost.tp_hidden_backward_s))
-            record.comm_bytes["tp"] += forward * cost.tp_bytes_forward + backward * cost.tp_bytes_backward
 
     def _pass_spans(self, track: str, ps: Pass, cost: ChunkCost, start: float) -> None:
         """A pass as consecutive named spans: recomputation, compute and its tensor-parallel collectives."""

@@ -30,8 +30,13 @@ class Clock(simpy.Environment):
     that, and an event object, its callback list and a closure for each cost more than the call itself."""
 
     def call_in(self, delay: float, fn: Callable[..., None], *args: object, priority: EventPriority = NORMAL) -> None:
+        if delay < 0:
+            raise ValueError(f"negative delay {delay}")
         entry: Any = (self._now + delay, priority, next(self._eid), (fn, args))
         heappush(self._queue, entry)
+
+    def step(self) -> None:
+        raise NotImplementedError("a Clock's queue holds plain calls that only Clock.run processes")
 
     def run(self, until: object = None) -> None:
         """Process every event until none is left (the engine never stops earlier)."""
@@ -63,9 +68,12 @@ class Signal:
         self.waiter: Callable[[], None] | None = None
 
     def fire(self, env: Clock) -> None:
+        if self.fired:
+            raise RuntimeError("a signal fires once")
         self.fired = True
         if self.waiter is not None:
             env.call_in(0.0, self.waiter)
+            self.waiter = None
 
 
 # What a process yields: an event or a signal to wait for, or seconds to wait.
@@ -75,6 +83,11 @@ Process = Generator[Step, None, None]
 
 def start(env: Clock, process: Process) -> None:
     """Run `process` from this instant on, as simpy.Process would."""
+
+    def on_event(event: Event) -> None:
+        if not event._ok:  # a failed event ends the run, as an unhandled failure does in SimPy
+            raise event._value
+        resume()
 
     def resume() -> None:
         while True:
@@ -91,7 +104,7 @@ def start(env: Clock, process: Process) -> None:
                     return
             elif isinstance(step, Event):
                 if step.callbacks is not None:  # not processed yet: continue when it is
-                    step.callbacks.append(lambda _event: resume())
+                    step.callbacks.append(on_event)
                     return
             else:
                 env.call_in(step, resume)

@@ -110,7 +110,8 @@ def _held_counts(schedule: Schedule, rank: int, pp: int, m: int, v: int,
                  chunks: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
     """The distinct numbers of microbatches a rank holds per chunk (in `chunks` order) after each of its
     forward passes: what it holds in bytes at its peak is the largest of these weighted by each chunk's bytes,
-    whatever those are, so one walk of the schedule serves every microbatch size and recomputation."""
+    whatever those are (the same peak as walking the passes with the bytes, up to the rounding of the sums), so
+    one walk of the schedule serves every microbatch size and recomputation."""
     index = {c: i for i, c in enumerate(chunks)}
     held = [0] * len(chunks)
     seen: dict[tuple[int, ...], None] = {}
