@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from api_schemas import FieldError, LayoutIn, RequestError, SimulationRequest, parse_request
 from api_schemas.compare import parse_comparison_request
@@ -26,6 +27,8 @@ __all__ = ["MAX_INT", "Admitted", "AdmittedComparison", "AdmittedSearch", "admit
 # Integers above 2^53 are not exact in JSON readers that use doubles, nor in the float arithmetic of the cost
 # model: the service refuses them rather than simulate a rounded value.
 MAX_INT = 2**53
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,16 +81,16 @@ def _text(body: bytes) -> str:
         raise invalid(RequestError.for_field("request", "must be UTF-8 text")) from None
 
 
-def _parse(body: bytes) -> SimulationRequest:
+def _parse(body: bytes, parser: Callable[..., T]) -> T:
+    """The body read by `parser` (one of api_schemas' parse_* functions); raise ApiError 422 naming the field."""
     text = _text(body)
     try:
-        request = parse_request(text, source="the request body")
+        return parser(text, source="the request body")
     except RequestError as err:
         raise invalid(err) from None
     except (ValueError, RecursionError) as err:  # a number with thousands of digits, nesting past the stack
         rule = "cannot be read: " + " ".join(str(err).split())[:200]
         raise invalid(RequestError.for_field("request", rule)) from None
-    return request
 
 
 def _over(field: str, what: str, value: int, limit: int) -> ApiError:
@@ -97,7 +100,7 @@ def _over(field: str, what: str, value: int, limit: int) -> ApiError:
 
 def admit(body: bytes, *, max_gpus: int, max_microbatches: int, max_events: int, inline: bool) -> Admitted:
     """Validate a body against the contract, the domain and the limits; raise ApiError (422 or 413)."""
-    return admit_request(_parse(body), max_gpus=max_gpus, max_microbatches=max_microbatches,
+    return admit_request(_parse(body, parse_request), max_gpus=max_gpus, max_microbatches=max_microbatches,
                          max_events=max_events, inline=inline)
 
 
@@ -145,14 +148,7 @@ def admit_search(body: bytes, *, max_gpus: int, max_candidates: int, job_id: str
     """Validate a search body (or a simulation request: its layout becomes the baseline) and cap its
     bounds.max_candidates at `max_candidates`; raise ApiError (422, or 413 over the GPU limit). Cheap: the space
     is enumerated by the job, not here."""
-    text = _text(body)
-    try:
-        request = parse_search_request(text, source="the request body")
-    except RequestError as err:
-        raise invalid(err) from None
-    except (ValueError, RecursionError) as err:
-        rule = "cannot be read: " + " ".join(str(err).split())[:200]
-        raise invalid(RequestError.for_field("request", rule)) from None
+    request = _parse(body, parse_search_request)
     big = _big_ints(request.model_dump(), "")
     if big:
         raise invalid(RequestError(big))
@@ -194,14 +190,7 @@ class AdmittedComparison:
 def admit_comparison(body: bytes, *, max_gpus: int, max_microbatches: int, max_events: int) -> AdmittedComparison:
     """Validate a comparison body, then admit each of its requests as an inline simulation (the same rules and
     limits as POST /v1/simulations); raise ApiError (422 or 413) naming the field as ``requests[i].layout.tp``."""
-    text = _text(body)
-    try:
-        comparison = parse_comparison_request(text, source="the request body")
-    except RequestError as err:
-        raise invalid(err) from None
-    except (ValueError, RecursionError) as err:
-        rule = "cannot be read: " + " ".join(str(err).split())[:200]
-        raise invalid(RequestError.for_field("request", rule)) from None
+    comparison = _parse(body, parse_comparison_request)
     admitted = []
     for index, request in enumerate(comparison.requests):
         try:
