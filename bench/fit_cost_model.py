@@ -1,4 +1,4 @@
-"""Fit the cost model's free parameters (simcore.calibration.CostParameters) on the calibration rows.
+"""Fit the cost model's free parameters (simcore.cost.parameters.CostParameters) on the calibration rows.
 
 The calibration rows are the Megatron 2020 and Megatron-Core 2024 runs of the reference data; the Narayanan'21
 rows are never used here, so `clustersim validate` judges the fit on data it has not seen. The objective is the
@@ -16,8 +16,8 @@ import math
 import time
 from dataclasses import fields, replace
 
-from service.validate import SOURCES, _source, load_reference, measured_time, scenario_for
-from simcore.calibration import FITTED, CostParameters
+from simcore.calibration.validate import SOURCES, _source, load_reference, measured_time, scenario_for
+from simcore.cost.parameters import FITTED, CostParameters
 from simcore.simulate import simulate
 from topology.hardware import GPUS
 

@@ -23,11 +23,11 @@ from typing import Any
 
 from api_schemas import SimulationRequest, load_request_file
 from api_schemas.search import search_request_from
-from service import adapters
+from service import convert as adapters
 from service.search import to_space
-from simcore.layout import Layout, Recompute
-from simcore.search_rank import Estimator
-from simcore.search_space import plan_search
+from simcore.domain.layout import Layout, Recompute
+from simcore.planning.rank import Estimator
+from simcore.planning.space import plan_search
 from simcore.simulate import simulate
 from topology.hardware import GPUS
 

@@ -55,7 +55,7 @@ def percentile(values: list[float], q: float) -> float:
 def start_server(port: int, workers: int, database: Path, log: Path) -> subprocess.Popen[bytes]:
     env = {**os.environ, "CLUSTERSIM_DATABASE": str(database), "CLUSTERSIM_WORKERS": str(workers)}
     with log.open("wb") as out:
-        process = subprocess.Popen([sys.executable, "-m", "service.cli", "serve", "--host", "127.0.0.1",
+        process = subprocess.Popen([sys.executable, "-m", "service.cli.main", "serve", "--host", "127.0.0.1",
                                     "--port", str(port), "--log-level", "warning"],
                                    env=env, stdout=out, stderr=subprocess.STDOUT, cwd=str(ROOT))
     deadline = time.monotonic() + 30

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from api_schemas import load_request_file
-from service.adapters import to_scenario
+from service.convert import to_scenario
 from simcore.simulate import simulate
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "gpt-1t-3072-a100.yaml"

@@ -27,8 +27,8 @@ from pydantic import ValidationError
 
 from api_schemas import FieldError, RequestError, SimulationRequest, from_validation_error
 from api_schemas.compare import item_field
-from service import adapters
-from simcore.search_rank import describe
+from service import convert as adapters
+from simcore.planning.rank import describe
 from simcore.simulate import Scenario, check, simulate
 from topology.errors import SpecError
 

@@ -1,6 +1,6 @@
 """Layout search: the runner behind `clustersim search` and POST /v1/searches.
 
-Enumerate the space the request generates (simcore.search_space), discard what breaks a layout rule or does not
+Enumerate the space the request generates (simcore.planning.space), discard what breaks a layout rule or does not
 fit in memory, order the rest by a closed-form estimate, simulate the most promising ones (up to the bounds) on
 an executor, and rank what was simulated by tokens/s, saying why for each and why each discarded family was.
 """
@@ -15,11 +15,11 @@ from typing import Any
 
 from api_schemas import LayoutIn, SimulationRequest
 from api_schemas.search import SearchRequest, SearchSpaceIn, search_request_from
-from service import adapters
-from service.executors import make_executor
-from simcore.layout import Layout, Precision, Recompute, Schedule
-from simcore.search_rank import Estimator, Evaluation, describe, evaluate, explain, rank
-from simcore.search_space import Space, family_of, plan_search
+from service import convert as adapters
+from simcore.domain.layout import Layout, Precision, Recompute, Schedule
+from simcore.planning.executors import make_executor
+from simcore.planning.rank import Estimator, Evaluation, describe, evaluate, explain, rank
+from simcore.planning.space import Space, family_of, plan_search
 from simcore.simulate import VERSION, Network, Scenario, build_network, check
 from topology.errors import SpecError
 from topology.hardware import GIB, GPUS

@@ -26,9 +26,9 @@ from typing import Any
 
 from api_schemas import RequestError, SimulationRequest
 from api_schemas.search import SweepRequest
-from service import adapters
-from service.executors import make_executor
-from simcore.recorder import CATEGORIES, COMM_KINDS
+from service import convert as adapters
+from simcore.engine.recorder import CATEGORIES, COMM_KINDS
+from simcore.planning.executors import make_executor
 from simcore.simulate import Scenario, check, simulate
 from topology.errors import SpecError
 

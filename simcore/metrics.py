@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simcore.engine import EngineResult
-from simcore.flops import hardware_flops_per_iteration, model_flops_per_iteration
-from simcore.layout import Layout
-from simcore.memory import StageMemory
-from simcore.model import ModelShape
-from simcore.recorder import CATEGORIES, COMM_KINDS, RankRecord
-from simcore.workload import Workload
+from simcore.cost.flops import hardware_flops_per_iteration, model_flops_per_iteration
+from simcore.cost.memory import StageMemory
+from simcore.cost.workload import Workload
+from simcore.domain.layout import Layout
+from simcore.domain.model import ModelShape
+from simcore.engine.pipeline import EngineResult
+from simcore.engine.recorder import CATEGORIES, COMM_KINDS, RankRecord
 from topology.hardware import GIB, GpuSpec
 
 

@@ -5,20 +5,20 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from simcore.calibration import FITTED, CostParameters
-from simcore.collectives import CollectiveModel
-from simcore.engine import Engine, EngineConfig
-from simcore.layout import CollectiveAlgorithm, Fidelity, Layout, Schedule, validate_layout
-from simcore.memory import stage_memory
+from simcore.cost.collectives import CollectiveModel
+from simcore.cost.memory import stage_memory
+from simcore.cost.parameters import FITTED, CostParameters
+from simcore.cost.workload import build_workload
+from simcore.domain.layout import CollectiveAlgorithm, Fidelity, Layout, Schedule, validate_layout
+from simcore.domain.model import ModelShape
+from simcore.domain.placement import place
+from simcore.domain.schedules import POLICIES, Pass
+from simcore.engine.pipeline import Engine, EngineConfig
+from simcore.engine.recorder import Span
 from simcore.metrics import Metrics, compute_metrics
-from simcore.model import ModelShape
-from simcore.recorder import Span
-from simcore.schedules import POLICIES, Pass
-from simcore.workload import build_workload
 from topology.cluster_spec import ClusterSpec
 from topology.graph import build_cluster
 from topology.hardware import GIB, GPUS
-from topology.placement import place
 from topology.routing import Router
 
 VERSION = "0.1.0"

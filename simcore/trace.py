@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from simcore.recorder import Span
+from simcore.engine.recorder import Span
 
 
 def chrome_trace(spans: Iterable[Span]) -> dict[str, Any]:

@@ -1,13 +1,12 @@
-"""Hardware catalog, cluster graph builders, rank placement and routing (networkx only)."""
+"""Hardware catalog, cluster specs, graph builders and routing (networkx only)."""
 
 from topology.cluster_spec import NODE_PRESET_NOTES, NODE_PRESETS, ClusterSpec, Fabric, sized
 from topology.errors import SpecError
 from topology.graph import Cluster, build_cluster
 from topology.hardware import GB, GIB, GPUS, GpuKind, GpuSpec
-from topology.placement import Placement, place
 from topology.routing import Router
 
 __all__ = [
     "GB", "GIB", "GPUS", "NODE_PRESETS", "NODE_PRESET_NOTES", "Cluster", "ClusterSpec", "Fabric", "GpuKind",
-    "GpuSpec", "Placement", "Router", "SpecError", "build_cluster", "place", "sized",
+    "GpuSpec", "Router", "SpecError", "build_cluster", "sized",
 ]

@@ -19,9 +19,9 @@ from typing import Any
 import yaml
 
 from api_schemas import SimulationRequest
-from service import adapters
+from service import convert as adapters
 from service.compare import stage_imbalance
-from simcore.presets import MODEL_PRESETS
+from simcore.domain.presets import MODEL_PRESETS
 from simcore.simulate import simulate
 
 HERE = Path(__file__).resolve().parent

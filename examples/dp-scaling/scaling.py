@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from api_schemas import load_request_file
-from service.adapters import to_scenario
+from service.convert import to_scenario
 from simcore.simulate import simulate
 
 HERE = Path(__file__).resolve().parent

@@ -26,7 +26,7 @@ LARGE = EXAMPLES / "gpt-1t-3072-a100.yaml"  # 3072 GPUs, 512 microbatches: secon
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     """Run `clustersim ARGV` in process; (exit code, stdout, stderr). Usage errors raise SystemExit(2)."""
-    from service.cli import main
+    from service.cli.main import main
 
     try:
         code = main(list(argv))
@@ -101,7 +101,7 @@ class Server:
         environ = {**os.environ, "CLUSTERSIM_DATABASE": str(database), **env}
         self._log = log.open("ab")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "service.cli", "serve", "--host", "127.0.0.1", "--port", str(self.port),
+            [sys.executable, "-m", "service.cli.main", "serve", "--host", "127.0.0.1", "--port", str(self.port),
              "--log-level", "warning"],
             env=environ, stdout=self._log, stderr=subprocess.STDOUT, cwd=str(ROOT))
         self._wait_ready(30.0)

@@ -16,9 +16,9 @@ from conftest import EXAMPLES, LARGE, SMALL, request_doc, with_field
 from fastapi.testclient import TestClient
 
 from api_schemas import SimulationResult
-from service import adapters
-from service.app import create_app
-from service.cli import main
+from service import convert as adapters
+from service.cli.main import main
+from service.http.app import create_app
 from service.settings import Settings
 
 M32 = EXAMPLES / "bubble-vs-microbatches" / "m32.yaml"

@@ -15,8 +15,8 @@ from conftest import with_field
 from fastapi.testclient import TestClient
 
 from api_schemas.compare import MAX_REQUESTS, ComparisonResult
-from service.app import create_app
 from service.compare import compare_requests
+from service.http.app import create_app
 from service.settings import Settings
 
 # GPT-3 125M on 8 A100s (milliseconds each): one stage, and a pipeline of unequal stages (5 layers on 4).

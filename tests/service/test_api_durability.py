@@ -12,7 +12,7 @@ import httpx
 from conftest import LARGE, alive, descendants, request_doc
 
 from api_schemas import SimulationRequest
-from service import adapters
+from service import convert as adapters
 from simcore.simulate import simulate
 
 

@@ -22,7 +22,7 @@ from schemathesis.specs.openapi.checks import (
     unsupported_method,
 )
 
-from service.app import create_app
+from service.http.app import create_app
 from service.settings import Settings
 
 # Every check but positive_data_acceptance: a schema-valid request may still break a domain rule (dp * tp * pp

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from service.admission import admit_search
-from service.app import create_app
+from service.http.admission import admit_search
+from service.http.app import create_app
+from service.jobs.store import Store
 from service.settings import Settings
-from service.store import Store
 
 # GPT-3 1.3B on one DGX A100 node (8 GPUs), a narrowed space, three candidates: well under a second.
 SEARCH: dict[str, Any] = {

@@ -17,7 +17,7 @@ import yaml
 from conftest import run_cli
 
 from api_schemas import SimulationResult, load_request_file
-from service import adapters
+from service import convert as adapters
 from simcore.simulate import check, simulate
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -149,7 +149,7 @@ def test_usage_error_exits_2_with_one_line(capsys: pytest.CaptureFixture[str]) -
 
 def _console_script() -> list[str]:
     script = Path(sys.executable).with_name("clustersim")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "service.cli"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "service.cli.main"]
 
 
 def test_console_script_exits_2_on_bad_input(tmp_path: Path) -> None:

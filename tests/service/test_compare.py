@@ -14,8 +14,8 @@ from conftest import run_cli
 
 from api_schemas import SimulationRequest
 from api_schemas.compare import ComparisonResult
-from service import adapters
-from service.cli_compare import METRICS, labels_for
+from service import convert as adapters
+from service.cli.compare import METRICS, labels_for
 from service.compare import ComparisonError, compare_requests, stage_imbalance
 from simcore.simulate import simulate
 

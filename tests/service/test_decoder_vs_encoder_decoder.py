@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from api_schemas import SimulationRequest
-from service import adapters
+from service import convert as adapters
 from service.compare import stage_imbalance
 from simcore.simulate import simulate
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from api_schemas import load_request_file
-from service.adapters import to_scenario
+from service.convert import to_scenario
 from simcore.simulate import simulate
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "dp-scaling"

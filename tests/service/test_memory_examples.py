@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from api_schemas import load_request_file
-from service import adapters
+from service import convert as adapters
 from simcore.simulate import simulate
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

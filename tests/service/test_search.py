@@ -14,13 +14,13 @@ import yaml
 
 from api_schemas import LayoutIn, RequestError, SimulationRequest
 from api_schemas.search import parse_search_request, search_request_from
-from service import adapters
-from service.cli import main
+from service import convert as adapters
+from service.cli.main import main
 from service.search import layout_json, run_search, to_space
-from simcore.layout import Layout, Recompute, Schedule, validate_layout
-from simcore.memory import stage_memory, walk_in_flight
-from simcore.search_rank import evaluate
-from simcore.search_space import MEMORY, MemoryModel, Space, distinct_placements, enumerate_layouts, plan_search
+from simcore.cost.memory import stage_memory, walk_in_flight
+from simcore.domain.layout import Layout, Recompute, Schedule, validate_layout
+from simcore.planning.rank import evaluate
+from simcore.planning.space import MEMORY, MemoryModel, Space, distinct_placements, enumerate_layouts, plan_search
 from simcore.simulate import Scenario, simulate
 from topology.errors import SpecError
 from topology.hardware import GPUS
@@ -131,10 +131,10 @@ def test_memory_model_uses_the_schedules_microbatches_in_flight() -> None:
 
 def test_stage_memory_through_the_workload_matches() -> None:
     """The parameters per chunk are counted as build_workload counts them (untied embeddings too)."""
-    from simcore.collectives import CollectiveModel
-    from simcore.workload import build_workload
+    from simcore.cost.collectives import CollectiveModel
+    from simcore.cost.workload import build_workload
+    from simcore.domain.placement import place
     from topology.graph import build_cluster
-    from topology.placement import place
     from topology.routing import Router
 
     base = scenario_of({**SMALL, "model": {"preset": "gpt3-1.3b", "tied_embeddings": False}})

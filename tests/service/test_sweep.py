@@ -18,7 +18,7 @@ import pytest
 
 from api_schemas import RequestError
 from api_schemas.search import SweepRequest, parse_sweep_request
-from service.cli import main
+from service.cli.main import main
 from service.sweep import RESULTS_CSV, RESULTS_JSONL, read_rows, run_sweep
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -97,7 +97,7 @@ def test_killed_sweep_resumes_to_the_same_files(tmp_path: Path) -> None:
     path = tmp_path / "sweep.json"
     path.write_text(json.dumps(sweep), encoding="utf-8")
     killed, whole = tmp_path / "killed", tmp_path / "whole"
-    command = [sys.executable, "-m", "service.cli", "sweep", str(path), "--workers", "1"]
+    command = [sys.executable, "-m", "service.cli.main", "sweep", str(path), "--workers", "1"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([*command, "--out", str(killed)], cwd=ROOT, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

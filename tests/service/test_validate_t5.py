@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from service.cli import main
-from service.validate import load_reference, measured_time, run_validation, scenario_for
-from simcore.layout import Precision, Recompute
-from simcore.model import Architecture, AttentionKind
+from service.cli.main import main
+from simcore.calibration.validate import load_reference, measured_time, run_validation, scenario_for
+from simcore.domain.layout import Precision, Recompute
+from simcore.domain.model import Architecture, AttentionKind
 from simcore.simulate import simulate
 
 T5_ID = re.compile(r"^nemo-t5-3b-a100-\d+gpu$")

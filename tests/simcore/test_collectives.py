@@ -7,9 +7,9 @@ import dataclasses
 
 import pytest
 
-from simcore.calibration import COLLECTIVE_LAUNCH_S, COLLECTIVE_STEP_OVERHEAD_S, LINK_EFFICIENCY
-from simcore.collectives import Collective, CollectiveModel, bus_bandwidth, effective_capacity
-from simcore.layout import CollectiveAlgorithm
+from simcore.cost.collectives import Collective, CollectiveModel, bus_bandwidth, effective_capacity
+from simcore.cost.parameters import COLLECTIVE_LAUNCH_S, COLLECTIVE_STEP_OVERHEAD_S, LINK_EFFICIENCY
+from simcore.domain.layout import CollectiveAlgorithm
 from topology import NODE_PRESETS, Router, build_cluster, sized
 from topology.cluster_spec import ClusterSpec
 

@@ -7,11 +7,11 @@ import dataclasses
 
 import pytest
 
-from simcore.flops import layer_forward_matmul_flops, model_flops_per_iteration
-from simcore.layout import Layout, Recompute, validate_layout
-from simcore.model import Architecture, model_from_fields
-from simcore.partition import Partition, StageCosts, even_encoder_stages, partition, split_layers
-from simcore.presets import MODEL_PRESETS
+from simcore.cost.flops import layer_forward_matmul_flops, model_flops_per_iteration
+from simcore.cost.partition import StageCosts, even_encoder_stages, partition, split_layers
+from simcore.domain.layout import Layout, Partition, Recompute, validate_layout
+from simcore.domain.model import Architecture, model_from_fields
+from simcore.domain.presets import MODEL_PRESETS
 from simcore.simulate import Scenario, simulate
 from topology import NODE_PRESETS, sized
 from topology.errors import SpecError
@@ -87,7 +87,7 @@ def test_encoder_decoder_layout_rules(layout: dict[str, object], field: str) -> 
     model = model_from_fields(small_t5())
     fields: dict[str, object] = {"dp": 1, "tp": 1, "microbatch_size": 1, "global_batch_size": 8, **layout}
     if "schedule" in fields:
-        from simcore.layout import Schedule
+        from simcore.domain.layout import Schedule
         fields["schedule"] = Schedule(str(fields["schedule"]))
     lay = Layout(**fields)  # type: ignore[arg-type]
     with pytest.raises(SpecError) as err:
@@ -163,7 +163,7 @@ def test_messages_between_decoder_stages_carry_the_encoder_output() -> None:
 
 
 def _workload(scenario: Scenario):  # type: ignore[no-untyped-def]
-    from simcore.workload import build_workload
+    from simcore.cost.workload import build_workload
     from topology.hardware import GPUS
     return build_workload(scenario.model, scenario.layout, GPUS[scenario.cluster.gpu], None, None, True)
 
@@ -203,7 +203,7 @@ def test_bert_is_one_bidirectional_stack() -> None:
 
 
 def test_full_fidelity_agrees_with_representative_on_t5() -> None:
-    from simcore.layout import Fidelity
+    from simcore.domain.layout import Fidelity
     scenario = run(small_t5(seq_length=512, decoder_seq_length=128), 32, dp=4, tp=2, pp=4, microbatch_size=2,
                    global_batch_size=32, zero_stage=1, overlap_grad_reduce=True, sequence_parallel=True)
     full = dataclasses.replace(scenario, fidelity=Fidelity.FULL)
@@ -229,10 +229,11 @@ def test_unequal_lengths_give_each_boundary_its_own_message() -> None:
 
 
 def test_the_decoder_embedding_ends_with_its_own_tensor_parallel_collective() -> None:
-    from simcore.collectives import CollectiveModel
-    from simcore.layout import CollectiveAlgorithm
-    from simcore.workload import build_workload
-    from topology import GPUS, Router, build_cluster, place
+    from simcore.cost.collectives import CollectiveModel
+    from simcore.cost.workload import build_workload
+    from simcore.domain.layout import CollectiveAlgorithm
+    from simcore.domain.placement import place
+    from topology import GPUS, Router, build_cluster
     scenario = run(small_t5(seq_length=512, decoder_seq_length=128), 8, dp=1, tp=2, pp=4, global_batch_size=4,
                    encoder_pipeline_stages=2, pipeline_partition=Partition.EVEN)
     cluster = build_cluster(scenario.cluster)

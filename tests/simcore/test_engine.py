@@ -7,12 +7,13 @@ import dataclasses
 
 import pytest
 
-from simcore.collectives import CollectiveModel
-from simcore.layout import CollectiveAlgorithm, Fidelity, Layout, Recompute, Schedule
-from simcore.model import ModelShape, model_from_fields
+from simcore.cost.collectives import CollectiveModel
+from simcore.cost.workload import Workload, build_workload
+from simcore.domain.layout import CollectiveAlgorithm, Fidelity, Layout, Recompute, Schedule
+from simcore.domain.model import ModelShape, model_from_fields
+from simcore.domain.placement import place
 from simcore.simulate import Outcome, Scenario, simulate
-from simcore.workload import Workload, build_workload
-from topology import GPUS, NODE_PRESETS, Router, build_cluster, place, sized
+from topology import GPUS, NODE_PRESETS, Router, build_cluster, sized
 from topology.cluster_spec import ClusterSpec
 
 DGX_A100 = NODE_PRESETS["dgx-a100"]

@@ -10,10 +10,10 @@ import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simcore.events import Clock, Process, Signal, start
-from simcore.layout import Layout, Schedule
-from simcore.memory import walk_in_flight
-from simcore.schedules import BACKWARD, POLICIES
+from simcore.cost.memory import walk_in_flight
+from simcore.domain.layout import Layout, Schedule
+from simcore.domain.schedules import BACKWARD, POLICIES
+from simcore.engine.clock import Clock, Process, Signal, start
 
 
 def _simpy_trace(delays: list[list[float]]) -> list[tuple[float, int, int]]:

@@ -9,8 +9,9 @@ import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simcore.events import Clock
-from simcore.flows import FlowNetwork, FlowPattern, water_fill
+from simcore.cost.patterns import FlowPattern
+from simcore.engine.clock import Clock
+from simcore.engine.flows import FlowNetwork, water_fill
 
 MB = 1e6
 GB_PER_S = 1e9

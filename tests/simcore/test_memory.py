@@ -6,10 +6,10 @@ import dataclasses
 
 import pytest
 
-from simcore.layout import Layout, Precision, Recompute, Schedule
-from simcore.memory import in_flight, layer_activation_bytes, walk_in_flight
-from simcore.model import AttentionKind, model_from_fields
-from simcore.presets import MODEL_PRESETS
+from simcore.cost.memory import in_flight, layer_activation_bytes, walk_in_flight
+from simcore.domain.layout import Layout, Precision, Recompute, Schedule
+from simcore.domain.model import AttentionKind, model_from_fields
+from simcore.domain.presets import MODEL_PRESETS
 from simcore.simulate import Scenario, simulate
 from topology import NODE_PRESETS, sized
 

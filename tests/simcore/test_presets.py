@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from simcore.presets import MODEL_PRESET_SOURCES, MODEL_PRESETS
+from simcore.domain.presets import MODEL_PRESET_SOURCES, MODEL_PRESETS
 
 # The model presets the contract lists, spelled out so that a rename or a dropped preset fails here.
 CONTRACT_MODEL_PRESETS = [

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simcore.layout import Schedule
-from simcore.schedules import BACKWARD, FORWARD, POLICIES, GPipe, Interleaved1F1B, OneFOneB, Pass
+from simcore.domain.layout import Schedule
+from simcore.domain.schedules import BACKWARD, FORWARD, POLICIES, GPipe, Interleaved1F1B, OneFOneB, Pass
 
 CASES = [
     (Schedule.GPIPE, pp, m, 1) for pp in (1, 2, 4, 8) for m in (1, 3, 8, 16)

@@ -7,9 +7,9 @@ import dataclasses
 
 import pytest
 
-from simcore.layout import Layout, Recompute, validate_layout
-from simcore.model import model_from_fields
-from simcore.presets import MODEL_PRESETS
+from simcore.domain.layout import Layout, Recompute, validate_layout
+from simcore.domain.model import model_from_fields
+from simcore.domain.presets import MODEL_PRESETS
 from simcore.simulate import Scenario, simulate
 from topology import NODE_PRESETS, sized
 from topology.errors import SpecError

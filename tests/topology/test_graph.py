@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from topology import GPUS, NODE_PRESETS, Fabric, Router, SpecError, build_cluster, place, sized
+from simcore.domain.placement import place
+from topology import GPUS, NODE_PRESETS, Fabric, Router, SpecError, build_cluster, sized
 from topology.cluster_spec import LEAF_DOWN_PORTS, ClusterSpec
 from topology.graph import Cluster
 

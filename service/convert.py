@@ -1,0 +1,191 @@
+"""The one place that converts between the HTTP/file contract (api_schemas) and the domain (simcore)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from api_schemas import SimulationRequest
+from simcore.cost.memory import StageMemory
+from simcore.domain.layout import CollectiveAlgorithm, Fidelity, Layout, Partition, Precision, Recompute, Schedule
+from simcore.domain.model import model_from_fields
+from simcore.domain.presets import MODEL_PRESET_SOURCES, MODEL_PRESETS
+from simcore.metrics import Metrics
+from simcore.simulate import VERSION, Outcome, Scenario
+from simcore.trace import chrome_trace
+
+__all__ = ["chrome_trace", "presets", "replace_spans", "to_cluster", "to_response", "to_scenario"]
+from topology.cluster_spec import NODE_PRESET_NOTES, NODE_PRESETS, ClusterSpec, Fabric
+from topology.errors import SpecError
+from topology.hardware import GB, GIB, GPUS, GpuKind
+
+
+def _model_fields(request: SimulationRequest) -> dict[str, Any]:
+    given = request.model.model_dump(exclude_none=True)
+    name = given.pop("preset", None)
+    fields: dict[str, Any] = {}
+    if name is not None:
+        if name not in MODEL_PRESETS:
+            raise SpecError("model.preset", f"unknown model preset '{name}' (see `clustersim presets models`)")
+        fields.update(MODEL_PRESETS[name])
+        _drop_stale_defaults(fields, given)
+    fields.update(given)
+    return fields
+
+
+def _drop_stale_defaults(preset: dict[str, Any], given: dict[str, Any]) -> None:
+    """A preset field that only restates a default derived from other fields (kv heads = heads, head_dim =
+    hidden / heads, ffn = 4 x hidden) follows those fields when the request overrides them."""
+    heads, hidden = preset.get("num_attention_heads"), preset.get("hidden_size")
+    if "num_attention_heads" in given and "num_kv_heads" not in given and preset.get("num_kv_heads") == heads:
+        preset.pop("num_kv_heads", None)
+    if ({"num_attention_heads", "hidden_size"} & given.keys() and "head_dim" not in given and heads and hidden
+            and preset.get("head_dim") == hidden // heads):
+        preset.pop("head_dim", None)
+    ffn = preset.get("ffn_hidden_size")
+    if "hidden_size" in given and "ffn_hidden_size" not in given and hidden and ffn == 4 * hidden:
+        preset.pop("ffn_hidden_size", None)
+
+
+def to_cluster(request: SimulationRequest) -> ClusterSpec:
+    c = request.cluster
+    if c.preset is not None:
+        if c.preset not in NODE_PRESETS:
+            raise SpecError("cluster.preset",
+                            f"unknown cluster preset '{c.preset}' (see `clustersim presets clusters`)")
+        base = NODE_PRESETS[c.preset]
+    elif c.gpu is not None:
+        base = next(spec for spec in NODE_PRESETS.values() if spec.gpu == GpuKind(c.gpu))
+    else:
+        raise SpecError("cluster.preset", "give a cluster preset or a gpu kind")
+    if c.gpu is not None:
+        base = replace(base, gpu=GpuKind(c.gpu))
+    overrides: dict[str, Any] = {}
+    if c.gpus_per_node is not None:
+        overrides["gpus_per_node"] = c.gpus_per_node
+    if c.nvlink_bandwidth_gb_per_s is not None:
+        overrides["nvlink_bandwidth_bytes_per_s"] = c.nvlink_bandwidth_gb_per_s * GB
+    if c.nics_per_node is not None:
+        overrides["nics_per_node"] = c.nics_per_node
+    if c.nic_bandwidth_gbit_per_s is not None:
+        overrides["nic_bandwidth_bytes_per_s"] = c.nic_bandwidth_gbit_per_s * GB / 8
+    if c.fabric is not None:
+        overrides["fabric"] = Fabric(c.fabric)
+    if c.oversubscription is not None:
+        overrides["oversubscription"] = float(c.oversubscription)
+    if c.intra_node_latency_us is not None:
+        overrides["intra_node_latency_s"] = c.intra_node_latency_us * 1e-6
+    if c.inter_node_latency_us is not None:
+        overrides["inter_node_latency_s"] = c.inter_node_latency_us * 1e-6
+    spec = replace(base, **overrides)
+    if c.num_nodes is not None:
+        spec = replace(spec, num_gpus=c.num_nodes * spec.gpus_per_node)
+    elif c.num_gpus is not None:
+        spec = replace(spec, num_gpus=c.num_gpus)
+    else:
+        raise SpecError("cluster.num_nodes", "give num_nodes or num_gpus")
+    return spec.validate()
+
+
+def to_scenario(request: SimulationRequest, free_communication: bool = False) -> Scenario:
+    """Request -> domain scenario; raises SpecError naming the field for anything the domain rejects."""
+    lay = request.layout
+    layout = Layout(
+        dp=lay.dp, tp=lay.tp, pp=lay.pp, microbatch_size=lay.microbatch_size,
+        global_batch_size=lay.global_batch_size, virtual_stages=lay.virtual_stages,
+        schedule=Schedule(lay.schedule), sequence_parallel=lay.sequence_parallel, zero_stage=lay.zero_stage,
+        recompute=Recompute(lay.recompute), overlap_grad_reduce=lay.overlap_grad_reduce, placement=lay.placement,
+        tp_comm_overlap=lay.tp_comm_overlap, precision=Precision(lay.precision),
+        pipeline_partition=Partition(lay.pipeline_partition) if lay.pipeline_partition else None,
+        encoder_pipeline_stages=lay.encoder_pipeline_stages,
+        zero3_gather_bucket_elements=lay.zero3_gather_bucket_elements,
+    )
+    opts = request.options
+    return Scenario(
+        model=model_from_fields(_model_fields(request)),
+        cluster=to_cluster(request),
+        layout=layout,
+        fidelity=Fidelity(opts.fidelity),
+        algorithm=CollectiveAlgorithm(opts.collective_algorithm),
+        keep_spans=opts.trace,
+        free_communication=free_communication,
+        seed=opts.seed,
+    )
+
+
+def replace_spans(scenario: Scenario) -> Scenario:
+    """The same scenario, recording spans for a trace."""
+    return replace(scenario, keep_spans=True)
+
+
+def presets(kind: str | None) -> dict[str, Any]:
+    """Preset catalogs for `clustersim presets` and GET /v1/presets/{kind}."""
+    out: dict[str, Any] = {}
+    if kind in (None, "models"):
+        out["models"] = {name: {**fields, "source": MODEL_PRESET_SOURCES[name]}
+                         for name, fields in MODEL_PRESETS.items()}
+    if kind in (None, "clusters"):
+        out["clusters"] = {
+            name: {"gpu": str(s.gpu), "gpus_per_node": s.gpus_per_node,
+                   "nvlink_bandwidth_gb_per_s": s.nvlink_bandwidth_bytes_per_s / GB, "nics_per_node": s.nics_per_node,
+                   "nic_bandwidth_gbit_per_s": s.nic_bandwidth_bytes_per_s * 8 / GB, "fabric": str(s.fabric),
+                   "oversubscription": s.oversubscription, "intra_node_latency_us": s.intra_node_latency_s * 1e6,
+                   "inter_node_latency_us": s.inter_node_latency_s * 1e6, "description": NODE_PRESET_NOTES[name]}
+            for name, s in NODE_PRESETS.items()
+        }
+    if kind in (None, "gpus"):
+        out["gpus"] = {
+            str(g.kind): {"peak_tflops_bf16": g.peak_flops_per_s / 1e12, "memory_gib": g.hbm_capacity_bytes / GIB,
+                          "hbm_bandwidth_gb_per_s": g.hbm_bandwidth_bytes_per_s / GB,
+                          "nvlink_bandwidth_gb_per_s": g.nvlink_bandwidth_bytes_per_s / GB}
+            for g in GPUS.values()
+        }
+    return out
+
+
+def _metrics_json(m: Metrics) -> dict[str, Any]:
+    return {
+        "iteration_time_s": m.iteration_time_s,
+        "samples_per_s": m.samples_per_s,
+        "tokens_per_s": m.tokens_per_s,
+        "model_flops_per_iteration": m.model_flops_per_iteration,
+        "model_tflops_per_gpu": m.model_tflops_per_gpu,
+        "mfu": m.mfu,
+        "hardware_tflops_per_gpu": m.hardware_tflops_per_gpu,
+        "hfu": m.hfu,
+        "bubble_fraction": m.bubble_fraction,
+        "pipeline_overhead": m.pipeline_overhead,
+        "time_breakdown_s": dict(m.time_breakdown_s),
+        "communication_s": dict(m.communication_s),
+        "communication_bytes": dict(m.communication_bytes),
+        "stages": [
+            {"index": s.index, "layers": dict(s.layers), "forward_s": s.forward_s, "backward_s": s.backward_s,
+             "busy_fraction": s.busy_fraction,
+             "memory": {"peak_gib_per_gpu": s.memory.total / GIB, "breakdown_gib": _breakdown(s.memory)}}
+            for s in m.stages
+        ],
+        "memory": {"peak_gib_per_gpu": m.peak_stage.memory.total / GIB, "capacity_gib": m.capacity_gib,
+                   "fits": m.fits, "breakdown_gib": _breakdown(m.peak_stage.memory)},
+    }
+
+
+def _breakdown(memory: StageMemory) -> dict[str, float]:
+    return {"weights": memory.weights / GIB, "gradients": memory.gradients / GIB,
+            "optimizer_states": memory.optimizer_states / GIB, "activations": memory.activations / GIB,
+            "buffers": memory.buffers / GIB}
+
+
+def to_response(outcome: Outcome, include_trace: bool = False) -> dict[str, Any]:
+    """Domain outcome -> the contract's result JSON (a plain dict)."""
+    body = _metrics_json(outcome.metrics)
+    body["warnings"] = list(outcome.warnings)
+    body["simulator"] = {
+        "version": VERSION,
+        "events": outcome.events,
+        "fidelity": str(outcome.fidelity),
+        "simulated_ranks": outcome.simulated_ranks,
+        "wall_time_s": outcome.wall_time_s,
+    }
+    if include_trace:
+        body["trace"] = chrome_trace(outcome.spans)
+    return body

@@ -1,0 +1,201 @@
+"""Admission: a request body becomes a validated, canonical request within the service's limits, or an error.
+
+Everything here is cheap (no cluster graph is built, no engine runs), so it runs on the event loop before a
+request is accepted. Order: the body (UTF-8, YAML or JSON, the contract's fields) -> 422; the domain's rules
+(dp * tp * pp = GPUs, ...) -> 422; the service's limits (GPUs, microbatches, estimated engine events) -> 413.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from api_schemas import FieldError, LayoutIn, RequestError, SimulationRequest, parse_request
+from api_schemas.compare import parse_comparison_request
+from api_schemas.search import SearchRequest, parse_search_request
+from service import convert as adapters
+from service.http.errors import ApiError, from_spec_error, invalid, within_item
+from simcore.simulate import VERSION, check, estimate_events
+from topology.errors import SpecError
+
+__all__ = ["MAX_INT", "Admitted", "AdmittedComparison", "AdmittedSearch", "admit", "admit_comparison", "admit_request",
+           "admit_search", "cache_key"]
+
+# Integers above 2^53 are not exact in JSON readers that use doubles, nor in the float arithmetic of the cost
+# model: the service refuses them rather than simulate a rounded value.
+MAX_INT = 2**53
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    """An accepted request: its canonical JSON (what a worker runs), its cache key, and the event estimate."""
+
+    request: SimulationRequest
+    canonical_json: str
+    cache_key: str
+    estimated_events: int
+    trace: bool
+
+
+@dataclass(frozen=True, slots=True)
+class AdmittedSearch:
+    """An accepted search: its canonical JSON (bounds capped by the service) and its results-cache key.
+
+    The cache is used only when the search is deterministic (no time limit): its key is "search:" and the SHA-256
+    of the canonical request and the simulator's version. A search with a time limit gets a key of its own
+    (`cacheable` False), so its result is stored for its job but never served to another."""
+
+    request: SearchRequest
+    canonical_json: str
+    cache_key: str
+    cacheable: bool
+    estimated_events: int = 0
+
+
+def cache_key(request: SimulationRequest) -> str:
+    """SHA-256 of the canonical request (every field, defaults filled in, keys sorted) and the simulator's
+    version. `options.trace` is left out: a trace is stored beside the result it belongs to."""
+    data = request.model_dump(mode="json")
+    data["options"].pop("trace", None)
+    text = json.dumps({"request": data, "simulator": VERSION}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _big_ints(value: Any, path: str) -> list[FieldError]:
+    if isinstance(value, dict):
+        return [e for k, v in value.items() for e in _big_ints(v, f"{path}.{k}" if path else str(k))]
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INT:
+        return [FieldError(path, f"must be <= 2^53 ({MAX_INT})")]
+    return []
+
+
+def _text(body: bytes) -> str:
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise invalid(RequestError.for_field("request", "must be UTF-8 text")) from None
+
+
+def _parse(body: bytes, parser: Callable[..., T]) -> T:
+    """The body read by `parser` (one of api_schemas' parse_* functions); raise ApiError 422 naming the field."""
+    text = _text(body)
+    try:
+        return parser(text, source="the request body")
+    except RequestError as err:
+        raise invalid(err) from None
+    except (ValueError, RecursionError) as err:  # a number with thousands of digits, nesting past the stack
+        rule = "cannot be read: " + " ".join(str(err).split())[:200]
+        raise invalid(RequestError.for_field("request", rule)) from None
+
+
+def _over(field: str, what: str, value: int, limit: int) -> ApiError:
+    return ApiError(413, "too_large", f"{field}: {what} {value} is over this service's limit of {limit}",
+                    [FieldError(field, f"{what} must be <= {limit}")], extra={"limit": limit})
+
+
+def admit(body: bytes, *, max_gpus: int, max_microbatches: int, max_events: int, inline: bool) -> Admitted:
+    """Validate a body against the contract, the domain and the limits; raise ApiError (422 or 413)."""
+    return admit_request(_parse(body, parse_request), max_gpus=max_gpus, max_microbatches=max_microbatches,
+                         max_events=max_events, inline=inline)
+
+
+def admit_request(request: SimulationRequest, *, max_gpus: int, max_microbatches: int, max_events: int,
+                  inline: bool) -> Admitted:
+    """Check a request valid by the contract against the domain and the limits; raise ApiError (422 or 413)."""
+    big = _big_ints(request.model_dump(), "")
+    if big:
+        raise invalid(RequestError(big))
+    try:
+        scenario = adapters.to_scenario(request)
+        check(scenario)
+        events = estimate_events(scenario)
+    except SpecError as err:
+        raise from_spec_error(err) from None
+    except RequestError as err:
+        raise invalid(err) from None
+    except (ArithmeticError, ValueError) as err:  # arithmetic on extreme values the schema allows
+        rule = "cannot be simulated: " + " ".join(str(err).split())[:200]
+        raise invalid(RequestError.for_field("request", rule)) from None
+    gpus = scenario.cluster.num_gpus
+    if gpus > max_gpus:
+        field = "cluster.num_nodes" if request.cluster.num_nodes is not None else "cluster.num_gpus"
+        raise _over(field, "GPU count", gpus, max_gpus)
+    microbatches = scenario.layout.num_microbatches
+    if microbatches > max_microbatches:
+        raise _over("layout.global_batch_size", "microbatch count", microbatches, max_microbatches)
+    if events > max_events:
+        if inline:
+            raise ApiError(
+                413, "too_large_for_inline",
+                f"this simulation needs about {events} engine events, over the limit of {max_events} for an "
+                "inline answer; submit it as a job: POST /v1/jobs",
+                [FieldError("request", f"estimated events must be <= {max_events} inline; use POST /v1/jobs")],
+                extra={"estimated_events": events, "limit": max_events, "jobs": "/v1/jobs"})
+        raise ApiError(413, "too_large",
+                       f"this simulation needs about {events} engine events, over this service's limit of "
+                       f"{max_events} for a job",
+                       [FieldError("request", f"estimated events must be <= {max_events}")],
+                       extra={"estimated_events": events, "limit": max_events})
+    return Admitted(request, request.model_dump_json(), cache_key(request), events, request.options.trace)
+
+
+def admit_search(body: bytes, *, max_gpus: int, max_candidates: int, job_id: str) -> AdmittedSearch:
+    """Validate a search body (or a simulation request: its layout becomes the baseline) and cap its
+    bounds.max_candidates at `max_candidates`; raise ApiError (422, or 413 over the GPU limit). Cheap: the space
+    is enumerated by the job, not here."""
+    request = _parse(body, parse_search_request)
+    big = _big_ints(request.model_dump(), "")
+    if big:
+        raise invalid(RequestError(big))
+    try:
+        base = adapters.to_scenario(SimulationRequest(
+            model=request.model, cluster=request.cluster, options=request.options,
+            layout=LayoutIn(dp=1, tp=1, pp=1, global_batch_size=request.global_batch_size)))
+    except SpecError as err:
+        raise from_spec_error(err) from None
+    except RequestError as err:
+        raise invalid(err) from None
+    gpus = base.cluster.num_gpus
+    if gpus > max_gpus:
+        field = "cluster.num_nodes" if request.cluster.num_nodes is not None else "cluster.num_gpus"
+        raise _over(field, "GPU count", gpus, max_gpus)
+    asked = request.bounds.max_candidates
+    bounds = request.bounds.model_copy(update={"max_candidates": min(asked, max_candidates)
+                                               if asked is not None else max_candidates})
+    request = request.model_copy(update={"bounds": bounds})
+    canonical = request.model_dump_json()
+    cacheable = request.bounds.time_limit_s is None
+    if cacheable:
+        text = json.dumps({"search": json.loads(canonical), "simulator": VERSION}, sort_keys=True,
+                          separators=(",", ":"))
+        key = "search:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+    else:
+        key = f"search-job:{job_id}"
+    return AdmittedSearch(request, canonical, key, cacheable)
+
+
+@dataclass(frozen=True, slots=True)
+class AdmittedComparison:
+    """An accepted comparison: its labels and each request admitted as an inline simulation, in order."""
+
+    labels: list[str]
+    requests: list[Admitted]
+
+
+def admit_comparison(body: bytes, *, max_gpus: int, max_microbatches: int, max_events: int) -> AdmittedComparison:
+    """Validate a comparison body, then admit each of its requests as an inline simulation (the same rules and
+    limits as POST /v1/simulations); raise ApiError (422 or 413) naming the field as ``requests[i].layout.tp``."""
+    comparison = _parse(body, parse_comparison_request)
+    admitted = []
+    for index, request in enumerate(comparison.requests):
+        try:
+            admitted.append(admit_request(request, max_gpus=max_gpus, max_microbatches=max_microbatches,
+                                          max_events=max_events, inline=True))
+        except ApiError as err:
+            raise within_item(err, index) from None
+    return AdmittedComparison(comparison.label_list(), admitted)

@@ -1,0 +1,95 @@
+"""Request plumbing shared by the routes: the bearer token, the bounded body read, result responses, and the
+job status document.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import time
+import zlib
+from datetime import UTC, datetime
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import Response
+
+from service.http.errors import ApiError
+from service.http.models import JobStatus, job_links
+from service.jobs.store import CachedResult, JobRow
+from service.settings import Settings
+
+__all__ = ["EVENTS_PER_S", "authorize", "job_status", "read_body", "result_response"]
+
+# Engine events per second of a job's run with its trace (the 1T example: 272,094 events in about 4.4 s on one
+# core of the 2-core development machine, trace serialization included); only for the progress estimate.
+EVENTS_PER_S = 60_000.0
+
+
+def authorize(request: Request, settings: Settings) -> None:
+    """401 unless the request carries ``Authorization: Bearer <CLUSTERSIM_API_TOKEN>`` (when a token is set)."""
+    token = settings.api_token
+    if token is None:
+        return
+    scheme, _, given = request.headers.get("authorization", "").partition(" ")
+    expected = token.get_secret_value().encode("utf-8")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode("utf-8"), expected):
+        raise ApiError(401, "unauthorized", "this request needs the header 'Authorization: Bearer <token>' with "
+                       "the service's token", headers={"WWW-Authenticate": 'Bearer realm="clustersim"'})
+
+
+async def read_body(request: Request, limit_bytes: int) -> bytes:
+    """The whole body, or 413 as soon as it is known to exceed `limit_bytes`."""
+    def too_large() -> ApiError:
+        return ApiError(413, "body_too_large", f"the request body is over the limit of {limit_bytes} bytes",
+                        extra={"limit": limit_bytes})
+
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit_bytes:
+        raise too_large()
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit_bytes:
+            raise too_large()
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def result_response(cached: CachedResult, include_trace: bool, headers: dict[str, str] | None = None) -> Response:
+    """The result JSON as stored; with the Chrome trace under "trace" when asked for (options.trace)."""
+    body = cached.result.encode("utf-8")
+    if include_trace and cached.trace is not None:
+        body = body[:-1] + b', "trace": ' + zlib.decompress(cached.trace) + b"}"
+    return Response(body, media_type="application/json", headers=headers)
+
+
+def wants_trace(job: JobRow) -> bool:
+    """Whether the job's request asked for the trace inside its result (options.trace)."""
+    return bool(json.loads(job.request).get("options", {}).get("trace", False))
+
+
+def _time(value: float | None) -> datetime | None:
+    return None if value is None else datetime.fromtimestamp(value, tz=UTC)
+
+
+def _progress(job: JobRow) -> float:
+    if job.status == "succeeded":
+        return 1.0
+    if job.started_at is None:
+        return 0.0
+    end = job.finished_at if job.finished_at is not None else time.time()
+    expected_s = max(job.estimated_events / EVENTS_PER_S, 0.1)
+    return round(min(0.99, max(0.0, (end - job.started_at) / expected_s)), 3)
+
+
+def job_status(job: JobRow) -> JobStatus:
+    """The API's view of a stored job."""
+    error: dict[str, Any] | None = json.loads(job.error) if job.error else None
+    return JobStatus(
+        id=job.id, kind=job.kind, status=job.status,  # type: ignore[arg-type]
+        progress=_progress(job), created_at=_time(job.created_at),  # type: ignore[arg-type]
+        started_at=_time(job.started_at), finished_at=_time(job.finished_at), attempts=job.attempts,
+        cached=job.cached, estimated_events=job.estimated_events, error=error,  # type: ignore[arg-type]
+        links=job_links(job.id),  # type: ignore[arg-type]
+    )

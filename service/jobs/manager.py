@@ -1,0 +1,164 @@
+"""Jobs: accepted requests that run in the background, at most `workers` at once, in submission order.
+
+The store is the truth: a job is queued in SQLite before the API answers 202, the dispatcher claims the oldest
+queued job when a worker is free, and a finished run writes its result and status in one transaction. After a
+crash, `start` queues again whatever was running, so every accepted job finishes (the simulator is
+deterministic: a rerun gives the same result). A job whose request is already in the results cache succeeds
+without simulating. Simulation jobs always record their trace, so GET /v1/jobs/{id}/trace works for each of
+them. A search job (kind "search", from POST /v1/searches) runs the layout search in one worker process and
+stores its result document under its cache key; it has no trace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import threading
+import uuid
+from dataclasses import dataclass
+
+from service.http.admission import Admitted, AdmittedSearch
+from service.http.errors import ApiError
+from service.jobs.pool import RunResult, WorkerPool
+from service.jobs.store import JobRow, Store
+
+__all__ = ["JobManager"]
+
+log = logging.getLogger("clustersim.service")
+
+
+def _error(code: str, message: str, details: list[tuple[str, str]] | None = None) -> str:
+    return json.dumps({"code": code, "message": message,
+                       "details": [{"field": f, "rule": r} for f, r in details or []]})
+
+
+@dataclass
+class _Running:
+    cancel: threading.Event
+    task: asyncio.Task[None]
+
+
+class JobManager:
+    """Submits, dispatches, cancels and recovers jobs; all methods run on the event loop's thread."""
+
+    def __init__(self, store: Store, pool: WorkerPool, *, workers: int, max_queued: int, timeout_s: float,
+                 max_attempts: int) -> None:
+        self._store = store
+        self._pool = pool
+        self._workers = workers
+        self._max_queued = max_queued
+        self._timeout_s = timeout_s
+        self._max_attempts = max_attempts
+        self._running: dict[str, _Running] = {}
+        self._wake = asyncio.Event()
+        self._dispatcher: asyncio.Task[None] | None = None
+        self._stopping = False
+
+    @property
+    def running(self) -> int:
+        return len(self._running)
+
+    def start(self) -> None:
+        """Queue again the jobs a dead process left running, then start dispatching."""
+        requeued, failed = self._store.recover(
+            self._max_attempts,
+            _error("interrupted", f"the service stopped during each of {self._max_attempts} runs of this job"))
+        if requeued or failed:
+            log.warning("recovered jobs after a restart: %d queued again, %d failed", requeued, failed)
+        self._dispatcher = asyncio.create_task(self._dispatch(), name="clustersim-dispatcher")
+
+    async def stop(self) -> None:
+        """Stop dispatching; running jobs are ended and queued again, to run after the next start."""
+        self._stopping = True
+        if self._dispatcher is not None:
+            self._dispatcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._dispatcher
+        for running in list(self._running.values()):
+            running.task.cancel()
+        for running in list(self._running.values()):
+            with contextlib.suppress(asyncio.CancelledError):
+                await running.task
+
+    def submit(self, admitted: Admitted | AdmittedSearch, job_id: str | None = None) -> JobRow:
+        """Accept a job: 429 if the queue is full; succeeded at once if its result (and, for a simulation, its
+        trace) is cached (a search only when it is `cacheable`)."""
+        job_id = job_id or uuid.uuid4().hex
+        if isinstance(admitted, AdmittedSearch):
+            kind, hit = "search", admitted.cacheable and self._store.has_result(admitted.cache_key, with_trace=False)
+        else:
+            kind, hit = "simulation", self._store.has_result(admitted.cache_key, with_trace=True)
+        if hit:
+            return self._store.add_job(job_id, admitted.canonical_json, admitted.cache_key,
+                                       admitted.estimated_events, status="succeeded", cached=True, kind=kind)
+        queued = self._store.count("queued")
+        if queued >= self._max_queued:
+            raise ApiError(429, "queue_full", f"{queued} jobs are waiting, the most this service queues; "
+                           "retry later", headers={"Retry-After": "5"})
+        job = self._store.add_job(job_id, admitted.canonical_json, admitted.cache_key, admitted.estimated_events,
+                                  kind=kind)
+        self._wake.set()
+        return job
+
+    def cancel(self, job_id: str) -> JobRow:
+        """Cancel a queued or running job: 404 if unknown, 409 if it has finished."""
+        job = self._store.job(job_id)
+        if job is None:
+            raise ApiError(404, "not_found", f"no job {job_id}")
+        if not self._store.cancel(job_id, _error("cancelled", "cancelled by a DELETE request")):
+            raise ApiError(409, "job_finished", f"job {job_id} has already finished ({job.status}); "
+                           "only a queued or running job can be cancelled")
+        running = self._running.get(job_id)
+        if running is not None:
+            running.cancel.set()
+        found = self._store.job(job_id)
+        assert found is not None
+        return found
+
+    async def _dispatch(self) -> None:
+        while not self._stopping:
+            self._wake.clear()
+            while len(self._running) < self._workers:
+                job = self._store.claim_next()
+                if job is None:
+                    break
+                cancel = threading.Event()
+                task = asyncio.create_task(self._run(job, cancel), name=f"clustersim-job-{job.id}")
+                self._running[job.id] = _Running(cancel, task)
+            await self._wake.wait()
+
+    async def _run(self, job: JobRow, cancel: threading.Event) -> None:
+        try:
+            search = job.kind == "search"
+            cached = None if search else self._store.result(job.cache_key)
+            if cached is not None and cached.trace is not None:
+                self._store.succeed(job.id, job.cache_key, cached.result, cached.trace, cached=True)
+                return
+            outcome = await self._pool.run(job.request, not search, self._timeout_s, cancel, kind=job.kind)
+            self._record(job, outcome)
+        except asyncio.CancelledError:  # the service is stopping: run it again after the restart
+            self._store.requeue(job.id)
+            raise
+        except Exception:
+            log.exception("job %s failed in the service", job.id)
+            self._store.finish(job.id, "failed", _error("internal_error", "internal error while running the job"))
+        finally:
+            self._running.pop(job.id, None)
+            self._wake.set()
+
+    def _record(self, job: JobRow, outcome: RunResult) -> None:
+        if outcome.status == "ok":
+            assert outcome.result is not None
+            self._store.succeed(job.id, job.cache_key, outcome.result, outcome.trace, cached=False)
+        elif outcome.status == "invalid":
+            self._store.finish(job.id, "failed", _error("invalid_request", "the simulator rejected the request",
+                                                        outcome.details))
+        elif outcome.status == "timeout":
+            self._store.finish(job.id, "timed_out", _error(
+                "timeout", f"the {job.kind} ran past the wall-time limit of {self._timeout_s:g} s"))
+        elif outcome.status == "error":
+            code = "out_of_memory" if outcome.error_type == "MemoryError" else "simulation_error"
+            self._store.finish(job.id, "failed", _error(code, f"{outcome.error_type}: {outcome.message}"))
+        # cancelled: the DELETE already stored it

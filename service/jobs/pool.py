@@ -1,0 +1,140 @@
+"""Simulation processes: each run in its own process (forkserver context), so the API's event loop never
+blocks, and a wall-time limit or a cancel can end the run by killing its process.
+
+A thread per run waits on the process's pipe (polling every 50 ms for a cancel); the callers cap how many run
+at once (the job dispatcher for jobs, `InlineSlots` for inline simulations).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Literal
+
+from service.jobs import worker
+
+__all__ = ["InlineSlots", "RunResult", "WorkerPool"]
+
+_POLL_S = 0.05
+
+RunStatus = Literal["ok", "invalid", "error", "timeout", "cancelled"]
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """How a run ended. ok: `result` JSON and `trace` (zlib, or None); invalid: `details` (field, rule);
+    error: `error_type` and `message`; timeout and cancelled: nothing more."""
+
+    status: RunStatus
+    result: str | None = None
+    trace: bytes | None = None
+    details: list[tuple[str, str]] = field(default_factory=list)
+    error_type: str = ""
+    message: str = ""
+
+
+class WorkerPool:
+    """Starts one process per run from a forkserver that has the simulator imported already."""
+
+    def __init__(self, threads: int, memory_mb: int | None = None) -> None:
+        self._ctx = multiprocessing.get_context("forkserver")
+        self._ctx.set_forkserver_preload(["service.jobs.worker"])
+        self._threads = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="clustersim-run")
+        self._memory_mb = memory_mb
+
+    def warm(self) -> None:
+        """Start the forkserver now (about a second) rather than on the first request."""
+        process = self._ctx.Process(target=worker.noop, daemon=True)
+        process.start()
+        process.join()
+
+    def close(self) -> None:
+        self._threads.shutdown(wait=False, cancel_futures=True)
+
+    async def run(self, request_json: str, keep_spans: bool, timeout_s: float,
+                  cancel: threading.Event | None = None, kind: str = "simulation") -> RunResult:
+        """Simulate (or, for kind "search", search) in a new process; ends it at `timeout_s` seconds of wall time
+        or when `cancel` is set."""
+        loop = asyncio.get_running_loop()
+        stop = cancel or threading.Event()
+        future = loop.run_in_executor(self._threads, self._run_blocking, request_json, keep_spans, timeout_s, stop,
+                                      kind)
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:  # the caller went away (shutdown): end the process too
+            stop.set()
+            raise
+
+    def _run_blocking(self, request_json: str, keep_spans: bool, timeout_s: float,
+                      cancel: threading.Event, kind: str = "simulation") -> RunResult:
+        receiver, sender = self._ctx.Pipe(duplex=False)
+        alive_r, alive_w = self._ctx.Pipe(duplex=False)  # the child exits when alive_w closes (we die)
+        target = worker.run_search if kind == "search" else worker.run
+        process = self._ctx.Process(target=target,
+                                    args=(request_json, keep_spans, self._memory_mb, sender, alive_r), daemon=True)
+        deadline = time.monotonic() + timeout_s
+        try:
+            process.start()
+            sender.close()
+            alive_r.close()
+            while True:
+                if cancel.is_set():
+                    return RunResult("cancelled")
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return RunResult("timeout")
+                if receiver.poll(min(_POLL_S, remaining)):
+                    try:
+                        message = receiver.recv()
+                    except EOFError:
+                        process.join(1)
+                        return RunResult("error", error_type="WorkerDied",
+                                         message=f"the simulation process ended with exit code {process.exitcode}")
+                    return _result(message)
+        finally:
+            if process.is_alive():
+                process.kill()
+            if process.pid is not None:
+                process.join()
+            receiver.close()
+            alive_w.close()
+
+
+def _result(message: tuple[object, ...]) -> RunResult:
+    kind = message[0]
+    if kind == "ok":
+        result, trace = message[1], message[2]
+        assert isinstance(result, str) and (trace is None or isinstance(trace, bytes))
+        return RunResult("ok", result=result, trace=trace)
+    if kind == "invalid":
+        details = message[1]
+        assert isinstance(details, list)
+        return RunResult("invalid", details=[(str(f), str(r)) for f, r in details])
+    return RunResult("error", error_type=str(message[1]), message=str(message[2]))
+
+
+class InlineSlots:
+    """At most `size` inline simulations at once, and at most `max_waiting` waiting for a turn."""
+
+    def __init__(self, size: int, max_waiting: int) -> None:
+        self._slots = asyncio.Semaphore(size)
+        self._waiting = 0
+        self._max_waiting = max_waiting
+
+    @property
+    def full(self) -> bool:
+        return self._waiting >= self._max_waiting and self._slots.locked()
+
+    async def __aenter__(self) -> None:
+        self._waiting += 1
+        try:
+            await self._slots.acquire()
+        finally:
+            self._waiting -= 1
+
+    async def __aexit__(self, *_: object) -> None:
+        self._slots.release()

@@ -1,0 +1,235 @@
+"""Durable state of the service in one SQLite file: accepted jobs and the results cache.
+
+A job is written before the API answers 202, and its result in the same transaction that marks it succeeded,
+with ``synchronous=FULL``, so a crash (even SIGKILL) loses neither. Results are keyed by the canonical form of
+the request (see `service.http.admission`); a job's result is the cache row of its key, with the Chrome trace
+zlib-compressed beside it. Times are Unix seconds. One connection, used from the event loop's thread.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["CachedResult", "JobRow", "Store"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    status TEXT NOT NULL,
+    request TEXT NOT NULL,
+    cache_key TEXT NOT NULL,
+    estimated_events INTEGER NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    cached INTEGER NOT NULL DEFAULT 0,
+    created_at REAL NOT NULL,
+    started_at REAL,
+    finished_at REAL,
+    error TEXT,
+    kind TEXT NOT NULL DEFAULT 'simulation'
+);
+CREATE INDEX IF NOT EXISTS jobs_by_status ON jobs (status, seq);
+CREATE TABLE IF NOT EXISTS results (
+    key TEXT PRIMARY KEY,
+    result TEXT NOT NULL,
+    trace BLOB,
+    created_at REAL NOT NULL
+);
+"""
+
+_JOB_COLUMNS = ("seq, id, status, request, cache_key, estimated_events, attempts, cached, created_at, started_at, "
+                "finished_at, error, kind")
+
+
+@dataclass(frozen=True, slots=True)
+class JobRow:
+    """A stored job. `request` is the canonical request JSON it runs; `error` an error JSON object or None."""
+
+    seq: int
+    id: str
+    status: str
+    request: str
+    cache_key: str
+    estimated_events: int
+    attempts: int
+    cached: bool
+    created_at: float
+    started_at: float | None
+    finished_at: float | None
+    error: str | None
+    kind: str = "simulation"  # "simulation" or "search"
+
+
+@dataclass(frozen=True, slots=True)
+class CachedResult:
+    """A cached result: its JSON text (no trace) and the zlib-compressed Chrome trace JSON, if recorded."""
+
+    result: str
+    trace: bytes | None
+
+
+def _row(values: tuple[object, ...]) -> JobRow:
+    seq, id_, status, request, key, events, attempts, cached, created, started, finished, error, kind = values
+    return JobRow(int(seq), str(id_), str(status), str(request), str(key), int(events), int(attempts),  # type: ignore[call-overload]
+                  bool(cached), float(created), started, finished, error, str(kind))  # type: ignore[arg-type]
+
+
+class Store:
+    """Jobs and cached results in SQLite (WAL journal, full sync)."""
+
+    def __init__(self, path: str) -> None:
+        if path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30)
+        self._lock = threading.RLock()
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.executescript(_SCHEMA)
+        self._upgrade()
+
+    def _upgrade(self) -> None:
+        """Bring a database file written by an older version up to this schema (columns added since)."""
+        with self._lock:
+            columns = {row[1] for row in self._db.execute("PRAGMA table_info(jobs)").fetchall()}
+            if "kind" not in columns:
+                self._db.execute("ALTER TABLE jobs ADD COLUMN kind TEXT NOT NULL DEFAULT 'simulation'")
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def ping(self) -> bool:
+        """True when the database answers a query."""
+        try:
+            with self._lock:
+                self._db.execute("SELECT 1").fetchone()
+            return True
+        except sqlite3.Error:
+            return False
+
+    # --- jobs -----------------------------------------------------------------------------------------------
+
+    def add_job(self, job_id: str, request: str, cache_key: str, estimated_events: int,
+                status: str = "queued", cached: bool = False, kind: str = "simulation") -> JobRow:
+        """Insert a job (queued, or already succeeded from the cache) of a kind (simulation, search); return it."""
+        now = time.time()
+        finished = now if status == "succeeded" else None
+        with self._transaction() as db:
+            db.execute("INSERT INTO jobs (id, status, request, cache_key, estimated_events, cached, created_at, "
+                       "finished_at, kind) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                       (job_id, status, request, cache_key, estimated_events, int(cached), now, finished, kind))
+        job = self.job(job_id)
+        assert job is not None
+        return job
+
+    def job(self, job_id: str) -> JobRow | None:
+        with self._lock:
+            row = self._db.execute(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        return _row(row) if row else None
+
+    def jobs(self, limit: int, before_seq: int | None = None, status: str | None = None) -> list[JobRow]:
+        """Up to `limit` jobs, newest first, older than `before_seq` when given, of one status when given."""
+        where: list[str] = []
+        args: list[object] = []
+        if before_seq is not None:
+            where.append("seq < ?")
+            args.append(before_seq)
+        if status is not None:
+            where.append("status = ?")
+            args.append(status)
+        clause = f"WHERE {' AND '.join(where)}" if where else ""
+        with self._lock:
+            rows = self._db.execute(f"SELECT {_JOB_COLUMNS} FROM jobs {clause} ORDER BY seq DESC LIMIT ?",
+                                    (*args, limit)).fetchall()
+        return [_row(r) for r in rows]
+
+    def count(self, status: str) -> int:
+        with self._lock:
+            return int(self._db.execute("SELECT COUNT(*) FROM jobs WHERE status = ?", (status,)).fetchone()[0])
+
+    def claim_next(self) -> JobRow | None:
+        """The oldest queued job, now marked running (one more attempt, started now); None if none waits."""
+        with self._transaction() as db:
+            row = db.execute("SELECT id FROM jobs WHERE status = 'queued' ORDER BY seq LIMIT 1").fetchone()
+            if row is None:
+                return None
+            db.execute("UPDATE jobs SET status = 'running', attempts = attempts + 1, started_at = ? WHERE id = ?",
+                       (time.time(), row[0]))
+        return self.job(row[0])
+
+    def finish(self, job_id: str, status: str, error: str | None = None) -> bool:
+        """Mark a running job finished (failed, timed_out); False if it was not running (cancelled)."""
+        with self._transaction() as db:
+            cur = db.execute("UPDATE jobs SET status = ?, error = ?, finished_at = ? "
+                             "WHERE id = ? AND status = 'running'", (status, error, time.time(), job_id))
+        return cur.rowcount == 1
+
+    def succeed(self, job_id: str, cache_key: str, result: str, trace: bytes | None, cached: bool) -> bool:
+        """Store the result and mark the running job succeeded, in one transaction."""
+        with self._transaction() as db:
+            self._put_result(db, cache_key, result, trace)
+            cur = db.execute("UPDATE jobs SET status = 'succeeded', cached = ?, error = NULL, finished_at = ? "
+                             "WHERE id = ? AND status = 'running'", (int(cached), time.time(), job_id))
+        return cur.rowcount == 1
+
+    def cancel(self, job_id: str, error: str) -> bool:
+        """Mark a queued or running job cancelled; False if it had already finished."""
+        with self._transaction() as db:
+            cur = db.execute("UPDATE jobs SET status = 'cancelled', error = ?, finished_at = ? "
+                             "WHERE id = ? AND status IN ('queued', 'running')", (error, time.time(), job_id))
+        return cur.rowcount == 1
+
+    def requeue(self, job_id: str) -> None:
+        """Put a running job back in the queue (the service is stopping; it runs again after the restart)."""
+        with self._transaction() as db:
+            db.execute("UPDATE jobs SET status = 'queued' WHERE id = ? AND status = 'running'", (job_id,))
+
+    def recover(self, max_attempts: int, error: str) -> tuple[int, int]:
+        """At start-up: jobs left running by a process that died are queued again, unless they have had
+        `max_attempts` runs already (then they fail with `error`). Returns (requeued, failed)."""
+        with self._transaction() as db:
+            failed = db.execute("UPDATE jobs SET status = 'failed', error = ?, finished_at = ? "
+                                "WHERE status = 'running' AND attempts >= ?",
+                                (error, time.time(), max_attempts)).rowcount
+            requeued = db.execute("UPDATE jobs SET status = 'queued' WHERE status = 'running'").rowcount
+        return requeued, failed
+
+    # --- results cache --------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _put_result(db: sqlite3.Connection, key: str, result: str, trace: bytes | None) -> None:
+        # A new run without a trace keeps a trace recorded earlier for the same request.
+        db.execute("INSERT INTO results (key, result, trace, created_at) VALUES (?, ?, ?, ?) "
+                   "ON CONFLICT (key) DO UPDATE SET result = excluded.result, "
+                   "trace = COALESCE(excluded.trace, results.trace)", (key, result, trace, time.time()))
+
+    def put_result(self, key: str, result: str, trace: bytes | None) -> None:
+        with self._transaction() as db:
+            self._put_result(db, key, result, trace)
+
+    def result(self, key: str) -> CachedResult | None:
+        with self._lock:
+            row = self._db.execute("SELECT result, trace FROM results WHERE key = ?", (key,)).fetchone()
+        return CachedResult(row[0], row[1]) if row else None
+
+    def has_result(self, key: str, with_trace: bool) -> bool:
+        with self._lock:
+            row = self._db.execute("SELECT trace IS NOT NULL FROM results WHERE key = ?", (key,)).fetchone()
+        return row is not None and (bool(row[0]) or not with_trace)

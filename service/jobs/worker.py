@@ -1,0 +1,106 @@
+"""What runs inside a simulation process: one request in, one message out through a pipe.
+
+A search job runs `run_search` instead: the layout search on the in-process ("inline") executor, no nested
+process pool; its "ok" message carries the search result document and no trace.
+
+The message is ``("ok", result_json, trace_zlib_or_None)``, ``("invalid", [(field, rule), ...])`` or
+``("error", exception_type_name, one_line_message, traceback_text)``. The result JSON is exactly what
+``clustersim simulate`` prints (`adapters.to_response`), without the trace; the trace is the Chrome trace JSON,
+zlib-compressed. The forkserver preloads this module so that a new process starts in milliseconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+import traceback
+import zlib
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+
+from api_schemas import RequestError, SimulationRequest
+from api_schemas.search import SearchRequest
+from service import convert as adapters
+from service.search import run_search as search
+from simcore.simulate import simulate
+from topology.errors import SpecError
+
+__all__ = ["noop", "run", "run_search"]
+
+def _exit_with_server(alive: Connection) -> None:
+    """End this process as soon as the service dies (even by SIGKILL), so no orphan keeps simulating.
+
+    The service holds the only write end of `alive` and never writes: a read returns when it closes it, which
+    the kernel does when the service dies. The forkserver cannot tell us: each of its children holds its
+    liveness pipe open, so it outlives the service as long as they run.
+    """
+
+    def watch() -> None:
+        with contextlib.suppress(EOFError, OSError):
+            alive.recv()
+        os._exit(1)
+
+    threading.Thread(target=watch, name="clustersim-watchdog", daemon=True).start()
+
+
+def _limit_memory(memory_mb: int | None) -> None:
+    if memory_mb is None:
+        return
+    import resource
+
+    limit = memory_mb * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def noop() -> None:
+    """Started once at service start-up so the forkserver (and its preloaded modules) is ready."""
+
+
+def _serve(work: Callable[[], tuple[object, ...]], memory_mb: int | None, conn: Connection,
+           alive: Connection) -> None:
+    """Run `work` in this process and send its outcome message (or what went wrong) through `conn`."""
+    _exit_with_server(alive)
+    try:
+        _limit_memory(memory_mb)
+        message = work()
+    except SpecError as err:
+        message = ("invalid", [(err.field, err.rule)])
+    except RequestError as err:
+        message = ("invalid", [(d.field, d.rule) for d in err.details])
+    except BaseException as err:  # noqa: BLE001 -- reported to the parent, which decides what it means
+        message = ("error", type(err).__name__, " ".join(str(err).split())[:500], traceback.format_exc())
+    try:
+        conn.send(message)
+    finally:
+        conn.close()
+
+
+def run(request_json: str, keep_spans: bool, memory_mb: int | None, conn: Connection, alive: Connection) -> None:
+    """Simulate the canonical request JSON and send the outcome message through `conn`."""
+
+    def work() -> tuple[object, ...]:
+        scenario = adapters.to_scenario(SimulationRequest.model_validate_json(request_json))
+        if keep_spans:
+            scenario = adapters.replace_spans(scenario)
+        outcome = simulate(scenario)
+        trace = None
+        if keep_spans:
+            trace = zlib.compress(json.dumps(adapters.chrome_trace(outcome.spans)).encode("utf-8"), 6)
+        return ("ok", json.dumps(adapters.to_response(outcome)), trace)
+
+    _serve(work, memory_mb, conn, alive)
+
+
+def run_search(request_json: str, keep_spans: bool, memory_mb: int | None, conn: Connection,
+               alive: Connection) -> None:
+    """Run the canonical search request JSON (its bounds already capped by the service) in this process and
+    send the outcome message through `conn`; `keep_spans` is ignored (a search records no trace)."""
+    del keep_spans
+
+    def work() -> tuple[object, ...]:
+        request = SearchRequest.model_validate_json(request_json)
+        return ("ok", json.dumps(search(request, executor="local", workers=1)), None)  # workers=1: inline
+
+    _serve(work, memory_mb, conn, alive)

@@ -1,0 +1,177 @@
+"""FLOPs and bytes of every kernel of a transformer layer, and their time on a GPU (roofline).
+
+Shapes per tensor-parallel rank: b = microbatch size, s = sequence length, h = hidden size, a = attention heads,
+g = key/value heads, d = head dimension, f = MLP hidden size, t = tensor-parallel size, V = vocabulary.
+Activations are 16-bit (2 bytes). Matrix products follow Megatron's split: QKV and MLP-up by columns, the
+attention output and MLP-down by rows. With sequence parallelism the norms and dropouts work on s/t tokens;
+without it every tensor-parallel rank repeats them on all s tokens.
+
+Backward: each matrix product runs twice (input gradient and weight gradient), the fused attention kernel does
+FLASH_BACKWARD_FACTOR times its forward work, and each memory-bound kernel moves what its backward kernel reads
+and writes, counted per kernel below (its `backward_bytes` factor).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from simcore.cost.parameters import (
+    FLASH_BACKWARD_FACTOR,
+    FLASH_RELATIVE_EFFICIENCY,
+    KERNEL_OVERHEAD_S,
+    CostParameters,
+)
+from simcore.domain.model import AttentionKind, LayerType, ModelShape
+from topology.hardware import GpuSpec
+
+BYTES = 2  # 16-bit activations and weights
+
+
+# Kernel names by role: the attention core (what selective recomputation repeats) and the projections (what
+# tensor-parallel communication can hide under); cross-attention's carry a "cross_" prefix.
+ATTENTION_CORE = ("attention_scores", "softmax_dropout", "attention_values", "flash_attention",
+                  "cross_attention_scores", "cross_softmax_dropout", "cross_attention_values", "cross_flash_attention")
+PROJECTIONS = ("qkv", "attention_output", "mlp_up", "mlp_down", "cross_q", "cross_kv", "cross_attention_output")
+
+
+class OpKind(StrEnum):
+    GEMM = "gemm"
+    FLASH = "flash"
+    MEMORY = "memory"
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    name: str
+    kind: OpKind
+    flops: float
+    bytes: float
+    backward_bytes: float = 2.0  # backward traffic over forward traffic
+
+    def backward(self) -> Op:
+        factor = FLASH_BACKWARD_FACTOR if self.kind is OpKind.FLASH else 2.0
+        return Op(self.name + "_bwd", self.kind, self.flops * factor, self.bytes * self.backward_bytes)
+
+
+# Backward traffic over forward traffic of the memory-bound kernels, from what each kernel reads and writes:
+# layer norm reads x and writes y; its backward reads x and dy and writes dx (3/2). Scale-mask-softmax reads the
+# scores and writes the probabilities, dropout reads them and writes them and a 1-byte mask (9 bytes a score);
+# backward: softmax reads y and dy and writes dx, dropout reads dy and the mask and writes dx (11/9). Bias-
+# dropout-residual reads x and the residual and writes y and a mask (7 bytes an element); backward reads dy and
+# the mask and writes dx (5/7). An activation reads its input(s) and writes its output; backward reads the
+# input(s) and dy and writes d(input(s)).
+_NORM_BWD = 3 / 2
+_SOFTMAX_DROPOUT_BWD = 11 / 9
+_DROPOUT_RESIDUAL_BWD = 5 / 7
+
+
+def _gemm(name: str, m: float, n: float, k: float, batch: float = 1.0) -> Op:
+    """A (batched) product of an m x k and a k x n matrix: 2mnk FLOPs, reads both, writes the result."""
+    return Op(name, OpKind.GEMM, 2.0 * m * n * k * batch, BYTES * batch * (m * k + k * n + m * n))
+
+
+def _mem(name: str, nbytes: float, backward_bytes: float) -> Op:
+    return Op(name, OpKind.MEMORY, 0.0, nbytes, backward_bytes)
+
+
+def layer_forward_ops(model: ModelShape, b: int, t: int, sequence_parallel: bool,
+                      layer: LayerType | None = None) -> tuple[Op, ...]:
+    """Kernels of one transformer layer's forward pass on one tensor-parallel rank (the model's main layer unless
+    `layer` says otherwise). A decoder layer of an encoder-decoder model has a cross-attention block between its
+    self-attention and its MLP: queries from its own s tokens, keys and values projected from the encoder's
+    output (its cross_seq tokens), each part costed with its own sequence lengths."""
+    layer = layer or model.main_layer()
+    s, h, f = layer.seq, model.hidden_size, model.ffn_hidden_size
+    a, g, d = model.num_attention_heads / t, max(model.num_kv_heads / t, 1.0), model.head_dim
+    tokens = b * s
+    norm_tokens = tokens / t if sequence_parallel else tokens
+    up = 2 if model.gated_mlp else 1
+    flash = model.attention is AttentionKind.FLASH
+    ops = [
+        _mem("layernorm", 2 * BYTES * norm_tokens * h, _NORM_BWD),
+        _gemm("qkv", tokens, (a + 2 * g) * d, h),
+        *_attention_core("", b, a, g, d, s, s, layer.causal, flash),
+        _gemm("attention_output", tokens, h, a * d),
+        _mem("dropout_residual", 3 * BYTES * norm_tokens * h + norm_tokens * h, _DROPOUT_RESIDUAL_BWD),
+    ]
+    if layer.cross_seq:
+        enc = layer.cross_seq
+        ops += [
+            _mem("cross_layernorm", 2 * BYTES * norm_tokens * h, _NORM_BWD),
+            _gemm("cross_q", tokens, a * d, h),
+            _gemm("cross_kv", b * enc, 2 * g * d, h),
+            *_attention_core("cross_", b, a, g, d, s, enc, False, flash),
+            _gemm("cross_attention_output", tokens, h, a * d),
+            _mem("cross_dropout_residual", 3 * BYTES * norm_tokens * h + norm_tokens * h, _DROPOUT_RESIDUAL_BWD),
+        ]
+    ops += [
+        _mem("layernorm", 2 * BYTES * norm_tokens * h, _NORM_BWD),
+        _gemm("mlp_up", tokens, up * f / t, h),
+        _mem("activation", BYTES * tokens * f / t * (up + 1), (2 * up + 1) / (up + 1)),
+        _gemm("mlp_down", tokens, h, f / t),
+        _mem("dropout_residual", 3 * BYTES * norm_tokens * h + norm_tokens * h, _DROPOUT_RESIDUAL_BWD),
+    ]
+    return tuple(ops)
+
+
+def _attention_core(prefix: str, b: int, a: float, g: float, d: int, s_q: int, s_kv: int, causal: bool,
+                    flash: bool) -> list[Op]:
+    """Scores, softmax and dropout, and values: `s_q` queries over `s_kv` keys, `a` heads (`g` key/value heads)."""
+    if flash:
+        # FLOPs of QK^T and AV; a causal kernel skips the masked half of the score blocks.
+        work = 4.0 * b * a * s_q * s_kv * d * (0.5 if causal else 1.0)
+        return [Op(prefix + "flash_attention", OpKind.FLASH, work, BYTES * b * d * (2 * a * s_q + 2 * g * s_kv))]
+    scores = b * a * s_q * s_kv
+    return [
+        _gemm(prefix + "attention_scores", s_q, s_kv, d, batch=b * a),
+        # Megatron's fused scale-mask-softmax reads and writes the scores; dropout reads them, writes them and a
+        # 1-byte mask.
+        _mem(prefix + "softmax_dropout", BYTES * scores * 4 + scores, _SOFTMAX_DROPOUT_BWD),
+        _gemm(prefix + "attention_values", s_q, d, s_kv, batch=b * a),
+    ]
+
+
+def embedding_forward_ops(model: ModelShape, b: int, t: int, tokens_per_sample: int | None = None) -> tuple[Op, ...]:
+    """Word (and position) embedding lookup on a stage that embeds: the first stage, and for an encoder-decoder
+    model the first decoder stage too, on the target tokens (vocabulary split over tensor ranks)."""
+    tokens = b * (tokens_per_sample or model.seq_length)
+    # forward: gather word and position rows and add them; backward: scatter-add the gradient rows
+    return (_mem("embedding", 3 * BYTES * tokens * model.hidden_size, 1.0),)
+
+
+def logits_forward_ops(model: ModelShape, b: int, t: int, sequence_parallel: bool) -> tuple[Op, ...]:
+    """Final norm, the output projection onto the (split) vocabulary, and the cross-entropy loss, over the
+    tokens the output layer sees (the target for an encoder-decoder model)."""
+    tokens = b * model.output_seq_length
+    norm_tokens = tokens / t if sequence_parallel else tokens
+    vocab = model.vocab_size / t
+    return (
+        _mem("final_layernorm", 2 * BYTES * norm_tokens * model.hidden_size, _NORM_BWD),
+        _gemm("logits", tokens, vocab, model.hidden_size),
+        # softmax cross-entropy in fp32: read the logits, write and re-read fp32 probabilities; backward reads
+        # the fp32 probabilities and writes the 16-bit logit gradient
+        _mem("cross_entropy", tokens * vocab * (BYTES + 8), (4 + BYTES) / (BYTES + 8)),
+    )
+
+
+def op_time(op: Op, gpu: GpuSpec, params: CostParameters) -> float:
+    """Seconds for one kernel: the slower of its compute and memory times, plus launch overhead."""
+    memory_s = op.bytes / (gpu.hbm_bandwidth_bytes_per_s * params.memory_efficiency)
+    if op.kind is OpKind.MEMORY:
+        return memory_s + KERNEL_OVERHEAD_S
+    peak_efficiency = params.gemm_efficiency(gpu.generation)
+    half_flops = gpu.peak_flops_per_s * peak_efficiency * params.gemm_half_time_s(gpu.generation)
+    efficiency = peak_efficiency * op.flops / (op.flops + half_flops)
+    if op.kind is OpKind.FLASH:
+        efficiency *= FLASH_RELATIVE_EFFICIENCY
+    compute_s = op.flops / (gpu.peak_flops_per_s * efficiency) if op.flops > 0 else 0.0
+    return max(compute_s, memory_s) + KERNEL_OVERHEAD_S
+
+
+def ops_time(ops: tuple[Op, ...], gpu: GpuSpec, params: CostParameters) -> float:
+    return sum(op_time(op, gpu, params) for op in ops)
+
+
+def ops_flops(ops: tuple[Op, ...]) -> float:
+    return sum(op.flops for op in ops)

@@ -1,0 +1,167 @@
+"""How the layers are cut into pipeline stages (model chunks), and for encoder-decoder models which stages
+hold the encoder.
+
+Two partitions:
+- `even`: layers split by count, what Megatron does. A single stack is cut into pp * virtual_stages chunks of
+  equal size, the extra layers going to the middle stages first (the first stage also embeds, the last also
+  computes the logits). An encoder-decoder model puts its encoder on the first `encoder_pipeline_stages` stages
+  and its decoder on the rest (Megatron's split rank), each stack split by count; the default number of encoder
+  stages follows the layer counts (pp * encoder_layers / all layers, rounded).
+- `balanced`: split by the simulated cost of each stage (its layers' forward, backward and recomputation, plus
+  the embedding and the logits where they are), so that the slowest stage is as fast as it can be, with whole
+  layers per stage; for encoder-decoder models the number of encoder stages is chosen the same way unless the
+  layout gives it. Where the even split is already as good, it is kept.
+
+The default is `balanced` for encoder-decoder models (the contract's default for encoder_pipeline_stages: chosen to
+balance stage cost) and `even` for single-stack models (Megatron's split, which the published runs used).
+
+The costs are the cost model's compute times per microbatch on the GPU (forward, backward and recomputation);
+tensor-parallel time is left out so that the split is known before any network exists (the search prunes by
+memory with it), and it follows the compute closely (the same collectives per layer of a type).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from simcore.cost.kernels import (
+    ATTENTION_CORE,
+    Op,
+    embedding_forward_ops,
+    layer_forward_ops,
+    logits_forward_ops,
+    ops_time,
+)
+from simcore.cost.parameters import CostParameters
+from simcore.domain.layout import Partition
+from simcore.domain.model import LayerType, ModelShape
+from topology.hardware import GpuSpec
+
+
+@dataclass(frozen=True, slots=True)
+class StageCosts:
+    """Seconds per microbatch (forward + backward + recomputation) of what a stage can hold."""
+
+    layer: dict[LayerType, float]
+    embedding: float  # one embedding lookup (the encoder's, or the decoder's on its first stage)
+    decoder_embedding: float
+    logits: float
+
+
+Chunks = list[list[tuple[LayerType, int]]]  # per virtual stage: its layers in order, as (type, count) runs
+
+
+def split_layers(num_layers: int, parts: int) -> list[int]:
+    """Layers by count: equal shares, the remainder to the middle parts first, then the first and the last."""
+    base, extra = divmod(num_layers, parts)
+    counts = [base] * parts
+    order = list(range(1, parts - 1)) + [0, parts - 1] if parts > 2 else list(range(parts))
+    for i in order[:extra]:
+        counts[i] += 1
+    return counts
+
+
+def even_encoder_stages(model: ModelShape, pp: int) -> int:
+    """Encoder stages in proportion to the encoder's share of the layers, at least one stage for each stack."""
+    share = round(pp * model.encoder_layers / model.num_layers)
+    return max(1, pp - model.decoder_layers, min(pp - 1, model.encoder_layers, share))
+
+
+def default_partition(model: ModelShape) -> Partition:
+    return Partition.BALANCED if model.encoder_decoder else Partition.EVEN
+
+
+def stage_costs(model: ModelShape, b: int, t: int, sequence_parallel: bool, recompute: str, gpu: GpuSpec,
+                params: CostParameters) -> StageCosts:
+    """Compute seconds per microbatch of each layer type (forward, backward and recomputation: `recompute` is
+    "none", "selective" or "full"), of an embedding lookup and of the logits, on one tensor-parallel rank."""
+
+    def both(ops: tuple[Op, ...]) -> float:
+        return ops_time(ops, gpu, params) + ops_time(tuple(op.backward() for op in ops), gpu, params)
+
+    layers = {}
+    for layer, _ in model.layer_stacks():
+        ops = layer_forward_ops(model, b, t, sequence_parallel, layer)
+        redo = ops if recompute == "full" else tuple(
+            op for op in ops if op.name in ATTENTION_CORE) if recompute == "selective" else ()
+        layers[layer] = both(ops) + ops_time(redo, gpu, params)
+    decoder_tokens = model.decoder_seq_length or model.seq_length
+    return StageCosts(layer=layers, embedding=both(embedding_forward_ops(model, b, t)),
+                      decoder_embedding=both(embedding_forward_ops(model, b, t, decoder_tokens)),
+                      logits=both(logits_forward_ops(model, b, t, sequence_parallel)))
+
+
+def partition(model: ModelShape, pp: int, virtual_stages: int, mode: Partition | None, costs: StageCosts,
+              encoder_stages: int | None = None) -> tuple[Chunks, int]:
+    """The layers of each virtual stage, and the number of encoder stages (0 for a single-stack model)."""
+    mode = mode or default_partition(model)
+    chunks = pp * virtual_stages
+    if not model.encoder_decoder:
+        (layer, count), = model.layer_stacks()
+        extras = _extras(chunks, costs.embedding, costs.logits)
+        counts = _split(count, costs.layer[layer], extras, mode)
+        return [[(layer, n)] for n in counts], 0
+    enc, dec = model.encoder_layer(), model.decoder_layer()
+    if pp == 1:
+        return [[(enc, model.encoder_layers), (dec, model.decoder_layers)]], 1
+    options = [encoder_stages] if encoder_stages is not None else (
+        [even_encoder_stages(model, pp)] if mode is Partition.EVEN else
+        [e for e in range(1, pp) if e <= model.encoder_layers and pp - e <= model.decoder_layers])
+    best: tuple[float, Chunks, int] | None = None
+    for e in options:
+        enc_extras = _extras(e, costs.embedding, 0.0)
+        dec_extras = _extras(pp - e, costs.decoder_embedding, costs.logits)
+        enc_counts = _split(model.encoder_layers, costs.layer[enc], enc_extras, mode)
+        dec_counts = _split(model.decoder_layers, costs.layer[dec], dec_extras, mode)
+        slowest = max(max(_stage_costs(enc_counts, costs.layer[enc], enc_extras)),
+                      max(_stage_costs(dec_counts, costs.layer[dec], dec_extras)))
+        if best is None or slowest < best[0] * (1 - 1e-12):
+            best = (slowest, [[(enc, n)] for n in enc_counts] + [[(dec, n)] for n in dec_counts], e)
+    assert best is not None
+    return best[1], best[2]
+
+
+def _extras(parts: int, first: float, last: float) -> list[float]:
+    extras = [0.0] * parts
+    extras[0] += first
+    extras[-1] += last
+    return extras
+
+
+def _stage_costs(counts: Sequence[int], weight: float, extras: Sequence[float]) -> list[float]:
+    return [n * weight + x for n, x in zip(counts, extras)]
+
+
+def _split(n: int, weight: float, extras: list[float], mode: Partition) -> list[int]:
+    even = split_layers(n, len(extras))
+    if mode is Partition.EVEN or weight <= 0:
+        return even
+    balanced = _balanced(n, weight, extras)
+    if max(_stage_costs(even, weight, extras)) <= max(_stage_costs(balanced, weight, extras)) * (1 + 1e-12):
+        return even
+    return balanced
+
+
+def _balanced(n: int, weight: float, extras: list[float]) -> list[int]:
+    """Whole layers per part (at least one each) minimising the costliest part: the smallest cap at which the
+    parts can hold all n layers, then layers taken off the costliest parts until exactly n remain."""
+    parts = len(extras)
+
+    def fit(cap: float) -> list[int]:
+        return [int((cap - x) / weight + 1e-9) for x in extras]
+
+    caps = sorted({x + c * weight for x in extras for c in range(1, n - parts + 2)})
+    lo, hi = 0, len(caps) - 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        counts = fit(caps[mid])
+        if min(counts) >= 1 and sum(counts) >= n:
+            hi = mid
+        else:
+            lo = mid + 1
+    counts = fit(caps[lo])
+    for _ in range(sum(counts) - n):
+        costs = [(c * weight + x, i) for i, (c, x) in enumerate(zip(counts, extras)) if c > 1]
+        counts[max(costs)[1]] -= 1
+    return counts

@@ -1,0 +1,299 @@
+"""The work of one training iteration, per model chunk: what each pass costs, what it sends, what it holds.
+
+Layers are split over pp * virtual_stages model chunks in order (virtual stage i = chunk * pp + rank, Megatron's
+layout) by simcore/partition.py: by count (the extra layers to the middle stages first, since the first stage
+also embeds and the last also computes the logits) or by cost; an encoder-decoder model's first stages hold the
+encoder, the rest the decoder. A chunk receives its first layer's input: a decoder stage also receives the
+encoder output (the first decoder stage only that), so messages between decoder stages are larger.
+Tensor-parallel collectives are folded into the pass that issues them; their time comes from the collective
+model on the real tensor-parallel group and its paths, with the concurrent groups of the other data-parallel
+replicas sharing the links.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simcore.cost.collectives import Collective, CollectiveModel
+from simcore.cost.kernels import (
+    ATTENTION_CORE,
+    BYTES,
+    PROJECTIONS,
+    Op,
+    embedding_forward_ops,
+    layer_forward_ops,
+    logits_forward_ops,
+    ops_time,
+)
+from simcore.cost.parameters import FITTED, CostParameters
+from simcore.cost.partition import Chunks, partition, stage_costs
+from simcore.domain.layout import Layout, Recompute
+from simcore.domain.model import LayerType, ModelShape
+from simcore.domain.placement import Placement
+from topology.hardware import GpuSpec
+
+# Adam in mixed precision touches about 40 bytes per parameter per step: fp32 master weight, two moments and
+# the fp32 gradient read and written, the bf16 weight written, and the gradient-norm pass.
+OPTIMIZER_BYTES_PER_PARAMETER = 40
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkCost:
+    """One model chunk on one pipeline rank; times per microbatch, in seconds; sizes per tensor-parallel rank."""
+
+    virtual_stage: int
+    rank: int
+    chunk: int
+    layers: int
+    layer_counts: tuple[tuple[str, int], ...]  # its layers by kind ("transformer", or "encoder"/"decoder")
+    has_embedding: bool  # it embeds tokens: the first chunk, and the one that starts a decoder
+    embeds_target: bool  # it embeds an encoder-decoder model's target tokens
+    has_logits: bool
+    forward_compute_s: float
+    forward_tp_s: float
+    backward_compute_s: float
+    backward_tp_s: float
+    recompute_s: float  # the recomputed forward, its tensor-parallel collectives included
+    recompute_tp_s: float
+    parameters: int
+    input_bytes: float  # the message it receives in forward (and whose gradient it sends back), per tensor rank
+    tp_hidden_forward_s: float  # tensor-parallel time overlapped with the GEMMs (tp_comm_overlap), per microbatch
+    tp_hidden_backward_s: float  # the same for the backward pass, the recomputed forward included
+    tp_bytes_forward: float  # bytes one tensor rank sends in tensor-parallel collectives, per microbatch
+    tp_bytes_backward: float  # the same for the backward pass, the recomputed forward included
+
+    @property
+    def forward_s(self) -> float:
+        return self.forward_compute_s + self.forward_tp_s
+
+    @property
+    def backward_s(self) -> float:
+        return self.recompute_s + self.backward_compute_s + self.backward_tp_s
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    chunks: tuple[ChunkCost, ...]  # by virtual stage
+    optimizer_s: tuple[float, ...]  # per pipeline rank
+    grad_bytes: tuple[float, ...]  # per pipeline rank: gradient bytes each rank reduces over data parallelism
+    encoder_stages: int = 0  # pipeline ranks holding the encoder (encoder-decoder models)
+
+
+@dataclass(frozen=True, slots=True)
+class _LayerCost:
+    """One layer of a type, per microbatch: compute, exposed and hidden tensor-parallel time, bytes, weights."""
+
+    forward: float
+    backward: float
+    core: float  # the attention core's forward (what selective recomputation repeats)
+    tp_forward: float  # exposed tensor-parallel time
+    tp_backward: float
+    tp_hidden_forward: float
+    tp_hidden_backward: float
+    tp_bytes_forward: float
+    tp_bytes_backward: float
+    parameters: int  # per tensor rank
+
+    def recompute(self, mode: Recompute) -> float:
+        if mode is Recompute.FULL:
+            return self.forward + self.tp_forward
+        return self.core if mode is Recompute.SELECTIVE else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class _Kernels:
+    """One layer of a type, per microbatch, on one tensor rank: its kernels' times (the same on every rank)."""
+
+    forward: float
+    backward: float
+    core: float  # the attention core's forward
+    gemm_forward: float  # the projections, which tp_comm_overlap hides collectives under
+    gemm_backward: float
+
+
+def _kernels(model: ModelShape, layer: LayerType, layout: Layout, gpu: GpuSpec, params: CostParameters) -> _Kernels:
+    ops = layer_forward_ops(model, layout.microbatch_size, layout.tp, layout.sequence_parallel, layer)
+    return _Kernels(
+        forward=ops_time(ops, gpu, params), backward=ops_time(_bwd(ops), gpu, params),
+        core=ops_time(tuple(op for op in ops if op.name in ATTENTION_CORE), gpu, params),
+        gemm_forward=ops_time(tuple(op for op in ops if op.name in PROJECTIONS), gpu, params),
+        gemm_backward=ops_time(tuple(op.backward() for op in ops if op.name in PROJECTIONS), gpu, params))
+
+
+def _layer_cost(model: ModelShape, layer: LayerType, layout: Layout, kernels: _Kernels,
+                collectives: CollectiveModel | None, groups: list[tuple[int, ...]], free: bool) -> _LayerCost:
+    """The layer's kernels plus its tensor-parallel collectives on one rank's groups."""
+    b, t, sp = layout.microbatch_size, layout.tp, layout.sequence_parallel
+    message = b * layer.seq * model.hidden_size * BYTES  # one microbatch's hidden states
+    one_tp = 0.0 if free else _tp_time(collectives, groups, message, sp)
+    # Two collectives per layer per direction (Megatron's f and g operators around attention and the MLP), three
+    # with cross-attention.
+    blocks = 3 if layer.cross_seq else 2
+    tp_fwd = tp_bwd = blocks * one_tp
+    bytes_fwd = bytes_bwd = blocks * _tp_bytes(t, message)
+    if layer.cross_seq:
+        # The encoder output enters the column-parallel key/value projection: its gradient is all-reduced over
+        # the tensor ranks in backward (with sequence parallelism it is all-gathered in forward and
+        # reduce-scattered in backward).
+        encoder_out = b * layer.cross_seq * model.hidden_size * BYTES
+        if not free:
+            if sp:
+                tp_fwd += _one(collectives, Collective.ALL_GATHER, groups, encoder_out)
+                tp_bwd += _one(collectives, Collective.REDUCE_SCATTER, groups, encoder_out)
+            else:
+                tp_bwd += _one(collectives, Collective.ALL_REDUCE, groups, encoder_out)
+        half = _tp_bytes(t, encoder_out) / 2
+        bytes_fwd += half if sp else 0.0
+        bytes_bwd += half if sp else 2 * half
+    # With tp_comm_overlap the collectives run in chunks under the GEMMs that feed or consume them
+    # (Megatron-Core's userbuffers): only what the GEMMs cannot cover stays on the critical path.
+    exposed_fwd = max(0.0, tp_fwd - kernels.gemm_forward) if layout.tp_comm_overlap else tp_fwd
+    exposed_bwd = max(0.0, tp_bwd - kernels.gemm_backward) if layout.tp_comm_overlap else tp_bwd
+    return _LayerCost(
+        forward=kernels.forward, backward=kernels.backward, core=kernels.core,
+        tp_forward=exposed_fwd, tp_backward=exposed_bwd,
+        tp_hidden_forward=tp_fwd - exposed_fwd, tp_hidden_backward=tp_bwd - exposed_bwd,
+        tp_bytes_forward=bytes_fwd, tp_bytes_backward=bytes_bwd,
+        parameters=model.parameters_per_layer(layer) // t)
+
+
+def _tp_time(model: CollectiveModel | None, groups: list[tuple[int, ...]], size: float, sp: bool) -> float:
+    if len(groups[0]) < 2:
+        return 0.0
+    assert model is not None, "tensor-parallel time needs a collective model (or free communication)"
+    if sp:
+        return (model.isolated_time(Collective.ALL_GATHER, groups, size)
+                + model.isolated_time(Collective.REDUCE_SCATTER, groups, size))
+    return model.isolated_time(Collective.ALL_REDUCE, groups, size)
+
+
+def layer_partition(model: ModelShape, layout: Layout, gpu: GpuSpec,
+                    params: CostParameters = FITTED) -> tuple[Chunks, int]:
+    """The layout's layers per virtual stage and its encoder stage count (simcore/partition.py)."""
+    costs = stage_costs(model, layout.microbatch_size, layout.tp, layout.sequence_parallel, str(layout.recompute),
+                        gpu, params)
+    return partition(model, layout.pp, layout.virtual_stages, layout.pipeline_partition, costs,
+                     layout.encoder_pipeline_stages)
+
+
+def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: Placement | None,
+                   collectives: CollectiveModel | None, free_communication: bool = False,
+                   params: CostParameters = FITTED) -> Workload:
+    """Cost every chunk of the layout; pure function of its inputs. With `free_communication` the
+    tensor-parallel collectives take no time (and `placement` and `collectives` may be None)."""
+    b, t, p, v = layout.microbatch_size, layout.tp, layout.pp, layout.virtual_stages
+    sp, free, mode = layout.sequence_parallel, free_communication, layout.recompute
+    full = mode is Recompute.FULL
+    h = model.hidden_size
+    vocab_params = model.vocab_size * h // t
+    positions = 0 if model.encoder_decoder else model.seq_length * h // t
+    emb_ops = embedding_forward_ops(model, b, t)
+    dec_emb_ops = embedding_forward_ops(model, b, t, model.decoder_seq_length) if model.encoder_decoder else emb_ops
+    logit_ops = logits_forward_ops(model, b, t, sp)
+    emb_fwd, emb_bwd = ops_time(emb_ops, gpu, params), ops_time(_bwd(emb_ops), gpu, params)
+    dec_emb_fwd, dec_emb_bwd = ops_time(dec_emb_ops, gpu, params), ops_time(_bwd(dec_emb_ops), gpu, params)
+    logit_fwd, logit_bwd = ops_time(logit_ops, gpu, params), ops_time(_bwd(logit_ops), gpu, params)
+
+    def tp_groups(rank: int) -> list[tuple[int, ...]]:
+        # Free communication needs no groups (nor a placement or a network: memory planning costs layouts so).
+        if free or placement is None:
+            return []
+        return [placement.tp_group(d, rank) for d in range(layout.dp)]
+
+    # Kernel times once per layer type; tensor-parallel time per rank, on its real groups (cached by the model).
+    kernels = {layer: _kernels(model, layer, layout, gpu, params) for layer, _ in model.layer_stacks()}
+    rank_costs = [{layer: _layer_cost(model, layer, layout, k, collectives, tp_groups(r), free)
+                   for layer, k in kernels.items()} for r in range(p)]
+    layers_of, encoder_stages = layer_partition(model, layout, gpu, params)
+    emb_message = b * model.seq_length * h * BYTES
+    dec_emb_message = b * model.decoder_seq_length * h * BYTES
+    out_message = b * model.output_seq_length * h * BYTES
+
+    chunks = []
+    previous: LayerType | None = None
+    for vs, runs in enumerate(layers_of):
+        chunk, rank = divmod(vs, p)
+        costs = rank_costs[rank]
+        groups = tp_groups(rank)
+        first, last = vs == 0, vs == p * v - 1
+        first_layer = runs[0][0]
+        decoder_embeds = any(layer.cross_seq for layer, _ in runs) and (previous is None or not previous.cross_seq)
+        # What the chunk receives (and returns the gradient of): its first layer's input hidden states; a decoder
+        # stage after another also receives the encoder output, which every decoder layer reads; the first
+        # decoder stage receives only the encoder output (it embeds the target tokens itself).
+        if first_layer.cross_seq and previous is not None and not previous.cross_seq:
+            input_tokens = first_layer.cross_seq
+        else:
+            input_tokens = first_layer.seq + first_layer.cross_seq
+        # The vocabulary-parallel embedding ends with an all-reduce (a reduce-scatter with sequence parallelism);
+        # with sequence parallelism the logits first all-gather the final hidden states (and reduce-scatter their
+        # gradient in backward): Korthikanti et al. 2022.
+        emb_tp = logit_tp = emb_bytes = 0.0
+        for embeds, size in ((first, emb_message), (decoder_embeds, dec_emb_message)):
+            if embeds:  # the encoder's (or only) embedding, and the decoder's on the stage that starts it
+                emb_bytes += _tp_bytes(t, size)
+                if not free:
+                    emb_tp += _one(collectives, Collective.REDUCE_SCATTER, groups, size) if sp else \
+                        _tp_time(collectives, groups, size, False)
+        if last and sp and not free:
+            logit_tp = _one(collectives, Collective.ALL_GATHER, groups, out_message)
+
+        def total(attr: str, runs: list[tuple[LayerType, int]] = runs,
+                  costs: dict[LayerType, _LayerCost] = costs) -> float:
+            return sum(n * getattr(costs[layer], attr) for layer, n in runs)
+
+        # The first chunk embeds the (encoder's) tokens; the chunk that starts the decoder embeds the target's.
+        embed_fwd = (emb_fwd if first else 0.0) + (dec_emb_fwd if decoder_embeds else 0.0)
+        embed_bwd = (emb_bwd if first else 0.0) + (dec_emb_bwd if decoder_embeds else 0.0)
+        # The last stage holds the output layer: its own matrix when untied, a copy of the embedding when tied and
+        # the pipeline has more than one stage (Megatron keeps both copies' gradients in sync). A stage that
+        # embeds the decoder's tokens holds a copy of the shared embedding too.
+        output_layer = last and (p * v > 1 or not model.tied_embeddings)
+        weights = (sum(n * costs[layer].parameters for layer, n in runs)
+                   + (vocab_params + positions if first else 0)
+                   + (vocab_params if decoder_embeds and not first else 0)
+                   + (vocab_params if output_layer else 0))
+        chunks.append(ChunkCost(
+            virtual_stage=vs, rank=rank, chunk=chunk, layers=sum(n for _, n in runs),
+            layer_counts=tuple((layer.kind, n) for layer, n in runs),
+            has_embedding=first or decoder_embeds, embeds_target=decoder_embeds, has_logits=last,
+            forward_compute_s=total("forward") + embed_fwd + (logit_fwd if last else 0.0),
+            forward_tp_s=total("tp_forward") + emb_tp + logit_tp,
+            backward_compute_s=total("backward") + embed_bwd + (logit_bwd if last else 0.0),
+            backward_tp_s=total("tp_backward") + logit_tp,
+            recompute_s=sum(n * costs[layer].recompute(mode) for layer, n in runs),
+            recompute_tp_s=total("tp_forward") if full else 0.0,
+            tp_hidden_forward_s=total("tp_hidden_forward"),
+            tp_hidden_backward_s=total("tp_hidden_backward") + (total("tp_hidden_forward") if full else 0.0),
+            parameters=weights,
+            # scatter/gather over tensor ranks (or sequence-parallel shards)
+            input_bytes=b * input_tokens * h * BYTES / t if vs > 0 else 0.0,
+            tp_bytes_forward=total("tp_bytes_forward") + emb_bytes,
+            tp_bytes_backward=total("tp_bytes_backward") + (total("tp_bytes_forward") if full else 0.0),
+        ))
+        previous = runs[-1][0]
+    params_per_rank = [sum(c.parameters for c in chunks if c.rank == r) for r in range(p)]
+    shards = layout.dp if layout.zero_stage >= 1 else 1  # ZeRO 1: each rank updates 1/dp of the parameters
+    optimizer = tuple(n / shards * OPTIMIZER_BYTES_PER_PARAMETER
+                      / (gpu.hbm_bandwidth_bytes_per_s * params.memory_efficiency) for n in params_per_rank)
+    grads = tuple(float(n * layout.grad_reduce_bytes) if layout.dp > 1 else 0.0 for n in params_per_rank)
+    return Workload(tuple(chunks), optimizer, grads, encoder_stages)
+
+
+def _one(model: CollectiveModel | None, kind: Collective, groups: list[tuple[int, ...]], size: float) -> float:
+    if len(groups[0]) < 2:
+        return 0.0
+    assert model is not None, "tensor-parallel time needs a collective model (or free communication)"
+    return model.isolated_time(kind, groups, size)
+
+
+def _bwd(ops: tuple[Op, ...]) -> tuple[Op, ...]:
+    return tuple(op.backward() for op in ops)
+
+
+def _tp_bytes(t: int, size: float) -> float:
+    """Bytes one tensor rank sends for one all-reduce (or reduce-scatter plus all-gather) of `size` bytes in a
+    ring: 2(t-1)/t S."""
+    if t < 2:
+        return 0.0
+    return 2 * (t - 1) / t * size

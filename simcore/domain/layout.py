@@ -1,0 +1,156 @@
+"""The parallel layout (domain object) and the rules that tie it to a model and a cluster."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from simcore.domain.model import ModelShape
+from topology.errors import SpecError
+
+# Bytes per gradient element in the data-parallel reduction: Megatron reduces bf16 training's gradients in fp32
+# (it forces --accumulate-allreduce-grads-in-fp32 for bf16) and fp16 training's in fp16 (its default).
+GRAD_REDUCE_BYTES = {"bf16": 4, "fp16": 2}
+
+
+class Partition(StrEnum):
+    """How layers are cut into pipeline stages (simcore/cost/partition.py)."""
+
+    EVEN = "even"
+    BALANCED = "balanced"
+
+
+class Schedule(StrEnum):
+    GPIPE = "gpipe"
+    ONE_F_ONE_B = "1f1b"
+    INTERLEAVED_1F1B = "interleaved_1f1b"
+
+
+class Recompute(StrEnum):
+    NONE = "none"
+    SELECTIVE = "selective"
+    FULL = "full"
+
+
+class Precision(StrEnum):
+    BF16 = "bf16"
+    FP16 = "fp16"  # same speed; Megatron reduces fp16 gradients in fp16 (the 2020-2021 runs trained in fp16)
+
+
+class Fidelity(StrEnum):
+    REPRESENTATIVE = "representative"
+    FULL = "full"
+
+
+class CollectiveAlgorithm(StrEnum):
+    RING = "ring"
+    TREE = "tree"
+    HIERARCHICAL = "hierarchical"
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    dp: int
+    tp: int
+    pp: int
+    microbatch_size: int
+    global_batch_size: int
+    virtual_stages: int = 1
+    schedule: Schedule = Schedule.ONE_F_ONE_B
+    sequence_parallel: bool = False
+    zero_stage: int = 0
+    recompute: Recompute = Recompute.NONE
+    overlap_grad_reduce: bool = False
+    placement: str = "tp,dp,pp"
+    tp_comm_overlap: bool = False  # Megatron-Core's --tp-comm-overlap: TP collectives hidden under the GEMMs
+    precision: Precision = Precision.BF16
+    pipeline_partition: Partition | None = None  # how layers are cut into stages; None: cost/partition.py's default
+    encoder_pipeline_stages: int | None = None  # encoder-decoder: stages holding the encoder; None: chosen
+    zero3_gather_bucket_elements: int | None = None  # ZeRO 3 gathers in buckets this large; None: one per layer
+
+    @property
+    def grad_reduce_bytes(self) -> int:
+        return GRAD_REDUCE_BYTES[self.precision]
+
+    @property
+    def num_microbatches(self) -> int:
+        """m: microbatches per pipeline per iteration."""
+        return self.global_batch_size // (self.dp * self.microbatch_size)
+
+    @property
+    def num_gpus(self) -> int:
+        return self.dp * self.tp * self.pp
+
+
+def validate_layout(layout: Layout, model: ModelShape, num_gpus: int) -> None:
+    """Raise SpecError naming the first rule the layout breaks for this model and cluster."""
+    for name in ("dp", "tp", "pp", "microbatch_size", "global_batch_size", "virtual_stages"):
+        if getattr(layout, name) < 1:
+            raise SpecError(f"layout.{name}", "must be >= 1")
+    if layout.num_gpus != num_gpus:
+        raise SpecError("layout.dp", f"dp*tp*pp = {layout.dp}*{layout.tp}*{layout.pp} = {layout.num_gpus} "
+                        f"must equal the number of GPUs ({num_gpus})")
+    if model.num_attention_heads % layout.tp:
+        raise SpecError("layout.tp", f"must divide num_attention_heads ({model.num_attention_heads})")
+    if model.num_kv_heads % layout.tp and layout.tp % model.num_kv_heads:
+        raise SpecError("layout.tp", f"must divide num_kv_heads ({model.num_kv_heads}) or be a multiple of it")
+    if model.ffn_hidden_size % layout.tp:
+        raise SpecError("layout.tp", f"must divide ffn_hidden_size ({model.ffn_hidden_size})")
+    per_replica = layout.dp * layout.microbatch_size
+    if layout.global_batch_size % per_replica:
+        raise SpecError("layout.global_batch_size",
+                        f"must be divisible by dp*microbatch_size = {per_replica} (microbatches must divide the batch)")
+    _validate_encoder_decoder(layout, model)
+    chunks = layout.pp * layout.virtual_stages
+    if chunks > model.num_layers:
+        raise SpecError("layout.pp", f"pp*virtual_stages = {chunks} exceeds num_layers ({model.num_layers})")
+    if layout.virtual_stages > 1 and layout.schedule is not Schedule.INTERLEAVED_1F1B:
+        raise SpecError("layout.virtual_stages", "must be 1 unless schedule is interleaved_1f1b")
+    if layout.schedule is Schedule.INTERLEAVED_1F1B:
+        if layout.pp < 2:
+            raise SpecError("layout.schedule", "interleaved_1f1b needs pp >= 2")
+        if layout.num_microbatches % layout.pp:
+            raise SpecError("layout.global_batch_size",
+                            f"interleaved_1f1b needs the microbatch count ({layout.num_microbatches}) "
+                            f"to be a multiple of pp ({layout.pp})")
+    if layout.sequence_parallel:
+        for name in ("seq_length", "decoder_seq_length"):
+            if getattr(model, name) % layout.tp:
+                raise SpecError("layout.sequence_parallel", f"needs tp to divide {name} ({getattr(model, name)})")
+    if layout.tp_comm_overlap and not layout.sequence_parallel:
+        raise SpecError("layout.tp_comm_overlap", "needs sequence_parallel (as in Megatron-Core)")
+    if layout.zero_stage not in (0, 1, 2, 3):
+        raise SpecError("layout.zero_stage", "must be 0, 1, 2 or 3")
+    if layout.zero3_gather_bucket_elements is not None:
+        if layout.zero_stage != 3:
+            raise SpecError("layout.zero3_gather_bucket_elements", "applies to zero_stage 3 only")
+        if layout.zero3_gather_bucket_elements < 1:
+            raise SpecError("layout.zero3_gather_bucket_elements", "must be >= 1")
+
+
+def _validate_encoder_decoder(layout: Layout, model: ModelShape) -> None:
+    stages = layout.encoder_pipeline_stages
+    if not model.encoder_decoder:
+        if stages is not None:
+            raise SpecError("layout.encoder_pipeline_stages", "applies to encoder_decoder models only")
+        return
+    if layout.schedule is Schedule.INTERLEAVED_1F1B:
+        raise SpecError("layout.schedule", "interleaved_1f1b is not supported for encoder_decoder models "
+                        "(Megatron does not interleave them); use 1f1b or gpipe")
+    if layout.pp == 1:
+        if stages is not None:
+            raise SpecError("layout.encoder_pipeline_stages", "needs pp >= 2 (with pp 1 one stage holds both stacks)")
+        return
+    if layout.pp > model.encoder_layers + model.decoder_layers:
+        raise SpecError("layout.pp", f"exceeds encoder_layers + decoder_layers ({model.num_layers})")
+    if stages is not None:
+        if not 1 <= stages < layout.pp:
+            raise SpecError("layout.encoder_pipeline_stages",
+                            f"must be between 1 and pp - 1 ({layout.pp - 1}): both stacks need a stage")
+        if stages > model.encoder_layers:
+            raise SpecError("layout.encoder_pipeline_stages",
+                            f"exceeds encoder_layers ({model.encoder_layers}): every stage needs a layer")
+        if layout.pp - stages > model.decoder_layers:
+            raise SpecError("layout.encoder_pipeline_stages",
+                            f"leaves pp - {stages} = {layout.pp - stages} decoder stages for "
+                            f"{model.decoder_layers} decoder layers: every stage needs a layer")

@@ -1,0 +1,79 @@
+"""Pipeline schedules: the order in which each pipeline rank runs its forward and backward passes.
+
+A schedule only orders work; the engine runs the orders as events over the real per-stage costs, so waiting on
+another stage shows up as real idle time. Each pass is (direction, microbatch, chunk): chunk is the model chunk
+of the rank (always 0 unless interleaved); the virtual stage it runs is chunk * pp + rank (Megatron's layout).
+
+- GPipe: all forwards, then all backwards in reverse order (Huang et al. 2019).
+- 1F1B (PipeDream-Flush): pp - rank - 1 warm-up forwards, then one forward and one backward in turn, then the
+  remaining backwards (Narayanan et al. 2021, §2.2.1).
+- Interleaved 1F1B: each rank holds `virtual_stages` chunks; microbatches advance through the chunks in groups
+  of pp (Narayanan et al. 2021, §2.2.2; Megatron-LM's forward_backward_pipelining_with_interleaving).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from simcore.domain.layout import Schedule
+
+FORWARD, BACKWARD = "F", "B"
+
+
+@dataclass(frozen=True, slots=True)
+class Pass:
+    direction: str  # "F" or "B"
+    microbatch: int
+    chunk: int
+
+
+class SchedulePolicy(Protocol):
+    def passes(self, rank: int, pp: int, m: int, v: int) -> list[Pass]: ...
+
+
+class GPipe:
+    def passes(self, rank: int, pp: int, m: int, v: int) -> list[Pass]:
+        return [Pass(FORWARD, i, 0) for i in range(m)] + [Pass(BACKWARD, i, 0) for i in reversed(range(m))]
+
+
+class OneFOneB:
+    def passes(self, rank: int, pp: int, m: int, v: int) -> list[Pass]:
+        warmup = min(pp - rank - 1, m)
+        order = [Pass(FORWARD, i, 0) for i in range(warmup)]
+        for i in range(m - warmup):
+            order.append(Pass(FORWARD, warmup + i, 0))
+            order.append(Pass(BACKWARD, i, 0))
+        order += [Pass(BACKWARD, i, 0) for i in range(m - warmup, m)]
+        return order
+
+
+class Interleaved1F1B:
+    """Megatron's interleaved schedule; needs m to be a multiple of pp."""
+
+    def passes(self, rank: int, pp: int, m: int, v: int) -> list[Pass]:
+        total = m * v
+
+        def forward(k: int) -> Pass:
+            group, within = divmod(k, pp * v)
+            return Pass(FORWARD, group * pp + within % pp, (k // pp) % v)
+
+        def backward(k: int) -> Pass:
+            group, within = divmod(k, pp * v)
+            return Pass(BACKWARD, group * pp + within % pp, v - 1 - (k // pp) % v)
+
+        # Megatron: with exactly pp microbatches every forward runs before any backward.
+        warmup = total if m == pp else min((pp - rank - 1) * 2 + (v - 1) * pp, total)
+        order = [forward(k) for k in range(warmup)]
+        for k in range(total - warmup):
+            order.append(forward(warmup + k))
+            order.append(backward(k))
+        order += [backward(k) for k in range(total - warmup, total)]
+        return order
+
+
+POLICIES: dict[Schedule, SchedulePolicy] = {
+    Schedule.GPIPE: GPipe(),
+    Schedule.ONE_F_ONE_B: OneFOneB(),
+    Schedule.INTERLEAVED_1F1B: Interleaved1F1B(),
+}

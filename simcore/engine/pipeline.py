@@ -1,0 +1,260 @@
+"""The SimPy engine: one training iteration as compute passes and transfers over the cluster's links.
+
+Each simulated rank is a process (simcore/events.py) that runs its schedule's passes in order. A forward pass
+waits for its activation, a backward pass for its gradient; each pass is one event whose duration is the chunk's
+cost (tensor-parallel collectives folded in). Activations and gradients travel as flow groups on the FlowNetwork over
+the graph's links; data-parallel gradient reductions and ZeRO's parameter gathers are collectives on the same
+network, on their own streams (simcore/dp_sync.py). A pass that needs gathered parameters (ZeRO 3's layers, or
+ZeRO 1/2's overlapped gathers before a chunk's first forward) runs slice by slice behind them. After its
+gradients are reduced a rank waits for every rank (the global gradient-norm all-reduce before the step) and runs
+the optimizer.
+
+Fidelity:
+- representative: one replica (dp rank 0) per pipeline rank. The other replicas and tensor ranks provably do
+  the same at the same time, so each transfer carries their flows too: link sharing counts every real flow.
+- full: every data-parallel replica of every pipeline rank is its own process with its own flows; tensor ranks
+  of a replica run in lock step (their per-layer collectives synchronise them) and send their own flows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simcore.cost.collectives import CollectiveModel
+from simcore.cost.patterns import FlowPattern
+from simcore.cost.workload import ChunkCost, Workload
+from simcore.domain.layout import Fidelity, Layout
+from simcore.domain.placement import Placement
+from simcore.domain.schedules import BACKWARD, POLICIES, Pass
+from simcore.engine.clock import Clock, Process, Signal, start
+from simcore.engine.dp_sync import GradientSync
+from simcore.engine.flows import FlowNetwork
+from simcore.engine.recorder import RankRecord, Recorder
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    layout: Layout
+    placement: Placement
+    workload: Workload
+    collectives: CollectiveModel
+    fidelity: Fidelity = Fidelity.REPRESENTATIVE
+    free_communication: bool = False  # what-if: every transfer and collective takes no time
+    keep_spans: bool = False
+    # Each pipeline rank's passes in schedule order, when the caller has them (simulate() keeps them across
+    # simulations); else the engine asks the schedule.
+    passes: tuple[list[Pass], ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EngineResult:
+    iteration_time_s: float
+    recorder: Recorder
+    events: int
+    simulated_ranks: int
+
+
+class _Arrival(Signal):
+    """An activation or gradient on its way: fired when it has arrived; the producer's finish time."""
+
+    __slots__ = ("produced_s",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.produced_s = 0.0
+
+
+class Engine:
+    def __init__(self, config: EngineConfig) -> None:
+        self.c = config
+        self.env = Clock()
+        self.net = FlowNetwork(self.env, config.collectives.capacity)
+        self.rec = Recorder(config.keep_spans)
+        self.events = 0
+        self._arrivals: dict[tuple[str, int, int, int], _Arrival] = {}
+        self._patterns: dict[tuple[int, int, int], FlowPattern] = {}
+        self._barrier_waiting = 0
+        layout = config.layout
+        self.replicas = list(range(layout.dp)) if config.fidelity is Fidelity.FULL else [0]
+        self._barrier = self.env.event()
+        self._passes_end = 0.0  # latest end of any rank's last pass
+        self._ranks_total = len(self.replicas) * layout.pp
+        self.sync = GradientSync(self)
+
+    # -- helpers ---------------------------------------------------------------------------------------
+    def _arrival(self, kind: str, replica: int, vstage: int, microbatch: int) -> _Arrival:
+        key = (kind, replica, vstage, microbatch)
+        arrival = self._arrivals.get(key)
+        if arrival is None:
+            arrival = self._arrivals[key] = _Arrival()
+        return arrival
+
+    def _p2p_pattern(self, src_rank: int, dst_rank: int, replica: int) -> FlowPattern:
+        key = (src_rank, dst_rank, replica)
+        pattern = self._patterns.get(key)
+        if pattern is None:
+            place = self.c.placement
+            replicas = range(place.dp) if self.c.fidelity is Fidelity.REPRESENTATIVE else [replica]
+            pattern = self._patterns[key] = self.c.collectives.pipeline_send(place, src_rank, dst_rank, replicas)
+        return pattern
+
+    def _send(self, kind: str, replica: int, src_rank: int, dst_rank: int, vstage: int, microbatch: int,
+              record: RankRecord) -> None:
+        arrival = self._arrival(kind, replica, vstage, microbatch)
+        now = self.env.now
+        arrival.produced_s = now
+        # An activation goes to `vstage` and is its input; a gradient is that of the sender's (vstage + 1) input.
+        chunks = self.c.workload.chunks
+        size = chunks[vstage].input_bytes if kind == "act" else chunks[vstage + 1].input_bytes
+        record.comm_bytes["pp"] += size
+        if self.c.free_communication or src_rank == dst_rank:
+            arrival.fire(self.env)
+            return
+
+        def done() -> None:
+            record.comm_busy_s["pp"] += self.env.now - now
+            if self.rec.keep_spans:
+                self.rec.span(f"stage {src_rank} pp", f"{kind} mb{microbatch}", "pp_comm", now, self.env.now)
+            arrival.fire(self.env)
+
+        self.events += 1
+        self.net.start(self._p2p_pattern(src_rank, dst_rank, replica), size, done)
+
+    # -- rank processes --------------------------------------------------------------------------------
+    def _rank(self, replica: int, rank: int) -> Process:
+        c, env = self.c, self.env
+        layout, chunks = c.layout, c.workload.chunks
+        p, v = layout.pp, layout.virtual_stages
+        last_vs = p * v - 1
+        record = RankRecord(gpu=c.placement.gpu(replica, 0, rank), pipeline_rank=rank)
+        self.rec.ranks.append(record)
+        t = record.time_s
+        track = f"stage {rank}" + (f" dp{replica}" if len(self.replicas) > 1 else "")
+        passes = (c.passes[rank] if c.passes is not None
+                  else POLICIES[layout.schedule].passes(rank, p, layout.num_microbatches, v))
+        dp_done = self.sync.start(replica, rank, record, passes)
+        # What the passes add to the record, summed here in pass order (the same sums as adding to the record's
+        # dicts pass by pass, which nothing else adds to) and added once at the end.
+        busy = compute = recompute = tp_comm = tp_busy = tp_bytes = 0.0
+        for i, ps in enumerate(passes):
+            vs = ps.chunk * p + rank
+            cost = chunks[vs]
+            forward = ps.direction != BACKWARD
+            if (forward and vs > 0) or (not forward and vs < last_vs):
+                arrival = self._arrival("act" if forward else "grad", replica, vs, ps.microbatch)
+                if not arrival.fired:
+                    waited = env.now
+                    yield arrival
+                    self._account_wait(t, track, waited, arrival.produced_s, ps)
+            start = env.now
+            duration = cost.forward_s if forward else cost.backward_s
+            gates = self.sync.pass_gates(replica, rank, i, ps, cost.layers, cost.parameters, record)
+            if gates:  # the pass runs slice by slice, each behind its parameter gather
+                pending = gates[0]()
+                for k in range(len(gates)):
+                    current = pending
+                    if not current.triggered:
+                        waited = env.now
+                        yield current
+                        t["dp_comm"] += env.now - waited
+                        self.rec.span(track, "wait parameter gather", "dp_comm", waited, env.now)
+                    if k + 1 < len(gates):
+                        pending = gates[k + 1]()  # prefetch the next slice's parameters
+                    self.events += 1
+                    yield duration / len(gates)
+                    self.rec.span(track, f"{'fwd' if forward else 'bwd'} mb{ps.microbatch} part {k + 1}", "compute",
+                                  env.now - duration / len(gates), env.now)
+                if not forward:
+                    self.sync.backward_pass(replica, rank, i, env.now, env.now)
+            else:
+                if not forward:
+                    self.sync.backward_pass(replica, rank, i, start, start + duration)
+                self.events += 1
+                yield duration
+            busy += duration
+            if forward:
+                compute += cost.forward_compute_s
+                tp_comm += cost.forward_tp_s
+                tp_busy += cost.forward_tp_s + cost.tp_hidden_forward_s
+                tp_bytes += cost.tp_bytes_forward
+            else:
+                compute += cost.backward_compute_s
+                recompute += cost.recompute_s - cost.recompute_tp_s
+                tp_comm += cost.backward_tp_s + cost.recompute_tp_s
+                tp_busy += cost.backward_tp_s + cost.recompute_tp_s + cost.tp_hidden_backward_s
+                tp_bytes += cost.tp_bytes_backward
+            if self.rec.keep_spans and not gates:
+                self._pass_spans(track, ps, cost, start)
+            if forward and vs < last_vs:
+                self._send("act", replica, rank, (vs + 1) % p, vs + 1, ps.microbatch, record)
+            elif not forward and vs > 0:
+                self._send("grad", replica, rank, (vs - 1) % p, vs - 1, ps.microbatch, record)
+        self._passes_end = max(self._passes_end, env.now)
+        record.busy_s += busy
+        t["compute"] += compute
+        t["recompute"] += recompute
+        t["tp_comm"] += tp_comm
+        record.comm_busy_s["tp"] += tp_busy
+        record.comm_bytes["tp"] += tp_bytes
+        waited = env.now
+        yield dp_done
+        t["dp_comm"] += env.now - waited
+        self.rec.span(track, "wait dp", "dp_comm", waited, env.now)
+        waited = env.now
+        self._barrier_waiting += 1
+        if self._barrier_waiting == self._ranks_total:
+            self._barrier.succeed()
+        yield self._barrier
+        # Until the last stage's last pass ends this is the pipeline's drain; after it, the wait is for other
+        # stages' gradient reduction.
+        drain_end = min(max(self._passes_end, waited), env.now)
+        t["bubble"] += drain_end - waited
+        t["dp_comm"] += env.now - drain_end
+        self.rec.span(track, "idle: pipeline drain", "bubble", waited, drain_end)
+        self.rec.span(track, "wait other stages' gradients", "dp_comm", drain_end, env.now)
+        start = env.now
+        self.events += 1
+        yield c.workload.optimizer_s[rank]
+        record.busy_s += env.now - start
+        t["optimizer"] += env.now - start
+        self.rec.span(track, "optimizer", "optimizer", start, env.now)
+        gathered = self.sync.gather_after_step(replica, rank, record)
+        if gathered is not None:
+            waited = env.now
+            yield gathered
+            t["dp_comm"] += env.now - waited
+            self.rec.span(track, "wait parameter gather", "dp_comm", waited, env.now)
+        record.end_s = env.now
+
+    def _pass_spans(self, track: str, ps: Pass, cost: ChunkCost, start: float) -> None:
+        """A pass as consecutive named spans: recomputation, compute and its tensor-parallel collectives."""
+        label = f"{'fwd' if ps.direction != BACKWARD else 'bwd'} mb{ps.microbatch}"
+        if self.c.layout.virtual_stages > 1:
+            label += f" chunk{ps.chunk}"
+        if ps.direction != BACKWARD:
+            parts = [("compute", label, cost.forward_compute_s), ("tp_comm", "tp " + label, cost.forward_tp_s)]
+        else:
+            parts = [("recompute", "recompute " + label, cost.recompute_s - cost.recompute_tp_s),
+                     ("tp_comm", "tp recompute " + label, cost.recompute_tp_s),
+                     ("compute", label, cost.backward_compute_s), ("tp_comm", "tp " + label, cost.backward_tp_s)]
+        for category, name, duration in parts:
+            self.rec.span(track, name, category, start, start + duration)
+            start += duration
+
+    def _account_wait(self, t: dict[str, float], track: str, waited: float, produced: float, ps: Pass) -> None:
+        now = self.env.now
+        bubble_end = min(max(produced, waited), now)
+        t["bubble"] += bubble_end - waited
+        t["pp_comm"] += now - bubble_end
+        if self.rec.keep_spans:
+            self.rec.span(track, f"idle: wait {ps.direction}{ps.microbatch}", "bubble", waited, bubble_end)
+            self.rec.span(track, f"recv {ps.direction}{ps.microbatch}", "pp_comm", bubble_end, now)
+
+    # -- run -------------------------------------------------------------------------------------------
+    def run(self) -> EngineResult:
+        for rank in range(self.c.layout.pp):
+            for replica in self.replicas:
+                start(self.env, self._rank(replica, rank))
+        self.env.run()
+        iteration = max(r.end_s for r in self.rec.ranks)
+        return EngineResult(iteration, self.rec, self.events + self.sync.events + self.net.events, len(self.rec.ranks))
