@@ -1,1 +1,43 @@
-"""simcore."""
+"""clustersim's simulator: the public face of the domain, the cost model and the engine.
+
+    import simcore
+    outcome = simcore.simulate(simcore.Scenario(model=simcore.model_from_fields(simcore.MODEL_PRESETS["gpt3-1.3b"]),
+                                                cluster=simcore.sized(simcore.NODE_PRESETS["dgx-a100"], 16),
+                                                layout=simcore.Layout(dp=2, tp=4, pp=2, microbatch_size=1,
+                                                                      global_batch_size=16)))
+    outcome.metrics.iteration_time_s
+
+Everything a caller above simcore (service/, bench/, examples/) needs is named here; the subpackages are
+domain/ (what is simulated), cost/ (what things cost), engine/ (how time passes), planning/ (layout search) and
+calibration/ (the reference data and `validate`).
+"""
+
+from __future__ import annotations
+
+from simcore.cost.parameters import FITTED, CostParameters
+from simcore.domain.layout import (
+    CollectiveAlgorithm,
+    Fidelity,
+    Layout,
+    Partition,
+    Precision,
+    Recompute,
+    Schedule,
+    validate_layout,
+)
+from simcore.domain.model import Architecture, AttentionKind, ModelShape, model_from_fields
+from simcore.domain.presets import MODEL_PRESET_SOURCES, MODEL_PRESETS
+from simcore.errors import SpecError
+from simcore.metrics import Metrics, StageReport
+from simcore.simulate import VERSION, Network, Outcome, Scenario, build_network, check, estimate_events, simulate
+from simcore.trace import chrome_trace
+from topology.cluster_spec import NODE_PRESET_NOTES, NODE_PRESETS, ClusterSpec, Fabric, sized
+from topology.hardware import GB, GIB, GPUS, GpuKind, GpuSpec
+
+__all__ = [
+    "FITTED", "GB", "GIB", "GPUS", "MODEL_PRESETS", "MODEL_PRESET_SOURCES", "NODE_PRESETS", "NODE_PRESET_NOTES",
+    "VERSION", "Architecture", "AttentionKind", "ClusterSpec", "CollectiveAlgorithm", "CostParameters", "Fabric",
+    "Fidelity", "GpuKind", "GpuSpec", "Layout", "Metrics", "ModelShape", "Network", "Outcome", "Partition",
+    "Precision", "Recompute", "Scenario", "Schedule", "SpecError", "StageReport", "build_network", "check",
+    "chrome_trace", "estimate_events", "model_from_fields", "simulate", "sized", "validate_layout",
+]
