@@ -171,6 +171,22 @@ def test_unknown_top_level_section_is_rejected() -> None:
     assert errors_of({**MINIMAL, "optoins": {}}) == [FieldError("optoins", "unknown field")]
 
 
+def test_a_misspelled_section_names_the_unknown_field_first() -> None:
+    # `layuot:` is unknown and, as a consequence, `layout` is missing: the first (and the one-line) error is the
+    # typo, with the section it probably meant.
+    document = {k: v for k, v in MINIMAL.items() if k != "layout"} | {"layuot": MINIMAL["layout"]}
+    with pytest.raises(RequestError) as info:
+        parse_request(json.dumps(document))
+    assert info.value.details == [FieldError("layuot", "unknown field; did you mean 'layout'?"),
+                                  FieldError("layout", "is required")]
+    assert str(info.value) == "layuot: unknown field; did you mean 'layout'? (and 1 more)"
+
+
+def test_an_unknown_field_far_from_any_missing_one_suggests_nothing() -> None:
+    document = {k: v for k, v in MINIMAL.items() if k != "layout"} | {"colour": "blue"}
+    assert errors_of(document) == [FieldError("colour", "unknown field"), FieldError("layout", "is required")]
+
+
 @pytest.mark.parametrize(("section", "name"), SIZE_FIELDS)
 @pytest.mark.parametrize("value", [0, -1])
 def test_zero_or_negative_size_names_the_field(section: str, name: str, value: int) -> None:
@@ -329,8 +345,8 @@ def test_request_error_message_is_one_line_with_a_count() -> None:
     doc["layout"]["pp"] = -2
     doc["layout"]["tpp"] = 1
     err = from_validation_error(pytest.raises(ValidationError, SimulationRequest.model_validate, doc).value)
-    assert [d.field for d in err.details] == ["layout.tp", "layout.pp", "layout.tpp"]
-    assert str(err) == "layout.tp: must be >= 1 (and 2 more)"
+    assert [d.field for d in err.details] == ["layout.tpp", "layout.tp", "layout.pp"]  # unknown fields first
+    assert str(err) == "layout.tpp: unknown field (and 2 more)"
     assert str(RequestError.for_field("layout.tp", "must be >= 1")) == "layout.tp: must be >= 1"
     for detail in err.details:
         assert "\n" not in detail.rule
@@ -405,8 +421,8 @@ def test_validation_errors_come_through_parse_request() -> None:
     with pytest.raises(RequestError) as info:
         parse_request(YAML_REQUEST.replace("  tp: 4", "  tpp: 4"))
     assert info.value.details == [
+        FieldError("layout.tpp", "unknown field; did you mean 'tp'?"),
         FieldError("layout.tp", "is required"),
-        FieldError("layout.tpp", "unknown field"),
     ]
 
 
@@ -435,10 +451,16 @@ def test_malformed_yaml_gives_the_line() -> None:
 
 
 def test_malformed_json_gives_the_line() -> None:
+    # The value missing after `"layout":` is at line 3, column 12 whatever the interpreter; the wording of the
+    # json module's own message differs between Python versions (3.13 reworded trailing commas), so it is not
+    # asserted.
     with pytest.raises(RequestError) as info:
-        parse_request('{\n\t"model": {"preset": "x"},\n}', source="run.json")
-    assert str(info.value).startswith("request: run.json is not valid JSON")
-    assert "line 3" in str(info.value)
+        parse_request('{\n\t"model": {"preset": "x"},\n\t"layout": }', source="run.json")
+    [detail] = info.value.details
+    assert detail.field == "request"
+    assert detail.rule.startswith("run.json is not valid JSON: ")
+    assert detail.rule.endswith(" (line 3, column 12)")
+    assert "\n" not in detail.rule
 
 
 @pytest.mark.parametrize(("text", "what"), [("", "an empty document"), ("- 1\n", "a list"), ("42", "a int")])
