@@ -120,32 +120,31 @@ def _field(loc: tuple[int | str, ...]) -> str:
     return ".".join(str(part) for part in loc) or WHOLE_REQUEST
 
 
-def _unknown_first(errors: list[ErrorDetails]) -> list[FieldError]:
-    """Details with every unknown field first: a misspelled name (``layuot``) also makes the field it meant
-    missing, and the one line a user reads must name the typo, not the consequence. An unknown field whose
-    name is close to a missing field of the same mapping says which one it probably meant."""
+def _typos_first(errors: list[ErrorDetails]) -> list[FieldError]:
+    """Details in pydantic's order, except that an unknown field whose name is close to a missing field of the
+    same mapping comes first and says which one it probably meant: a misspelled name (``layuot``) also makes the
+    field it meant missing, and the one line a user reads must name the typo, not its consequence. An unknown
+    field like no missing one (a document of another kind, a stray key) keeps its place."""
     missing: dict[tuple[int | str, ...], list[str]] = {}
     for e in errors:
         if e["type"] == "missing" and e["loc"]:
             missing.setdefault(tuple(e["loc"][:-1]), []).append(str(e["loc"][-1]))
-    unknown, other = [], []
+    typos, other = [], []
     for e in errors:
-        if e["type"] != "extra_forbidden":
-            other.append(FieldError(_field(e["loc"]), _rule(e)))
-            continue
-        rule = _rule(e)
-        if e["loc"]:
+        close = []
+        if e["type"] == "extra_forbidden" and e["loc"]:
             close = difflib.get_close_matches(str(e["loc"][-1]), missing.get(tuple(e["loc"][:-1]), []), n=1)
-            if close:
-                rule = f"{rule}; did you mean '{close[0]}'?"
-        unknown.append(FieldError(_field(e["loc"]), rule))
-    return unknown + other
+        if close:
+            typos.append(FieldError(_field(e["loc"]), f"{_rule(e)}; did you mean '{close[0]}'?"))
+        else:
+            other.append(FieldError(_field(e["loc"]), _rule(e)))
+    return typos + other
 
 
 def from_validation_error(exc: ValidationError) -> RequestError:
-    """Convert every pydantic error into a (dotted field, one-line rule) detail: unknown fields first, then the
-    others in pydantic's order."""
-    return RequestError(_unknown_first(exc.errors(include_url=False)))
+    """Convert every pydantic error into a (dotted field, one-line rule) detail, in pydantic's order but with a
+    misspelled field name first (see `_typos_first`)."""
+    return RequestError(_typos_first(exc.errors(include_url=False)))
 
 
 def error_body(err: RequestError, code: str = "invalid_request") -> dict[str, Any]:

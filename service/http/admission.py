@@ -18,6 +18,7 @@ from api_schemas.compare import parse_comparison_request
 from api_schemas.search import SearchRequest, parse_search_request
 from service import convert as adapters
 from service.http.errors import ApiError, from_spec_error, invalid, within_item
+from service.jobs.manager import Submission
 from simcore.simulate import VERSION, check, estimate_events
 from topology.errors import SpecError
 
@@ -41,6 +42,10 @@ class Admitted:
     estimated_events: int
     trace: bool
 
+    def submission(self) -> Submission:
+        """This request as a simulation job."""
+        return Submission("simulation", self.canonical_json, self.cache_key, self.estimated_events)
+
 
 @dataclass(frozen=True, slots=True)
 class AdmittedSearch:
@@ -55,6 +60,10 @@ class AdmittedSearch:
     cache_key: str
     cacheable: bool
     estimated_events: int = 0
+
+    def submission(self) -> Submission:
+        """This search as a job."""
+        return Submission("search", self.canonical_json, self.cache_key, self.estimated_events, self.cacheable)
 
 
 def cache_key(request: SimulationRequest) -> str:

@@ -1,8 +1,9 @@
 """HTTP errors in the contract's format: ``{"error": {"code", "message", "details": [{"field", "rule"}]}}``.
 
-`ApiError` is what the service raises for a refused request; the handlers installed by `install` turn it, and
-FastAPI's own errors (a bad query parameter, an unknown route), into that JSON. A request error from the
-request documents (`RequestError`) or the domain (`SpecError`) is a 422 naming the field and the rule.
+`ApiError` is what the service raises for a refused request; the handlers installed by `install` turn it, what
+the job manager refuses (service.jobs.errors), and FastAPI's own errors (a bad query parameter, an unknown
+route), into that JSON. A request error from the request documents (`RequestError`) or the domain (`SpecError`)
+is a 422 naming the field and the rule. This module is the one place where an error becomes a response.
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from api_schemas import FieldError, RequestError, error_body
 from api_schemas.compare import item_field
-from topology.errors import SpecError
+from service.jobs.errors import JobError, JobFinished, JobNotFinished, JobNotFound, NoTrace, QueueFull
+from simcore import SpecError
 
-__all__ = ["ApiError", "from_spec_error", "install", "invalid", "invalid_details", "within_item"]
+__all__ = ["ApiError", "from_job_error", "from_spec_error", "install", "invalid", "invalid_details", "within_item"]
 
 log = logging.getLogger("clustersim.service")
 
@@ -71,6 +73,27 @@ def from_spec_error(err: SpecError) -> ApiError:
     return invalid(RequestError.for_field(err.field, err.rule))
 
 
+def from_job_error(err: JobError) -> ApiError:
+    """What the job manager refused, as the API says it: 404, 409 or 429."""
+    job_id = err.job_id
+    if isinstance(err, JobNotFound):
+        return ApiError(404, "not_found", str(err), [FieldError("job_id", "no such job")])
+    if isinstance(err, JobNotFinished):
+        return ApiError(409, "not_finished" if err.waiting else "no_result",
+                        str(err) + ("; poll GET /v1/jobs/{id}" if err.waiting else ""),
+                        extra={"job_status": err.status})
+    if isinstance(err, JobFinished):
+        return ApiError(409, "job_finished", f"{err}; only a queued or running job can be cancelled")
+    if isinstance(err, NoTrace) and err.kind != "simulation":
+        return ApiError(409, "no_trace", f"job {job_id} is a {err.kind} job; only simulation jobs have a trace",
+                        extra={"job_kind": err.kind})
+    if isinstance(err, NoTrace):
+        return ApiError(409, "no_trace", str(err))
+    if isinstance(err, QueueFull):
+        return ApiError(429, "queue_full", f"{err}; retry later", headers={"Retry-After": "5"})
+    raise TypeError(f"no response for {type(err).__name__}")
+
+
 def within_item(err: ApiError, index: int) -> ApiError:
     """The same error about the request at `index` of a comparison: fields named ``requests[1].layout.tp``."""
     details = [FieldError(item_field(index, d.field), d.rule) for d in err.details]
@@ -87,6 +110,11 @@ def _loc(loc: Iterable[Any]) -> str:
 async def _api_error(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ApiError)
     return exc.response()
+
+
+async def _job_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, JobError)
+    return from_job_error(exc).response()
 
 
 async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
@@ -125,6 +153,7 @@ async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
 def install(app: FastAPI) -> None:
     """Route every error through the contract's format."""
     app.add_exception_handler(ApiError, _api_error)
+    app.add_exception_handler(JobError, _job_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(Exception, _unexpected)

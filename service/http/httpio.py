@@ -1,10 +1,9 @@
-"""Request plumbing shared by the routes: the bearer token, the bounded body read, result responses, and the
-job status document.
+"""Request plumbing shared by the routes: the bounded body read, result responses, and the job status
+document.
 """
 
 from __future__ import annotations
 
-import hmac
 import json
 import time
 import zlib
@@ -12,30 +11,17 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import Request
-from fastapi.responses import Response
+from fastapi.responses import JSONResponse, Response
 
 from service.http.errors import ApiError
 from service.http.models import JobStatus, job_links
 from service.jobs.store import CachedResult, JobRow
-from service.settings import Settings
 
-__all__ = ["EVENTS_PER_S", "authorize", "job_status", "read_body", "result_response"]
+__all__ = ["EVENTS_PER_S", "accepted", "job_status", "read_body", "result_response", "wants_trace"]
 
 # Engine events per second of a job's run with its trace (the 1T example: 272,094 events in about 4.4 s on one
 # core of the 2-core development machine, trace serialization included); only for the progress estimate.
 EVENTS_PER_S = 60_000.0
-
-
-def authorize(request: Request, settings: Settings) -> None:
-    """401 unless the request carries ``Authorization: Bearer <CLUSTERSIM_API_TOKEN>`` (when a token is set)."""
-    token = settings.api_token
-    if token is None:
-        return
-    scheme, _, given = request.headers.get("authorization", "").partition(" ")
-    expected = token.get_secret_value().encode("utf-8")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode("utf-8"), expected):
-        raise ApiError(401, "unauthorized", "this request needs the header 'Authorization: Bearer <token>' with "
-                       "the service's token", headers={"WWW-Authenticate": 'Bearer realm="clustersim"'})
 
 
 async def read_body(request: Request, limit_bytes: int) -> bytes:
@@ -93,3 +79,9 @@ def job_status(job: JobRow) -> JobStatus:
         cached=job.cached, estimated_events=job.estimated_events, error=error,  # type: ignore[arg-type]
         links=job_links(job.id),  # type: ignore[arg-type]
     )
+
+
+def accepted(job: JobRow) -> JSONResponse:
+    """202 with the accepted job's status and a Location header naming it."""
+    return JSONResponse(job_status(job).model_dump(mode="json"), status_code=202,
+                        headers={"Location": f"/v1/jobs/{job.id}"})

@@ -18,13 +18,13 @@ import logging
 import threading
 import uuid
 from dataclasses import dataclass
+from typing import Literal
 
-from service.http.admission import Admitted, AdmittedSearch
-from service.http.errors import ApiError
+from service.jobs.errors import JobFinished, JobNotFinished, JobNotFound, NoTrace, QueueFull
 from service.jobs.pool import RunResult, WorkerPool
-from service.jobs.store import JobRow, Store
+from service.jobs.store import CachedResult, JobRow, Store
 
-__all__ = ["JobManager"]
+__all__ = ["JobManager", "Submission"]
 
 log = logging.getLogger("clustersim.service")
 
@@ -32,6 +32,19 @@ log = logging.getLogger("clustersim.service")
 def _error(code: str, message: str, details: list[tuple[str, str]] | None = None) -> str:
     return json.dumps({"code": code, "message": message,
                        "details": [{"field": f, "rule": r} for f, r in details or []]})
+
+
+@dataclass(frozen=True, slots=True)
+class Submission:
+    """A job to accept: its kind, the canonical request JSON a worker runs, its results-cache key and the
+    admission estimate of its engine events. `reuse_cached` False: never served from another job's result (a
+    search with a time limit)."""
+
+    kind: Literal["simulation", "search"]
+    request_json: str
+    cache_key: str
+    estimated_events: int = 0
+    reuse_cached: bool = True
 
 
 @dataclass
@@ -82,40 +95,57 @@ class JobManager:
             with contextlib.suppress(asyncio.CancelledError):
                 await running.task
 
-    def submit(self, admitted: Admitted | AdmittedSearch, job_id: str | None = None) -> JobRow:
-        """Accept a job: 429 if the queue is full; succeeded at once if its result (and, for a simulation, its
-        trace) is cached (a search only when it is `cacheable`)."""
+    def submit(self, job: Submission, job_id: str | None = None) -> JobRow:
+        """Accept a job: QueueFull if the queue is full; succeeded at once if its result (and, for a simulation,
+        its trace) is cached (unless it may not reuse a cached result)."""
         job_id = job_id or uuid.uuid4().hex
-        if isinstance(admitted, AdmittedSearch):
-            kind, hit = "search", admitted.cacheable and self._store.has_result(admitted.cache_key, with_trace=False)
-        else:
-            kind, hit = "simulation", self._store.has_result(admitted.cache_key, with_trace=True)
-        if hit:
-            return self._store.add_job(job_id, admitted.canonical_json, admitted.cache_key,
-                                       admitted.estimated_events, status="succeeded", cached=True, kind=kind)
+        simulation = job.kind == "simulation"
+        if job.reuse_cached and self._store.has_result(job.cache_key, with_trace=simulation):
+            return self._store.add_job(job_id, job.request_json, job.cache_key, job.estimated_events,
+                                       status="succeeded", cached=True, kind=job.kind)
         queued = self._store.count("queued")
         if queued >= self._max_queued:
-            raise ApiError(429, "queue_full", f"{queued} jobs are waiting, the most this service queues; "
-                           "retry later", headers={"Retry-After": "5"})
-        job = self._store.add_job(job_id, admitted.canonical_json, admitted.cache_key, admitted.estimated_events,
-                                  kind=kind)
+            raise QueueFull(queued)
+        row = self._store.add_job(job_id, job.request_json, job.cache_key, job.estimated_events, kind=job.kind)
         self._wake.set()
-        return job
+        return row
 
-    def cancel(self, job_id: str) -> JobRow:
-        """Cancel a queued or running job: 404 if unknown, 409 if it has finished."""
+    def job(self, job_id: str) -> JobRow:
+        """The stored job; JobNotFound if there is none."""
         job = self._store.job(job_id)
         if job is None:
-            raise ApiError(404, "not_found", f"no job {job_id}")
+            raise JobNotFound(job_id)
+        return job
+
+    def result(self, job_id: str) -> tuple[JobRow, CachedResult]:
+        """A succeeded job and its stored result; JobNotFound, or JobNotFinished until it has succeeded."""
+        job = self.job(job_id)
+        if job.status != "succeeded":
+            raise JobNotFinished(job_id, job.status)
+        cached = self._store.result(job.cache_key)
+        assert cached is not None, "a succeeded job has its result stored"
+        return job, cached
+
+    def trace(self, job_id: str) -> bytes:
+        """The zlib-compressed Chrome trace of a succeeded simulation job; NoTrace for a search job (or a
+        trace that was not recorded), JobNotFound, JobNotFinished."""
+        job = self.job(job_id)
+        if job.kind != "simulation":
+            raise NoTrace(job_id, job.kind)
+        _, cached = self.result(job_id)
+        if cached.trace is None:
+            raise NoTrace(job_id, job.kind)
+        return cached.trace
+
+    def cancel(self, job_id: str) -> JobRow:
+        """Cancel a queued or running job: JobNotFound if unknown, JobFinished if it has finished."""
+        job = self.job(job_id)
         if not self._store.cancel(job_id, _error("cancelled", "cancelled by a DELETE request")):
-            raise ApiError(409, "job_finished", f"job {job_id} has already finished ({job.status}); "
-                           "only a queued or running job can be cancelled")
+            raise JobFinished(job_id, job.status)
         running = self._running.get(job_id)
         if running is not None:
             running.cancel.set()
-        found = self._store.job(job_id)
-        assert found is not None
-        return found
+        return self.job(job_id)
 
     async def _dispatch(self) -> None:
         while not self._stopping:

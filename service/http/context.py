@@ -1,0 +1,78 @@
+"""What every route of the HTTP service shares, as FastAPI dependencies: the running service (settings, store,
+worker pool, inline slots, job manager) and the bearer token check.
+
+The token is checked in one place, `require_token`, which a router declares on the routes that change state
+(POST and DELETE): with ``CLUSTERSIM_API_TOKEN`` set, a request without ``Authorization: Bearer <token>`` is
+refused with 401 before its body is read; without a token set, every request passes.
+"""
+
+from __future__ import annotations
+
+import hmac
+from typing import Annotated
+
+from fastapi import Depends, Request, Security
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from service.http.admission import Admitted, AdmittedComparison, AdmittedSearch, admit, admit_comparison, admit_search
+from service.http.errors import ApiError
+from service.jobs.manager import JobManager
+from service.jobs.pool import InlineSlots, WorkerPool
+from service.jobs.store import Store
+from service.settings import Settings
+
+__all__ = ["AUTHORIZED", "Service", "ServiceDep", "require_token", "service"]
+
+
+class Service:
+    """The parts of a running service; `store`, `pool`, `inline` and `jobs` exist once the lifespan started."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.ready = False
+        self.store: Store
+        self.pool: WorkerPool
+        self.jobs: JobManager
+        self.inline: InlineSlots
+
+    def admit(self, body: bytes, inline: bool) -> Admitted:
+        """A simulation body admitted under the inline or the job limits (ApiError 422 or 413 otherwise)."""
+        s = self.settings
+        return admit(body, max_gpus=s.max_gpus, max_microbatches=s.max_microbatches,
+                     max_events=s.max_inline_events if inline else s.max_job_events, inline=inline)
+
+    def admit_search(self, body: bytes, job_id: str) -> AdmittedSearch:
+        s = self.settings
+        return admit_search(body, max_gpus=s.max_gpus, max_candidates=s.max_search_candidates, job_id=job_id)
+
+    def admit_comparison(self, body: bytes) -> AdmittedComparison:
+        s = self.settings
+        return admit_comparison(body, max_gpus=s.max_gpus, max_microbatches=s.max_microbatches,
+                                max_events=s.max_inline_events)
+
+
+def service(request: Request) -> Service:
+    """The service of the app that received the request (set by create_app)."""
+    svc: Service = request.app.state.service
+    return svc
+
+
+ServiceDep = Annotated[Service, Depends(service)]
+
+_bearer = HTTPBearer(auto_error=False, description="required for POST and DELETE when CLUSTERSIM_API_TOKEN is set")
+
+
+def require_token(svc: ServiceDep,
+                  credentials: Annotated[HTTPAuthorizationCredentials | None, Security(_bearer)]) -> None:
+    """401 unless the request carries ``Authorization: Bearer <CLUSTERSIM_API_TOKEN>`` (when a token is set)."""
+    token = svc.settings.api_token
+    if token is None:
+        return
+    given = credentials.credentials.strip().encode("utf-8") if credentials is not None else b""
+    if credentials is None or not hmac.compare_digest(given, token.get_secret_value().encode("utf-8")):
+        raise ApiError(401, "unauthorized", "this request needs the header 'Authorization: Bearer <token>' with "
+                       "the service's token", headers={"WWW-Authenticate": 'Bearer realm="clustersim"'})
+
+
+AUTHORIZED = [Depends(require_token)]
+"""The `dependencies=` of every route that changes state (POST, DELETE)."""

@@ -1,0 +1,52 @@
+"""The OpenAPI schema of the HTTP service: the request documents' own schemas (api_schemas) as components, the
+request bodies of the routes that read a raw YAML or JSON body, and the bearer scheme only where it is used."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+from pydantic import BaseModel
+
+from api_schemas import SimulationRequest
+from api_schemas.compare import ComparisonRequest
+from api_schemas.search import SearchRequest
+from service.http.models import ErrorBody
+
+__all__ = ["ERROR", "accepted_job", "body_of", "openapi"]
+
+ERROR: dict[str, Any] = {"model": ErrorBody}
+"""The `responses=` entry of an error status: the contract's error document."""
+
+
+def body_of(document: type[BaseModel]) -> dict[str, Any]:
+    """The `openapi_extra` of a route that reads `document` from a raw JSON or YAML body."""
+    schema = {"schema": {"$ref": f"#/components/schemas/{document.__name__}"}}
+    return {"requestBody": {"required": True, "content": {"application/json": schema, "application/yaml": schema}}}
+
+
+def accepted_job(description: str) -> dict[str, Any]:
+    """The 202 response of a route that accepts a job: its description and the Location header."""
+    return {"description": description,
+            "headers": {"Location": {"description": "/v1/jobs/{id}", "required": True, "schema": {"type": "string"}}}}
+
+
+def openapi(app: FastAPI, bearer: bool) -> dict[str, Any]:
+    """The app's schema, built once; `bearer` False drops the bearer scheme (no token is configured)."""
+    if app.openapi_schema is None:
+        schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+        components = schema.setdefault("components", {})
+        schemas = components.setdefault("schemas", {})
+        for document in (SimulationRequest, SearchRequest, ComparisonRequest):
+            own = document.model_json_schema(ref_template="#/components/schemas/{model}")
+            for name, definition in own.pop("$defs", {}).items():
+                schemas.setdefault(name, definition)  # sections shared by several documents: the same schema
+            schemas[document.__name__] = own
+        if not bearer:
+            components.pop("securitySchemes", None)
+            for operations in schema.get("paths", {}).values():
+                for operation in operations.values():
+                    operation.pop("security", None)
+        app.openapi_schema = schema
+    return app.openapi_schema

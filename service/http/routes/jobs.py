@@ -1,0 +1,75 @@
+"""Jobs: POST /v1/jobs accepts a simulation to run in the background; GET lists, reads, and gives the result
+and the Chrome trace of a job; DELETE cancels one. A search job (POST /v1/searches) is read the same way."""
+
+from __future__ import annotations
+
+import asyncio
+import zlib
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import JSONResponse, Response
+
+from api_schemas import SimulationRequest, SimulationResult
+from service.http.context import AUTHORIZED, ServiceDep
+from service.http.httpio import accepted, job_status, read_body, result_response, wants_trace
+from service.http.models import JobPage, JobState, JobStatus
+from service.http.openapi import ERROR, accepted_job, body_of
+
+router = APIRouter(tags=["jobs"])
+
+
+@router.post("/v1/jobs", status_code=202, openapi_extra=body_of(SimulationRequest), response_model=JobStatus,
+             dependencies=AUTHORIZED,
+             responses={202: accepted_job("accepted; Location names the job"),
+                        401: ERROR, 413: ERROR, 422: ERROR, 429: ERROR})
+async def submit_job(request: Request, svc: ServiceDep) -> JSONResponse:
+    """Accept a request as a background job: 202 with the job and a Location header."""
+    body = await read_body(request, svc.settings.max_body_bytes)
+    admitted = await asyncio.to_thread(svc.admit, body, False)
+    return accepted(svc.jobs.submit(admitted.submission()))
+
+
+@router.get("/v1/jobs", response_model=JobPage, responses={422: ERROR})
+async def list_jobs(svc: ServiceDep,
+                    limit: Annotated[int, Query(ge=1, le=100, description="jobs per page")] = 20,
+                    cursor: Annotated[str | None, Query(pattern=r"^[0-9]{1,18}$",
+                                                        description="next_cursor of the previous page")] = None,
+                    status: Annotated[JobState | None, Query(description="only jobs in this state")] = None,
+                    ) -> JobPage:
+    """Jobs, newest first, a page at a time."""
+    rows = svc.store.jobs(limit + 1, int(cursor) if cursor else None, status)
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return JobPage(jobs=[job_status(r) for r in rows], next_cursor=str(rows[-1].seq) if more else None)
+
+
+@router.get("/v1/jobs/{job_id}", response_model=JobStatus, responses={404: ERROR})
+async def get_job(job_id: str, svc: ServiceDep) -> JobStatus:
+    """Status, progress, timestamps and error of one job."""
+    return job_status(svc.jobs.job(job_id))
+
+
+@router.get("/v1/jobs/{job_id}/result",
+            responses={200: {"model": SimulationResult, "description": "the result"}, 404: ERROR, 409: ERROR})
+async def get_job_result(job_id: str, svc: ServiceDep) -> Response:
+    """The result of a succeeded job (409 until then); with the trace if the request asked for it. A search
+    job's result is the search result document."""
+    job, cached = svc.jobs.result(job_id)
+    return result_response(cached, job.kind == "simulation" and wants_trace(job))
+
+
+@router.get("/v1/jobs/{job_id}/trace",
+            responses={200: {"content": {"application/json": {"schema": {"type": "object"}}},
+                             "description": "Chrome trace (Trace Event Format), for Perfetto"},
+                       404: ERROR, 409: ERROR})
+async def get_job_trace(job_id: str, svc: ServiceDep) -> Response:
+    """The Chrome trace of a succeeded simulation job (Perfetto, chrome://tracing); 409 for a search job."""
+    return Response(zlib.decompress(svc.jobs.trace(job_id)), media_type="application/json")
+
+
+@router.delete("/v1/jobs/{job_id}", response_model=JobStatus, dependencies=AUTHORIZED,
+               responses={401: ERROR, 404: ERROR, 409: ERROR})
+async def cancel_job(job_id: str, svc: ServiceDep) -> JobStatus:
+    """Cancel a queued or running job (409 if it has finished)."""
+    return job_status(svc.jobs.cancel(job_id))
