@@ -28,9 +28,8 @@ from pydantic import ValidationError
 from api_schemas import FieldError, RequestError, SimulationRequest, from_validation_error
 from api_schemas.compare import item_field
 from service import convert as adapters
+from simcore import Scenario, SpecError, check, simulate
 from simcore.planning.rank import describe
-from simcore.simulate import Scenario, check, simulate
-from topology.errors import SpecError
 
 __all__ = ["ComparisonError", "comparison", "comparison_row", "compare_requests", "stage_imbalance"]
 
@@ -97,10 +96,8 @@ def _validated(index: int, document: SimulationRequest | Mapping[str, Any]) -> t
         check(scenario)
     except ValidationError as exc:
         raise ComparisonError(index, from_validation_error(exc)) from None
-    except SpecError as err:
-        raise ComparisonError(index, RequestError.for_field(err.field, err.rule)) from None
-    except RequestError as err:
-        raise ComparisonError(index, err) from None
+    except (SpecError, RequestError) as err:
+        raise ComparisonError(index, adapters.request_error(err)) from None
     return request, replace(scenario, keep_spans=False)  # a comparison shows no trace: do not record spans
 
 

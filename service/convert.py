@@ -1,23 +1,52 @@
-"""The one place that converts between the HTTP/file contract (api_schemas) and the domain (simcore)."""
+"""The one place that converts between the HTTP/file contract (api_schemas) and the domain (simcore).
+
+Documents in: `to_scenario` (a request -> the domain's Scenario, through `to_cluster` and the model presets),
+`request_error` (a domain SpecError -> the document's RequestError, naming the same field). Documents out:
+`to_response` (an Outcome -> the result JSON), `presets` (the catalogs), `chrome_trace`. Everything simcore is
+taken from its public face (`import simcore`); nothing here reaches into topology/.
+"""
 
 from __future__ import annotations
 
 from dataclasses import replace
 from typing import Any
 
-from api_schemas import SimulationRequest
-from simcore.cost.memory import StageMemory
-from simcore.domain.layout import CollectiveAlgorithm, Fidelity, Layout, Partition, Precision, Recompute, Schedule
-from simcore.domain.model import model_from_fields
-from simcore.domain.presets import MODEL_PRESET_SOURCES, MODEL_PRESETS
-from simcore.metrics import Metrics
-from simcore.simulate import VERSION, Outcome, Scenario
-from simcore.trace import chrome_trace
+from api_schemas import RequestError, SimulationRequest
+from simcore import (
+    GB,
+    GIB,
+    GPUS,
+    MODEL_PRESET_SOURCES,
+    MODEL_PRESETS,
+    NODE_PRESET_NOTES,
+    NODE_PRESETS,
+    VERSION,
+    ClusterSpec,
+    CollectiveAlgorithm,
+    Fabric,
+    Fidelity,
+    GpuKind,
+    Layout,
+    Metrics,
+    Outcome,
+    Partition,
+    Precision,
+    Recompute,
+    Scenario,
+    Schedule,
+    SpecError,
+    StageMemory,
+    chrome_trace,
+    model_from_fields,
+)
 
-__all__ = ["chrome_trace", "presets", "replace_spans", "to_cluster", "to_response", "to_scenario"]
-from topology.cluster_spec import NODE_PRESET_NOTES, NODE_PRESETS, ClusterSpec, Fabric
-from topology.errors import SpecError
-from topology.hardware import GB, GIB, GPUS, GpuKind
+__all__ = ["chrome_trace", "presets", "replace_spans", "request_error", "to_cluster", "to_response", "to_scenario"]
+
+
+def request_error(err: SpecError | RequestError) -> RequestError:
+    """The request error a document's reader sees: a rule the domain enforces (dp * tp * pp = GPUs, an unknown
+    preset) names the same field as the document's own rules do."""
+    return err if isinstance(err, RequestError) else RequestError.for_field(err.field, err.rule)
 
 
 def _model_fields(request: SimulationRequest) -> dict[str, Any]:

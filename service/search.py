@@ -16,13 +16,12 @@ from typing import Any
 from api_schemas import LayoutIn, SimulationRequest
 from api_schemas.search import SearchRequest, SearchSpaceIn, search_request_from
 from service import convert as adapters
+from simcore import GIB, GPUS, SpecError
 from simcore.domain.layout import Layout, Precision, Recompute, Schedule
 from simcore.planning.executors import make_executor
 from simcore.planning.rank import Estimator, Evaluation, describe, evaluate, explain, rank
 from simcore.planning.space import Space, family_of, plan_search
 from simcore.simulate import VERSION, Network, Scenario, build_network, check
-from topology.errors import SpecError
-from topology.hardware import GIB, GPUS
 
 Progress = Callable[[int, int], None]  # (candidates done, candidates to simulate)
 

@@ -27,10 +27,10 @@ from typing import Any
 from api_schemas import RequestError, SimulationRequest
 from api_schemas.search import SweepRequest
 from service import convert as adapters
+from simcore import SpecError
 from simcore.engine.recorder import CATEGORIES, COMM_KINDS
 from simcore.planning.executors import make_executor
 from simcore.simulate import Scenario, check, simulate
-from topology.errors import SpecError
 
 RESULTS_JSONL = "results.jsonl"
 RESULTS_CSV = "results.csv"

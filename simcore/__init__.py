@@ -14,6 +14,7 @@ calibration/ (the reference data and `validate`).
 
 from __future__ import annotations
 
+from simcore.cost.memory import StageMemory
 from simcore.cost.parameters import FITTED, CostParameters
 from simcore.domain.layout import (
     CollectiveAlgorithm,
@@ -38,6 +39,6 @@ __all__ = [
     "FITTED", "GB", "GIB", "GPUS", "MODEL_PRESETS", "MODEL_PRESET_SOURCES", "NODE_PRESETS", "NODE_PRESET_NOTES",
     "VERSION", "Architecture", "AttentionKind", "ClusterSpec", "CollectiveAlgorithm", "CostParameters", "Fabric",
     "Fidelity", "GpuKind", "GpuSpec", "Layout", "Metrics", "ModelShape", "Network", "Outcome", "Partition",
-    "Precision", "Recompute", "Scenario", "Schedule", "SpecError", "StageReport", "build_network", "check",
-    "chrome_trace", "estimate_events", "model_from_fields", "simulate", "sized", "validate_layout",
+    "Precision", "Recompute", "Scenario", "Schedule", "SpecError", "StageMemory", "StageReport", "build_network",
+    "check", "chrome_trace", "estimate_events", "model_from_fields", "simulate", "sized", "validate_layout",
 ]

@@ -1,4 +1,5 @@
-"""The `clustersim` command line. Exit codes: 0 success, 2 invalid input (one line on stderr), 1 internal error."""
+"""The `clustersim` command line. Exit codes: 0 success, 2 invalid input (one line on stderr: a request field, or
+a flag the command cannot use), 1 internal error."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from api_schemas import RequestError, load_request_file
 from service import convert as adapters
 from service.cli.compare import add_compare_command
 from service.cli.search import add_search_commands
-from simcore.simulate import simulate
-from topology.errors import SpecError
+from service.cli.usage import UsageError, writable_file
+from simcore import SpecError, simulate
 
 
 class _Parser(argparse.ArgumentParser):
@@ -28,6 +29,9 @@ def _dump(data: Any) -> str:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
+    for flag, path in (("--trace", args.trace), ("--timeline", args.timeline)):
+        if path:
+            writable_file(flag, path)
     request = load_request_file(args.file)
     scenario = adapters.to_scenario(request)
     if args.trace or args.timeline:
@@ -107,11 +111,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except RequestError as err:
-        sys.stderr.write(f"clustersim: invalid input: {err}\n")
+    except (RequestError, SpecError) as err:
+        sys.stderr.write(f"clustersim: invalid input: {adapters.request_error(err)}\n")
         return 2
-    except SpecError as err:
-        sys.stderr.write(f"clustersim: invalid input: {err.field}: {err.rule}\n")
+    except UsageError as err:
+        sys.stderr.write(f"clustersim: invalid input: {err}\n")
         return 2
     except BrokenPipeError:
         return 0

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from api_schemas.search import load_search_file, load_sweep_file
+from service.cli.usage import check_executor, writable_dir
 from service.search import run_search
 from service.sweep import run_sweep
 from simcore.planning.executors import EXECUTORS
@@ -156,6 +157,7 @@ def render_search(result: dict[str, Any]) -> None:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
+    check_executor(args.executor, args.address)
     request = load_search_file(args.file)
     with _progress("simulating") as progress:
         result = run_search(request, top_k=args.top, max_candidates=args.max_candidates,
@@ -169,8 +171,10 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    request = load_sweep_file(args.file)
+    check_executor(args.executor, args.address)
     out = args.out or str(Path(args.file).with_suffix("")) + "-sweep"
+    writable_dir("--out", out)
+    request = load_sweep_file(args.file)
     with _progress("sweeping") as progress:
         summary = run_sweep(request, out, executor=args.executor, address=args.address, workers=args.workers,
                             progress=progress)

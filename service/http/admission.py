@@ -17,10 +17,9 @@ from api_schemas import FieldError, LayoutIn, RequestError, SimulationRequest, p
 from api_schemas.compare import parse_comparison_request
 from api_schemas.search import SearchRequest, parse_search_request
 from service import convert as adapters
-from service.http.errors import ApiError, from_spec_error, invalid, within_item
+from service.http.errors import ApiError, invalid, within_item
 from service.jobs.manager import Submission
-from simcore.simulate import VERSION, check, estimate_events
-from topology.errors import SpecError
+from simcore import VERSION, SpecError, check, estimate_events
 
 __all__ = ["MAX_INT", "Admitted", "AdmittedComparison", "AdmittedSearch", "admit", "admit_comparison", "admit_request",
            "admit_search", "cache_key"]
@@ -123,10 +122,8 @@ def admit_request(request: SimulationRequest, *, max_gpus: int, max_microbatches
         scenario = adapters.to_scenario(request)
         check(scenario)
         events = estimate_events(scenario)
-    except SpecError as err:
-        raise from_spec_error(err) from None
-    except RequestError as err:
-        raise invalid(err) from None
+    except (SpecError, RequestError) as err:
+        raise invalid(adapters.request_error(err)) from None
     except (ArithmeticError, ValueError) as err:  # arithmetic on extreme values the schema allows
         rule = "cannot be simulated: " + " ".join(str(err).split())[:200]
         raise invalid(RequestError.for_field("request", rule)) from None
@@ -165,10 +162,8 @@ def admit_search(body: bytes, *, max_gpus: int, max_candidates: int, job_id: str
         base = adapters.to_scenario(SimulationRequest(
             model=request.model, cluster=request.cluster, options=request.options,
             layout=LayoutIn(dp=1, tp=1, pp=1, global_batch_size=request.global_batch_size)))
-    except SpecError as err:
-        raise from_spec_error(err) from None
-    except RequestError as err:
-        raise invalid(err) from None
+    except (SpecError, RequestError) as err:
+        raise invalid(adapters.request_error(err)) from None
     gpus = base.cluster.num_gpus
     if gpus > max_gpus:
         field = "cluster.num_nodes" if request.cluster.num_nodes is not None else "cluster.num_gpus"

@@ -57,9 +57,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app = FastAPI(title="clustersim", version=VERSION, lifespan=lifespan, description=_DESCRIPTION)
     app.state.service = svc
-    errors.install(app)
-    for resource in (simulations, jobs, searches, comparisons, presets, health):
-        app.include_router(resource.router)
+    routers = [resource.router for resource in (simulations, jobs, searches, comparisons, presets, health)]
+    for router in routers:
+        app.include_router(router)
+    errors.install(app, routers)
     # The bearer scheme appears in the OpenAPI schema only when a token is required.
     app.openapi = lambda: openapi(app, bearer=s.api_token is not None)  # type: ignore[method-assign]
     return app

@@ -2,8 +2,9 @@
 
 `ApiError` is what the service raises for a refused request; the handlers installed by `install` turn it, what
 the job manager refuses (service.jobs.errors), and FastAPI's own errors (a bad query parameter, an unknown
-route), into that JSON. A request error from the request documents (`RequestError`) or the domain (`SpecError`)
-is a 422 naming the field and the rule. This module is the one place where an error becomes a response.
+route), into that JSON. A request error from the request documents (`RequestError`) or the domain (`SpecError`,
+made a RequestError by service.convert.request_error) is a 422 naming the field and the rule. This module is
+the one place where an error becomes a response.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -20,9 +21,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from api_schemas import FieldError, RequestError, error_body
 from api_schemas.compare import item_field
 from service.jobs.errors import JobError, JobFinished, JobNotFinished, JobNotFound, NoTrace, QueueFull
-from simcore import SpecError
 
-__all__ = ["ApiError", "from_job_error", "from_spec_error", "install", "invalid", "invalid_details", "within_item"]
+__all__ = ["ApiError", "from_job_error", "install", "invalid", "invalid_details", "within_item"]
 
 log = logging.getLogger("clustersim.service")
 
@@ -66,11 +66,6 @@ def invalid(err: RequestError) -> ApiError:
 def invalid_details(details: Iterable[tuple[str, str]]) -> ApiError:
     """422 from (field, rule) pairs (what a simulation process reports)."""
     return invalid(RequestError(FieldError(f, r) for f, r in details))
-
-
-def from_spec_error(err: SpecError) -> ApiError:
-    """422 for a rule the domain enforces (dp * tp * pp = GPUs, ...)."""
-    return invalid(RequestError.for_field(err.field, err.rule))
 
 
 def from_job_error(err: JobError) -> ApiError:
@@ -125,9 +120,10 @@ async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
 
 
 def _allowed_methods(request: Request) -> str:
-    """Every method of every route on this path (Starlette names only the first route's)."""
+    """Every method of every route on this path (Starlette names only the first route's). The routers' own
+    routes are walked too: newer FastAPI keeps an included router as one opaque route of the app."""
     methods: set[str] = set()
-    for route in request.app.routes:
+    for route in [*request.app.routes, *request.app.state.router_routes]:
         regex, route_methods = getattr(route, "path_regex", None), getattr(route, "methods", None)
         if regex is not None and route_methods and regex.match(request.url.path):
             methods |= set(route_methods)
@@ -150,8 +146,10 @@ async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
     return ApiError(500, "internal_error", "internal error; the server log has the details").response()
 
 
-def install(app: FastAPI) -> None:
-    """Route every error through the contract's format."""
+def install(app: FastAPI, routers: Iterable[APIRouter] = ()) -> None:
+    """Route every error through the contract's format; `routers` are those the app includes (for the Allow
+    header of a 405)."""
+    app.state.router_routes = [route for router in routers for route in router.routes]
     app.add_exception_handler(ApiError, _api_error)
     app.add_exception_handler(JobError, _job_error)
     app.add_exception_handler(RequestValidationError, _validation_error)

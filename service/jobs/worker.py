@@ -24,8 +24,7 @@ from api_schemas import RequestError, SimulationRequest
 from api_schemas.search import SearchRequest
 from service import convert as adapters
 from service.search import run_search as search
-from simcore.simulate import simulate
-from topology.errors import SpecError
+from simcore import SpecError, simulate
 
 __all__ = ["noop", "run", "run_search"]
 
@@ -65,10 +64,8 @@ def _serve(work: Callable[[], tuple[object, ...]], memory_mb: int | None, conn: 
     try:
         _limit_memory(memory_mb)
         message = work()
-    except SpecError as err:
-        message = ("invalid", [(err.field, err.rule)])
-    except RequestError as err:
-        message = ("invalid", [(d.field, d.rule) for d in err.details])
+    except (SpecError, RequestError) as err:
+        message = ("invalid", [(d.field, d.rule) for d in adapters.request_error(err).details])
     except BaseException as err:  # noqa: BLE001 -- reported to the parent, which decides what it means
         message = ("error", type(err).__name__, " ".join(str(err).split())[:500], traceback.format_exc())
     try:

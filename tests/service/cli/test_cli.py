@@ -20,7 +20,7 @@ from api_schemas import SimulationResult, load_request_file
 from service import convert as adapters
 from simcore.simulate import check, simulate
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = ROOT / "examples"
 ALL_EXAMPLES = sorted(EXAMPLES.rglob("*.yaml"))
 BUBBLE = EXAMPLES / "bubble-vs-microbatches"
@@ -161,6 +161,63 @@ def test_console_script_exits_2_on_bad_input(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert proc.stdout == ""
     assert_one_line_error(proc.stderr, "layout.tpp", "unknown field")
+
+
+# ---- output paths and flags: invalid input, checked before simulating ----------------------------------
+
+def _unwritable(tmp_path: Path, kind: str) -> str:
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x", encoding="utf-8")
+    return {"missing directory": str(tmp_path / "no" / "such" / "dir" / "t.json"),
+            "under a file": str(a_file / "t.json"),
+            "a directory": str(tmp_path)}[kind]
+
+
+@pytest.mark.parametrize("flag", ["--trace", "--timeline"])
+@pytest.mark.parametrize("kind", ["missing directory", "under a file", "a directory"])
+def test_an_unwritable_output_exits_2_before_simulating(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                        monkeypatch: pytest.MonkeyPatch, flag: str,
+                                                        kind: str) -> None:
+    def never(*_: Any) -> Any:
+        raise AssertionError("simulated although the output cannot be written")
+
+    monkeypatch.setattr("service.cli.main.simulate", never)
+    path = _unwritable(tmp_path, kind)
+    code, out, err = run_cli(capsys, "simulate", str(PIPELINED_TP), flag, path)
+    assert code == 2
+    assert out == ""
+    assert err.startswith(f"clustersim: invalid input: {flag}: cannot write {path}: ") and err.count("\n") == 1
+
+
+def test_the_console_script_with_a_trace_in_a_missing_directory_prints_nothing(tmp_path: Path) -> None:
+    # What a new user ran: the result came out, then a traceback and exit 1.
+    path = tmp_path / "no" / "such" / "dir" / "t.json"
+    proc = subprocess.run([*_console_script(), "simulate", str(PIPELINED_TP), "--trace", str(path)],
+                          capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == f"clustersim: invalid input: --trace: cannot write {path}: no directory {path.parent}\n"
+
+
+def test_a_sweep_out_that_cannot_be_a_directory_exits_2_before_reading_the_grid(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x", encoding="utf-8")
+    missing_request = tmp_path / "never-read.json"  # the flag is checked first: the file is not even opened
+    for out in (a_file, a_file / "sweep"):
+        code, stdout, err = run_cli(capsys, "sweep", str(missing_request), "--out", str(out))
+        assert (code, stdout) == (2, "")
+        assert err.startswith("clustersim: invalid input: --out: cannot write") and err.count("\n") == 1
+    assert a_file.read_text(encoding="utf-8") == "x"
+
+
+@pytest.mark.parametrize("command", ["search", "sweep"])
+def test_an_address_without_ray_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                 command: str) -> None:
+    code, out, err = run_cli(capsys, command, str(tmp_path / "never-read.json"), "--out" if command == "sweep"
+                             else "--json", *([str(tmp_path / "out")] if command == "sweep" else []),
+                             "--address", "ray://elsewhere:10001")
+    assert (code, out) == (2, "")
+    assert err == "clustersim: invalid input: --address: only applies to --executor ray\n"
 
 
 # ---- results ------------------------------------------------------------------------------------------
