@@ -23,6 +23,9 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="CLUSTERSIM_", extra="ignore", frozen=True)
 
+    port: int = Field(default=8000, ge=0, le=65535,
+                      description="TCP port of `clustersim serve` when --port is not given (and of the container's "
+                      "health check)")
     database: str = Field(
         default="clustersim.db",
         description="SQLite file for jobs and the result cache: a path, or a URL sqlite:///relative/path or "

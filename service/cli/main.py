@@ -69,13 +69,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from service.http.app import create_app
     from service.settings import Settings
 
+    given = {"workers": args.workers, "port": args.port}
     try:
-        settings = Settings(**({"workers": args.workers} if args.workers is not None else {}))
+        settings = Settings(**{name: value for name, value in given.items() if value is not None})
     except ValidationError as err:
         first = err.errors()[0]
         sys.stderr.write(f"clustersim: invalid setting: {'.'.join(map(str, first['loc']))}: {first['msg']}\n")
         return 2
-    uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level=args.log_level,
+    uvicorn.run(create_app(settings), host=args.host, port=settings.port, log_level=args.log_level,
                 timeout_graceful_shutdown=10)
     return 0
 
@@ -97,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_validate)
     p = sub.add_parser("serve", help="run the HTTP API (uvicorn); settings from CLUSTERSIM_* variables")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8000, help="TCP port (default 8000)")
+    p.add_argument("--port", type=int, help="TCP port (default: CLUSTERSIM_PORT, else 8000)")
     p.add_argument("--workers", type=int, metavar="N",
                    help="simulation processes at once (default: CLUSTERSIM_WORKERS, else the CPU count)")
     p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
