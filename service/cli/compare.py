@@ -19,6 +19,7 @@ from typing import Any
 
 from api_schemas import RequestError, SimulationRequest, load_request_file
 from api_schemas.errors import WHOLE_REQUEST
+from service.cli.rendering import console
 from service.compare import ComparisonError, compare_requests
 
 __all__ = ["METRICS", "add_compare_command", "labels_for", "render_comparison"]
@@ -79,22 +80,19 @@ def labels_for(files: Sequence[str]) -> list[str]:
 
 def render_comparison(result: dict[str, Any]) -> None:
     """The comparison as a table on stdout: a column per request, a row per figure."""
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console()
-    if not console.is_terminal:  # a file or a pipe: wide enough for a few columns without wrapping
-        console = Console(width=200)
+    out = console()
     table = Table(title="Comparison")
     table.add_column("metric")
     for row in result["rows"]:
         table.add_column(row["label"], justify="right")
     for name, show in METRICS:
         table.add_row(name, *(show(row) for row in result["rows"]))
-    console.print(table)
+    out.print(table)
     for row in result["rows"]:
         for warning in row["warnings"]:
-            console.print(f"{row['label']}: {warning}")
+            out.print(f"{row['label']}: {warning}")
 
 
 def _invalid(path: str, err: RequestError) -> int:

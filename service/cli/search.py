@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from api_schemas.search import load_search_file, load_sweep_file
+from service.cli import rendering
 from service.cli.usage import check_executor, writable_dir
 from service.search import run_search
 from service.sweep import run_sweep
@@ -97,13 +98,6 @@ def _progress(label: str) -> Iterator[Callable[[int, int], None]]:
             state["bar"].stop()
 
 
-def _console() -> Any:
-    from rich.console import Console
-
-    console = Console()
-    return console if console.is_terminal else Console(width=200)
-
-
 def _fmt_tokens(value: float) -> str:
     return f"{value:,.0f}"
 
@@ -112,7 +106,7 @@ def render_search(result: dict[str, Any]) -> None:
     """The search result as tables on stdout."""
     from rich.table import Table
 
-    console = _console()
+    console = rendering.console()
     problem, search = result["problem"], result["search"]
     console.print(f"{problem['model']} ({problem['parameters'] / 1e9:.1f}B parameters) on {problem['num_gpus']} "
                   f"{problem['gpu']} GPUs, global batch {problem['global_batch_size']}")

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from api_schemas import FieldError, LayoutIn, RequestError, SimulationRequest, parse_request
+from api_schemas import ClusterIn, FieldError, LayoutIn, RequestError, SimulationRequest, parse_request
 from api_schemas.compare import parse_comparison_request
 from api_schemas.search import SearchRequest, parse_search_request
 from service import convert as adapters
@@ -65,13 +65,19 @@ class AdmittedSearch:
         return Submission("search", self.canonical_json, self.cache_key, self.estimated_events, self.cacheable)
 
 
+def _digest(kind: str, document: dict[str, Any]) -> str:
+    """SHA-256 of a canonical document (every field, defaults filled in, keys sorted) under `kind`, with the
+    simulator's version: a new version never serves an older version's results."""
+    text = json.dumps({kind: document, "simulator": VERSION}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 def cache_key(request: SimulationRequest) -> str:
-    """SHA-256 of the canonical request (every field, defaults filled in, keys sorted) and the simulator's
-    version. `options.trace` is left out: a trace is stored beside the result it belongs to."""
+    """The results-cache key of a simulation request. `options.trace` is left out: a trace is stored beside the
+    result it belongs to."""
     data = request.model_dump(mode="json")
     data["options"].pop("trace", None)
-    text = json.dumps({"request": data, "simulator": VERSION}, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return _digest("request", data)
 
 
 def _big_ints(value: Any, path: str) -> list[FieldError]:
@@ -80,6 +86,20 @@ def _big_ints(value: Any, path: str) -> list[FieldError]:
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INT:
         return [FieldError(path, f"must be <= 2^53 ({MAX_INT})")]
     return []
+
+
+def _refuse_big_ints(request: SimulationRequest | SearchRequest) -> None:
+    """422 naming every integer field above 2^53."""
+    big = _big_ints(request.model_dump(), "")
+    if big:
+        raise invalid(RequestError(big))
+
+
+def _refuse_over_gpus(cluster: ClusterIn, gpus: int, max_gpus: int) -> None:
+    """413 for a cluster over the service's GPU limit, naming the size field the request gave."""
+    if gpus > max_gpus:
+        field = "cluster.num_nodes" if cluster.num_nodes is not None else "cluster.num_gpus"
+        raise _over(field, "GPU count", gpus, max_gpus)
 
 
 def _text(body: bytes) -> str:
@@ -115,9 +135,7 @@ def admit(body: bytes, *, max_gpus: int, max_microbatches: int, max_events: int,
 def admit_request(request: SimulationRequest, *, max_gpus: int, max_microbatches: int, max_events: int,
                   inline: bool) -> Admitted:
     """Check a request valid by the contract against the domain and the limits; raise ApiError (422 or 413)."""
-    big = _big_ints(request.model_dump(), "")
-    if big:
-        raise invalid(RequestError(big))
+    _refuse_big_ints(request)
     try:
         scenario = adapters.to_scenario(request)
         check(scenario)
@@ -127,10 +145,7 @@ def admit_request(request: SimulationRequest, *, max_gpus: int, max_microbatches
     except (ArithmeticError, ValueError) as err:  # arithmetic on extreme values the schema allows
         rule = "cannot be simulated: " + " ".join(str(err).split())[:200]
         raise invalid(RequestError.for_field("request", rule)) from None
-    gpus = scenario.cluster.num_gpus
-    if gpus > max_gpus:
-        field = "cluster.num_nodes" if request.cluster.num_nodes is not None else "cluster.num_gpus"
-        raise _over(field, "GPU count", gpus, max_gpus)
+    _refuse_over_gpus(request.cluster, scenario.cluster.num_gpus, max_gpus)
     microbatches = scenario.layout.num_microbatches
     if microbatches > max_microbatches:
         raise _over("layout.global_batch_size", "microbatch count", microbatches, max_microbatches)
@@ -155,31 +170,21 @@ def admit_search(body: bytes, *, max_gpus: int, max_candidates: int, job_id: str
     bounds.max_candidates at `max_candidates`; raise ApiError (422, or 413 over the GPU limit). Cheap: the space
     is enumerated by the job, not here."""
     request = _parse(body, parse_search_request)
-    big = _big_ints(request.model_dump(), "")
-    if big:
-        raise invalid(RequestError(big))
+    _refuse_big_ints(request)
     try:
         base = adapters.to_scenario(SimulationRequest(
             model=request.model, cluster=request.cluster, options=request.options,
             layout=LayoutIn(dp=1, tp=1, pp=1, global_batch_size=request.global_batch_size)))
     except (SpecError, RequestError) as err:
         raise invalid(adapters.request_error(err)) from None
-    gpus = base.cluster.num_gpus
-    if gpus > max_gpus:
-        field = "cluster.num_nodes" if request.cluster.num_nodes is not None else "cluster.num_gpus"
-        raise _over(field, "GPU count", gpus, max_gpus)
+    _refuse_over_gpus(request.cluster, base.cluster.num_gpus, max_gpus)
     asked = request.bounds.max_candidates
     bounds = request.bounds.model_copy(update={"max_candidates": min(asked, max_candidates)
                                                if asked is not None else max_candidates})
     request = request.model_copy(update={"bounds": bounds})
     canonical = request.model_dump_json()
     cacheable = request.bounds.time_limit_s is None
-    if cacheable:
-        text = json.dumps({"search": json.loads(canonical), "simulator": VERSION}, sort_keys=True,
-                          separators=(",", ":"))
-        key = "search:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
-    else:
-        key = f"search-job:{job_id}"
+    key = "search:" + _digest("search", json.loads(canonical)) if cacheable else f"search-job:{job_id}"
     return AdmittedSearch(request, canonical, key, cacheable)
 
 
