@@ -1,0 +1,63 @@
+"""The `simulate` and `presets` commands of `clustersim` (registered by service.cli.main).
+
+    simulate FILE [--trace FILE] [--timeline FILE]   the result JSON on stdout; a Chrome trace, span lines
+    presets [models|clusters|gpus]                   the preset catalogs as JSON
+
+The output files are checked before anything is simulated (service.cli.usage): one that cannot be written is
+invalid input, exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from api_schemas import load_request_file
+from service import convert
+from service.cli.usage import writable_file
+from simcore import simulate
+
+__all__ = ["add_simulate_commands", "cmd_presets", "cmd_simulate"]
+
+
+def _dump(data: Any) -> str:
+    return json.dumps(data, indent=2, sort_keys=False)
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    for flag, path in (("--trace", args.trace), ("--timeline", args.timeline)):
+        if path:
+            writable_file(flag, path)
+    request = load_request_file(args.file)
+    scenario = convert.to_scenario(request)
+    if args.trace or args.timeline:
+        scenario = convert.replace_spans(scenario)
+    outcome = simulate(scenario)
+    print(_dump(convert.to_response(outcome)))
+    if args.trace:
+        with open(args.trace, "w", encoding="utf-8") as f:
+            json.dump(convert.chrome_trace(outcome.spans), f)
+    if args.timeline:
+        with open(args.timeline, "w", encoding="utf-8") as f:
+            for span in outcome.spans:
+                f.write(json.dumps({"track": span.track, "name": span.name, "category": span.category,
+                                    "start_s": span.start_s, "end_s": span.end_s}) + "\n")
+    return 0
+
+
+def cmd_presets(args: argparse.Namespace) -> int:
+    print(_dump(convert.presets(args.kind)))
+    return 0
+
+
+def add_simulate_commands(subparsers: Any) -> None:
+    """Register `simulate` and `presets` on the CLI's subparsers (argparse's _SubParsersAction)."""
+    p = subparsers.add_parser("simulate", help="simulate one request (JSON or YAML); result JSON on stdout")
+    p.add_argument("file")
+    p.add_argument("--trace", metavar="FILE", help="write a Chrome trace (Perfetto) of the iteration")
+    p.add_argument("--timeline", metavar="FILE", help="write every span as JSON lines")
+    p.set_defaults(func=cmd_simulate)
+    p = subparsers.add_parser("presets", help="list presets")
+    p.add_argument("kind", nargs="?", choices=["models", "clusters", "gpus"])
+    p.set_defaults(func=cmd_presets)
