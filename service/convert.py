@@ -204,9 +204,9 @@ def _breakdown(memory: StageMemory) -> dict[str, float]:
             "buffers": memory.buffers / GIB}
 
 
-def to_response(outcome: Outcome) -> dict[str, Any]:
-    """Domain outcome -> the contract's result JSON (a plain dict), without the trace (`chrome_trace` of the
-    outcome's spans, where they were kept)."""
+def to_response(outcome: Outcome, include_trace: bool = False) -> dict[str, Any]:
+    """Domain outcome -> the contract's result JSON (a plain dict); with the Chrome trace of its spans under
+    "trace" when `include_trace` (as the API's result with `options.trace`)."""
     body = _metrics_json(outcome.metrics)
     body["warnings"] = list(outcome.warnings)
     body["simulator"] = {
@@ -216,4 +216,6 @@ def to_response(outcome: Outcome) -> dict[str, Any]:
         "simulated_ranks": outcome.simulated_ranks,
         "wall_time_s": outcome.wall_time_s,
     }
+    if include_trace:
+        body["trace"] = chrome_trace(outcome.spans)
     return body
