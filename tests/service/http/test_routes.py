@@ -56,3 +56,17 @@ def test_a_wrong_method_is_405_naming_every_method_of_the_path(tmp_path: Path) -
             assert response.status_code == 405
             assert response.json()["error"]["code"] == "method_not_allowed"
             assert response.headers["allow"] == allowed, path
+
+
+def test_create_app_stays_small_and_no_service_module_is_over_400_lines() -> None:
+    import inspect
+
+    import service
+    from service.http import app
+
+    lines, _ = inspect.getsourcelines(app.create_app)
+    assert len(lines) < 60
+    root = Path(service.__file__).parent
+    long = {str(p.relative_to(root)): n for p in root.rglob("*.py")
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > 400}
+    assert long == {}
