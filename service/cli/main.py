@@ -11,6 +11,7 @@ from typing import Any, NoReturn
 
 from api_schemas import RequestError, load_request_file
 from service import convert as adapters
+from service.cli import plot
 from service.cli.compare import add_compare_command
 from service.cli.search import add_search_commands
 from simcore.simulate import simulate
@@ -28,12 +29,15 @@ def _dump(data: Any) -> str:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
+    plot.check_plot_target(args.plot)
     request = load_request_file(args.file)
     scenario = adapters.to_scenario(request)
-    if args.trace or args.timeline:
+    if args.trace or args.timeline or plot.needs_spans(args):
         scenario = adapters.replace_spans(scenario)
     outcome = simulate(scenario)
-    print(_dump(adapters.to_response(outcome)))
+    body = adapters.to_response(outcome)
+    print(_dump(body))
+    plot.write_result_plot(args, request, body, outcome.spans)
     if args.trace:
         with open(args.trace, "w", encoding="utf-8") as f:
             json.dump(adapters.chrome_trace(outcome.spans), f)
@@ -83,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file")
     p.add_argument("--trace", metavar="FILE", help="write a Chrome trace (Perfetto) of the iteration")
     p.add_argument("--timeline", metavar="FILE", help="write every span as JSON lines")
+    plot.add_simulate_plot_options(p)
     p.set_defaults(func=cmd_simulate)
     p = sub.add_parser("presets", help="list presets")
     p.add_argument("kind", nargs="?", choices=["models", "clusters", "gpus"])
@@ -99,6 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     p.set_defaults(func=cmd_serve)
     add_compare_command(sub)
+    plot.add_plot_command(sub)
     add_search_commands(sub)
     return parser
 
