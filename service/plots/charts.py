@@ -40,7 +40,7 @@ def _categories(documents: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def _bar_style(kind: str) -> dict[str, Any]:
     idle = kind == "bubble"
-    return {"color": COLOURS.get(kind, "#D9D9D9"), "edgecolor": "#9A9A9A" if idle else "white",
+    return {"facecolor": COLOURS.get(kind, "#D9D9D9"), "edgecolor": "#9A9A9A" if idle else "white",
             "hatch": IDLE_HATCH if idle else None, "linewidth": 0.5}
 
 

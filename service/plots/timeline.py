@@ -257,7 +257,7 @@ def timeline_figure(spans: Iterable[TimelineSpan], *, iteration_time_s: float | 
                       [f"stage {row.stage}" for row in rows])
         ax.tick_params(axis="y", length=0)
         ax.spines["left"].set_visible(False)
-        ax.set_xlabel(f"time ({unit})" + ("; three windows of the iteration, the time between them not drawn"
+        ax.set_xlabel(f"time ({unit})" + ("; three windows of the iteration, the time between them left out"
                                           if len(picked) > 1 else ""))
         kinds = ["forward", "backward", "recompute", "tp_comm", "pp_comm", "dp_comm", "optimizer", "idle"]
         handles = [Patch(facecolor=COLOURS[k], edgecolor="#9A9A9A" if k == "idle" else "none",
