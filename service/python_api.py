@@ -156,34 +156,36 @@ def sweep(base: Mapping[str, Any] | str | os.PathLike[str], field: str, values: 
 
 
 def plot(subject: Any, out: str | os.PathLike[str] | None = None, *, kind: str = "timeline",
-         metric: str = "iteration_time_s") -> Figure:
+         metric: str = "iteration_time_s", title: str | None = None) -> Figure:
     """Draw a picture and return the matplotlib Figure (also written to `out`, .svg or .png, when given).
 
     - a request (mapping, document or file): simulated, then drawn as `kind` (timeline, breakdown, memory);
     - a SimulationResult: `breakdown` or `memory`, or `timeline` when it carries a trace (`options.trace`);
     - a Sweep: `metric` against the swept field;
     - several results (a mapping of label to result, or a sequence): side by side, time by category.
+
+    `title` replaces the picture's title (by default it names what was simulated, where that is known).
     """
     if kind not in KINDS:
         raise InvalidRequest([FieldError("kind", f"must be one of {', '.join(KINDS)}, not '{kind}'")])
     figure: Figure
     if isinstance(subject, Sweep):
         figure = sweep_figure(list(subject.values), subject.figures(metric), x_label=subject.field,
-                              y_label=metric)
+                              y_label=metric, title=title)
     elif isinstance(subject, SimulationResult):
         spans = spans_from_chrome_trace(subject.trace) if subject.trace is not None else None
         if kind == "timeline" and spans is None:
             raise InvalidRequest([FieldError("options.trace", "a result draws its timeline only when simulated "
                                              "with options.trace: true (or plot the request itself)")])
-        figure = result_figure(kind, subject, spans=spans)
+        figure = result_figure(kind, subject, spans=spans, title=title)
     elif isinstance(subject, Mapping) and subject and all(isinstance(v, SimulationResult) for v in subject.values()):
-        figure = comparison_figure(list(subject), list(subject.values()))
+        figure = comparison_figure(list(subject), list(subject.values()), title=title)
     elif (isinstance(subject, Sequence) and not isinstance(subject, str) and subject
           and all(isinstance(v, SimulationResult) for v in subject)):
-        figure = comparison_figure([f"requests[{i}]" for i in range(len(subject))], list(subject))
+        figure = comparison_figure([f"requests[{i}]" for i in range(len(subject))], list(subject), title=title)
     else:
         document, result, spans = _run(subject, keep_spans=kind == "timeline")
-        figure = result_figure(kind, result, spans=spans, request=document)
+        figure = result_figure(kind, result, spans=spans, request=document, title=title)
     if out is not None:
         save(figure, out)
     return figure

@@ -43,11 +43,12 @@ def summary(result: Any) -> str:
 
 
 def result_figure(kind: str, result: Any, *, spans: Iterable[Any] | None = None,
-                  request: SimulationRequest | None = None) -> Figure:
-    """The picture `kind` (timeline, breakdown or memory) of a result; the timeline needs the recorded spans."""
+                  request: SimulationRequest | None = None, title: str | None = None) -> Figure:
+    """The picture `kind` (timeline, breakdown or memory) of a result; the timeline needs the recorded spans.
+    The title says what was simulated: `title`, else a line made from `request`."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {', '.join(KINDS)}, not '{kind}'")
-    title = describe(request) if request is not None else None
+    title = title or (describe(request) if request is not None else None)
     if kind == "timeline":
         if spans is None:
             raise ValueError("the timeline needs the simulation's spans (simulate with spans kept)")
