@@ -30,7 +30,7 @@ from service.plots import (
     sweep_figure,
 )
 from service.search import run_search
-from simcore import SpecError, check
+from simcore import Scenario, SpecError, check
 from simcore import simulate as run_simulation
 
 __all__ = ["InvalidRequest", "SimulationRequest", "SimulationResult", "Sweep", "compare", "plot", "request_from",
@@ -71,18 +71,26 @@ def request_from(request: Request) -> SimulationRequest:
     raise TypeError(f"a request is a mapping, a SimulationRequest or a file path, not {type(request).__name__}")
 
 
-def _run(request: Request, keep_spans: bool) -> tuple[SimulationRequest, SimulationResult, tuple[Any, ...]]:
+def _prepare(request: Request, keep_spans: bool) -> tuple[SimulationRequest, Scenario]:
+    """The validated document and its domain scenario, checked against the domain's rules (cheap)."""
     document = request_from(request)
     try:
         scenario = convert.to_scenario(document)
         check(scenario)
     except SpecError as err:
         raise _invalid(err) from None
-    if keep_spans:
-        scenario = convert.replace_spans(scenario)
+    return document, convert.replace_spans(scenario) if keep_spans else scenario
+
+
+def _execute(document: SimulationRequest, scenario: Scenario) -> tuple[SimulationResult, tuple[Any, ...]]:
     outcome = run_simulation(scenario)
     body = convert.to_response(outcome, include_trace=document.options.trace)
-    return document, SimulationResult.model_validate(body), outcome.spans
+    return SimulationResult.model_validate(body), outcome.spans
+
+
+def _run(request: Request, keep_spans: bool) -> tuple[SimulationRequest, SimulationResult, tuple[Any, ...]]:
+    document, scenario = _prepare(request, keep_spans)
+    return (document, *_execute(document, scenario))
 
 
 def simulate(request: Request) -> SimulationResult:
@@ -152,7 +160,13 @@ def sweep(base: Mapping[str, Any] | str | os.PathLike[str], field: str, values: 
         points = SweepRequest(base=dict(base), grid={field: list(values)}).requests()
     except (RequestError, ValidationError) as err:
         raise _invalid(err) from None
-    return Sweep(field, tuple(values), tuple(_run(request, keep_spans=False)[1] for _point, request in points))
+    prepared = []
+    for value, (_point, request) in zip(values, points):  # every point checked before any is simulated
+        try:
+            prepared.append(_prepare(request, keep_spans=False))
+        except InvalidRequest as err:
+            raise InvalidRequest([FieldError(f, f"{r} (sweep value {value!r})") for f, r in err.details]) from None
+    return Sweep(field, tuple(values), tuple(_execute(*point)[0] for point in prepared))
 
 
 def plot(subject: Any, out: str | os.PathLike[str] | None = None, *, kind: str = "timeline",
@@ -184,8 +198,8 @@ def plot(subject: Any, out: str | os.PathLike[str] | None = None, *, kind: str =
           and all(isinstance(v, SimulationResult) for v in subject)):
         figure = comparison_figure([f"requests[{i}]" for i in range(len(subject))], list(subject), title=title)
     else:
-        document, result, spans = _run(subject, keep_spans=kind == "timeline")
-        figure = result_figure(kind, result, spans=spans, request=document, title=title)
+        document, result, recorded = _run(subject, keep_spans=kind == "timeline")
+        figure = result_figure(kind, result, spans=recorded, request=document, title=title)
     if out is not None:
         save(figure, out)
     return figure

@@ -129,7 +129,7 @@ def memory_figure(result: Any, *, title: str | None = None) -> Figure:
                       else [str(s["index"]) if s["index"] % 8 == 0 else "" for s in stages])
         ax.set_xlabel("pipeline stage")
         ax.set_ylabel("GiB per GPU")
-        handles = [Patch(facecolor=COLOURS[k], label=LABELS[k]) for k in MEMORY_KINDS]
+        handles: list[Any] = [Patch(facecolor=COLOURS[k], label=LABELS[k]) for k in MEMORY_KINDS]
         if capacity is not None:
             handles.append(line)
         figure.legend(handles=handles, loc="outside right center")

@@ -2,14 +2,15 @@
 
 Figures are built on `matplotlib.figure.Figure` directly, never through pyplot: no global figure registry, and
 no backend is switched for a caller (a notebook keeps its own); saving to SVG or PNG uses matplotlib's file
-renderers (Agg for PNG). They are saved with a fixed SVG hash salt and no dates in the metadata, so the same figure gives the same bytes.
-Colours are the Okabe-Ito palette (Okabe & Ito 2008, "Color Universal Design"), told apart with the common
-forms of colour blindness.
+renderers (Agg for PNG). They are saved with a fixed SVG hash salt and no dates in the metadata, so the same
+figure gives the same bytes. Colours are the Okabe-Ito palette (Okabe & Ito 2008, "Color Universal Design"),
+told apart with the common forms of colour blindness.
 """
 
 from __future__ import annotations
 
 import io
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -86,7 +87,7 @@ _RC: dict[str, Any] = {
 @contextmanager
 def style() -> Iterator[None]:
     """The project's matplotlib settings, for building and for saving a figure."""
-    with matplotlib.rc_context(_RC):
+    with matplotlib.rc_context(_RC):  # type: ignore[arg-type]  # keys checked by matplotlib at run time
         yield
 
 
@@ -95,7 +96,7 @@ def new_figure(width_in: float, height_in: float) -> Figure:
         return Figure(figsize=(width_in, height_in), layout="constrained")
 
 
-def format_of(path: str | Path) -> str:
+def format_of(path: str | os.PathLike[str]) -> str:
     """'svg' or 'png' from a file name; ValueError for anything else."""
     suffix = Path(path).suffix.lower().lstrip(".")
     if suffix not in FORMATS:
@@ -115,7 +116,7 @@ def render(figure: Figure, fmt: str) -> bytes:
     return out.getvalue()
 
 
-def save(figure: Figure, path: str | Path) -> None:
+def save(figure: Figure, path: str | os.PathLike[str]) -> None:
     """Write the figure to `path`, its format from the suffix."""
     data = render(figure, format_of(path))
     Path(path).write_bytes(data)

@@ -9,7 +9,6 @@ import json
 import re
 from pathlib import Path
 
-
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 RERUN = "rerun: python examples/pictures.py"
 
