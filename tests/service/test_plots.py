@@ -203,3 +203,17 @@ def test_comparison_and_sweep_charts() -> None:
     assert render(breakdown_figure(a), "png")[:4] == b"\x89PNG"
     with pytest.raises(TypeError):
         memory_figure(42)
+
+
+def test_compare_plot_draws_the_candidates_side_by_side(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "c.svg"
+    assert main(["compare", str(M8), str(M64), "--json", "--plot", str(out)]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    found = boxes(out.read_text(encoding="utf-8"))
+    drawn = [sum(width(b) for k, b in found.items() if k.startswith(f"compare-{i}-")) for i in range(2)]
+    # each bar is its iteration time on one axis
+    assert drawn[0] / drawn[1] == pytest.approx(rows[0]["iteration_time_s"] / rows[1]["iteration_time_s"], rel=1e-3)
+    assert "compare-0-bubble" in found and ">m8<" in out.read_text(encoding="utf-8")
+    assert main(["compare", str(M8), "--plot", str(tmp_path / "no" / "c.svg")]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "--plot: cannot write" in captured.err
