@@ -2,7 +2,8 @@
 
     search FILE [--json] [--top K] [--max-candidates N] [--time-limit S] [--executor local|ray] [--address A]
                 [--workers N]
-    sweep FILE [--out DIR] [--executor local|ray] [--address A] [--workers N]
+    sweep FILE [--out DIR] [--executor local|ray] [--address A] [--workers N]   (DIR/mfu.svg: a chart of MFU
+                                                                                 against the grid's first field)
 
 Both show a progress bar on stderr (rich) while they run; the search prints a table (or its JSON with --json)
 on stdout, the sweep a one-line summary. Also runnable on its own: python -m service.cli.search search FILE.
@@ -18,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from api_schemas.search import load_search_file, load_sweep_file
+from service.plots import save, sweep_rows_figure
 from service.search import run_search
-from service.sweep import run_sweep
+from service.sweep import read_rows, run_sweep
 from simcore.planning.executors import EXECUTORS
 
 DISCARDED_SHOWN = 12
@@ -174,6 +176,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     with _progress("sweeping") as progress:
         summary = run_sweep(request, out, executor=args.executor, address=args.address, workers=args.workers,
                             progress=progress)
+    chart = Path(summary["jsonl"]).parent / "mfu.svg"
+    save(sweep_rows_figure(sorted(read_rows(Path(summary["jsonl"])), key=lambda r: r["index"]), list(request.grid)),
+         chart)
     print(f"{summary['points']} points: {summary['skipped']} already written, {summary['simulated']} simulated, "
-          f"{summary['invalid']} invalid; {summary['jsonl']}, {summary['csv']}")
+          f"{summary['invalid']} invalid; {summary['jsonl']}, {summary['csv']}, {chart}")
     return 0

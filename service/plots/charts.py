@@ -15,7 +15,7 @@ from matplotlib.patches import Patch
 from service.plots.style import COLOURS, IDLE_HATCH, LABELS, Figure, new_figure, seconds_label, style
 
 __all__ = ["MEMORY_KINDS", "TIME_CATEGORIES", "as_document", "breakdown_figure", "comparison_figure",
-           "memory_figure", "sweep_figure"]
+           "memory_figure", "sweep_figure", "sweep_rows_figure"]
 
 # The order of time_breakdown_s's categories in every chart: work first, then waits, then idle.
 TIME_CATEGORIES = ("compute", "recompute", "tp_comm", "pp_comm", "dp_comm", "cp_comm", "ep_comm", "optimizer",
@@ -137,22 +137,30 @@ def memory_figure(result: Any, *, title: str | None = None) -> Figure:
     return figure
 
 
-def sweep_figure(xs: Sequence[Any], ys: Sequence[float | None], *, x_label: str, y_label: str,
-                 title: str | None = None) -> Figure:
-    """A sweep's headline figure against the swept field: numbers on a numeric axis, anything else as
-    categories in the order given. A missing value (a point that failed) leaves a gap."""
-    if len(xs) != len(ys) or not xs:
-        raise ValueError("give one y for each x, and at least one point")
+def sweep_figure(xs: Sequence[Any], ys: Sequence[float | None] | Mapping[str, Sequence[float | None]], *,
+                 x_label: str, y_label: str, title: str | None = None) -> Figure:
+    """A sweep's figure against the swept field: numbers on a numeric axis (a doubling sweep on a log axis),
+    anything else as categories in the order given. `ys` is one series, or several by label (one line each,
+    e.g. one per value of the grid's other fields). A missing value (a point that failed) leaves a gap."""
+    series = dict(ys) if isinstance(ys, Mapping) else {"": list(ys)}
+    if not xs or not series or any(len(v) != len(xs) for v in series.values()):
+        raise ValueError("give one y for each x in every series, and at least one point")
     numeric = all(isinstance(x, int | float) and not isinstance(x, bool) for x in xs)
     positions = [float(x) for x in xs] if numeric else list(range(len(xs)))
-    figure = new_figure(6.5, 3.6)
+    figure = new_figure(6.5 if len(series) == 1 else 8.0, 3.6)
+    palette = list(dict.fromkeys(COLOURS[k] for k in ("backward", "recompute", "pp_comm", "dp_comm", "tp_comm",
+                                                       "forward", "optimizer", "ep_comm")))
     with style():
         ax = figure.add_subplot()
-        points = [(p, float(y)) for p, y in zip(positions, ys) if y is not None]
-        ax.plot([p for p, _ in points], [y for _, y in points], marker="o", color=COLOURS["backward"],
-                linewidth=1.4, markersize=4.5, gid="sweep-line")
-        for p, y in points:
-            ax.annotate(f"{y:.3g}", (p, y), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=7)
+        for n, (label, values) in enumerate(series.items()):
+            points = [(p, float(y)) for p, y in zip(positions, values) if y is not None]
+            ax.plot([p for p, _ in points], [y for _, y in points], marker="o", color=palette[n % len(palette)],
+                    linewidth=1.4, markersize=4.5, gid=f"sweep-line-{n}" if label else "sweep-line",
+                    label=label or None)
+            if len(series) == 1:
+                for p, y in points:
+                    ax.annotate(f"{y:.3g}", (p, y), textcoords="offset points", xytext=(0, 6), ha="center",
+                                fontsize=7)
         if numeric:
             distinct = sorted(set(positions))
             if len(distinct) >= 3 and all(x > 0 for x in distinct) and distinct[-1] / distinct[0] >= 8 and all(
@@ -167,5 +175,27 @@ def sweep_figure(xs: Sequence[Any], ys: Sequence[float | None], *, x_label: str,
         ax.set_ylim(bottom=0)
         ax.grid(axis="y", color="#E5E5E5", linewidth=0.6)
         ax.set_axisbelow(True)
+        if len(series) > 1:
+            figure.legend(loc="outside right center", fontsize=7.5)
         figure.suptitle(title or f"{y_label} against {x_label}", fontsize=9.5)
     return figure
+
+
+def sweep_rows_figure(rows: Sequence[Mapping[str, Any]], paths: Sequence[str], metric: str = "mfu") -> Figure:
+    """A sweep's rows (as `clustersim sweep` writes them: point, status, result) drawn as `metric` against the
+    grid's first field, one line per combination of the others; invalid points leave gaps."""
+    first, others = paths[0], list(paths[1:])
+    xs = list(dict.fromkeys(_hashable(r["point"].get(first)) for r in rows))
+    series: dict[str, list[float | None]] = {}
+    for row in rows:
+        label = ", ".join(f"{p.rsplit('.', 1)[-1]} = {row['point'].get(p)}" for p in others)
+        values = series.setdefault(label, [None] * len(xs))
+        result = row.get("result") or {}
+        if row.get("status") == "ok" and isinstance(result.get(metric), int | float):
+            values[xs.index(_hashable(row["point"].get(first)))] = float(result[metric])
+    return sweep_figure(xs, series if others else series[""], x_label=first, y_label=metric,
+                        title=f"{metric} against {first}" + (f", by {', '.join(others)}" if others else ""))
+
+
+def _hashable(value: Any) -> Any:
+    return value if isinstance(value, str | int | float | bool) or value is None else str(value)

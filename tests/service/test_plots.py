@@ -217,3 +217,29 @@ def test_compare_plot_draws_the_candidates_side_by_side(tmp_path: Path, capsys: 
     assert main(["compare", str(M8), "--plot", str(tmp_path / "no" / "c.svg")]) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and "--plot: cannot write" in captured.err
+
+
+def test_sweep_writes_a_chart_of_mfu_against_the_first_field(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    base = {"model": {"preset": "gpt3-1.3b"}, "cluster": {"preset": "dgx-a100", "num_nodes": 1},
+            "layout": {"dp": 2, "tp": 2, "pp": 2, "global_batch_size": 16}}
+    request = tmp_path / "s.json"
+    request.write_text(json.dumps({"base": base, "grid": {"layout.global_batch_size": [16, 32, 64],
+                                                          "layout.zero_stage": [0, 1]}}), encoding="utf-8")
+    assert main(["sweep", str(request), "--out", str(tmp_path / "out"), "--workers", "1"]) == 0
+    assert str(tmp_path / "out" / "mfu.svg") in capsys.readouterr().out
+    svg = (tmp_path / "out" / "mfu.svg").read_text(encoding="utf-8")
+    found = boxes(svg)
+    assert {"sweep-line-0", "sweep-line-1"} <= found.keys() and "sweep-line-2" not in found
+    assert "zero_stage = 0</text>" in svg and "zero_stage = 1</text>" in svg
+    rows = [json.loads(line) for line in (tmp_path / "out" / "results.jsonl").read_text().splitlines()]
+    mfu = {(r["point"]["layout.global_batch_size"], r["point"]["layout.zero_stage"]): r["result"]["mfu"] for r in rows}
+    # the line's points: three, left to right, heights in the order of the MFUs (the y axis points down in SVG)
+    d = svg[svg.index('id="sweep-line-0"'):].split('<path d="', 1)[1].split('"', 1)[0]
+    values = [float(v) for v in _NUMBER.findall(d)]
+    xs, ys = values[0::2], values[1::2]
+    assert len(xs) == 3 and xs == sorted(xs)
+    expected = [mfu[(m, 0)] for m in (16, 32, 64)]
+    assert sorted(range(3), key=lambda i: -ys[i]) == sorted(range(3), key=lambda i: expected[i])
+    assert (ys[0] - ys[1]) / (ys[0] - ys[2]) == pytest.approx(
+        (expected[0] - expected[1]) / (expected[0] - expected[2]), rel=1e-3)
