@@ -26,6 +26,7 @@ from service.plots import (
     comparison_figure,
     result_figure,
     save,
+    search_figure,
     spans_from_chrome_trace,
     sweep_figure,
 )
@@ -176,7 +177,8 @@ def plot(subject: Any, out: str | os.PathLike[str] | None = None, *, kind: str =
     - a request (mapping, document or file): simulated, then drawn as `kind` (timeline, breakdown, memory);
     - a SimulationResult: `breakdown` or `memory`, or `timeline` when it carries a trace (`options.trace`);
     - a Sweep: `metric` against the swept field;
-    - several results (a mapping of label to result, or a sequence): side by side, time by category.
+    - several results (a mapping of label to result, or a sequence): side by side, time by category;
+    - a search result (what `search` gives): the top layouts and the largest discarded families.
 
     `title` replaces the picture's title (by default it names what was simulated, where that is known).
     """
@@ -192,6 +194,8 @@ def plot(subject: Any, out: str | os.PathLike[str] | None = None, *, kind: str =
             raise InvalidRequest([FieldError("options.trace", "a result draws its timeline only when simulated "
                                              "with options.trace: true (or plot the request itself)")])
         figure = result_figure(kind, subject, spans=spans, title=title)
+    elif isinstance(subject, Mapping) and {"top", "discarded_families", "search"} <= subject.keys():
+        figure = search_figure(subject, title=title)
     elif isinstance(subject, Mapping) and subject and all(isinstance(v, SimulationResult) for v in subject.values()):
         figure = comparison_figure(list(subject), list(subject.values()), title=title)
     elif (isinstance(subject, Sequence) and not isinstance(subject, str) and subject

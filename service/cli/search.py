@@ -1,7 +1,7 @@
 """The `search` and `sweep` commands of `clustersim` (registered by service.cli.main through add_search_commands).
 
     search FILE [--json] [--top K] [--max-candidates N] [--time-limit S] [--executor local|ray] [--address A]
-                [--workers N]
+                [--workers N] [--plot OUT.svg|OUT.png]
     sweep FILE [--out DIR] [--executor local|ray] [--address A] [--workers N]   (DIR/mfu.svg: a chart of MFU
                                                                                  against the grid's first field)
 
@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from api_schemas.search import load_search_file, load_sweep_file
-from service.plots import save, sweep_rows_figure
+from service.cli.plot import check_plot_target
+from service.plots import save, search_figure, sweep_rows_figure
 from service.search import run_search
 from service.sweep import read_rows, run_sweep
 from simcore.planning.executors import EXECUTORS
@@ -65,6 +66,7 @@ def add_search_commands(subparsers: Any) -> None:
                    help="simulate at most N layouts, most promising first (default: bounds.max_candidates, 500)")
     p.add_argument("--time-limit", type=_positive_float, metavar="S",
                    help="start no simulation after S seconds (default: bounds.time_limit_s, none)")
+    p.add_argument("--plot", metavar="FILE", help="draw the top layouts and the discarded families (.svg or .png)")
     _executor_options(p)
     p.set_defaults(func=cmd_search)
     p = subparsers.add_parser("sweep", help="simulate a grid of requests into JSON Lines and CSV (resumable)")
@@ -158,11 +160,14 @@ def render_search(result: dict[str, Any]) -> None:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
+    check_plot_target(args.plot)
     request = load_search_file(args.file)
     with _progress("simulating") as progress:
         result = run_search(request, top_k=args.top, max_candidates=args.max_candidates,
                             time_limit_s=args.time_limit, executor=args.executor, address=args.address,
                             workers=args.workers, progress=progress)
+    if args.plot:
+        save(search_figure(result), args.plot)
     if args.json:
         print(json.dumps(result, indent=2))
     else:

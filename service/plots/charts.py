@@ -7,15 +7,15 @@ Boxes carry SVG ids (`breakdown-compute`, `memory-stage2-weights`, `capacity`) s
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from matplotlib.patches import Patch
 
 from service.plots.style import COLOURS, IDLE_HATCH, LABELS, Figure, new_figure, seconds_label, style
 
-__all__ = ["MEMORY_KINDS", "TIME_CATEGORIES", "as_document", "breakdown_figure", "comparison_figure",
-           "memory_figure", "sweep_figure", "sweep_rows_figure"]
+__all__ = ["MEMORY_KINDS", "TIME_CATEGORIES", "as_document", "bar_style", "breakdown_figure", "comparison_figure",
+           "memory_figure", "sweep_figure", "sweep_rows_figure", "time_bars"]
 
 # The order of time_breakdown_s's categories in every chart: work first, then waits, then idle.
 TIME_CATEGORIES = ("compute", "recompute", "tp_comm", "pp_comm", "dp_comm", "cp_comm", "ep_comm", "optimizer",
@@ -38,14 +38,16 @@ def _categories(documents: Sequence[Mapping[str, Any]]) -> list[str]:
     return [k for k in TIME_CATEGORIES if k in present] + sorted(present - set(TIME_CATEGORIES))
 
 
-def _bar_style(kind: str) -> dict[str, Any]:
+def bar_style(kind: str) -> dict[str, Any]:
     idle = kind == "bubble"
     return {"facecolor": COLOURS.get(kind, "#D9D9D9"), "edgecolor": "#9A9A9A" if idle else "white",
             "hatch": IDLE_HATCH if idle else None, "linewidth": 0.5}
 
 
-def _time_bars(ax: Any, labels: list[str], documents: list[dict[str, Any]], gid_prefix: str) -> list[str]:
-    """Horizontal stacked bars of time_breakdown_s, one per document, top to bottom; the categories drawn."""
+def time_bars(ax: Any, labels: list[str], documents: list[dict[str, Any]], gid_prefix: str,
+              extra: Callable[[Mapping[str, Any]], str] | None = None) -> list[str]:
+    """Horizontal stacked bars of time_breakdown_s, one per document, top to bottom, each followed by its
+    iteration time and MFU (and `extra`'s text); returns the categories drawn."""
     kinds = _categories(documents)
     widest = max(float(d["iteration_time_s"]) for d in documents)
     for row, doc in enumerate(documents):
@@ -54,7 +56,7 @@ def _time_bars(ax: Any, labels: list[str], documents: list[dict[str, Any]], gid_
             value = float(doc["time_breakdown_s"].get(kind, 0.0))
             if value <= 0:
                 continue
-            bar = ax.barh(row, value, left=left, height=0.6, **_bar_style(kind))
+            bar = ax.barh(row, value, left=left, height=0.6, **bar_style(kind))
             bar.patches[0].set_gid(f"{gid_prefix}{row}-{kind}" if len(documents) > 1 else f"{gid_prefix}{kind}")
             share = value / float(doc["iteration_time_s"])
             if value / widest > 0.07:
@@ -62,10 +64,10 @@ def _time_bars(ax: Any, labels: list[str], documents: list[dict[str, Any]], gid_
                         color="white" if kind in ("compute", "dp_comm", "tp_comm", "pp_comm") else "black")
             left += value
         ax.text(left + widest * 0.01, row, f"{seconds_label(float(doc['iteration_time_s']))}, "
-                f"MFU {float(doc['mfu']):.1%}", va="center", fontsize=7.5)
+                f"MFU {float(doc['mfu']):.1%}" + (extra(doc) if extra else ""), va="center", fontsize=7.5)
     ax.set_yticks(range(len(documents)), labels)
     ax.set_ylim(len(documents) - 0.5, -0.5)
-    ax.set_xlim(0, widest * 1.22)
+    ax.set_xlim(0, widest * (1.6 if extra else 1.22))
     ax.tick_params(axis="y", length=0)
     ax.spines["left"].set_visible(False)
     ax.set_xlabel("seconds of one iteration, on the critical rank (the one that finishes last)")
@@ -78,9 +80,9 @@ def breakdown_figure(result: Any, *, title: str | None = None) -> Figure:
     figure = new_figure(9.0, 2.4)
     with style():
         ax = figure.add_subplot()
-        kinds = _time_bars(ax, ["iteration"], [doc], "breakdown-")
+        kinds = time_bars(ax, ["iteration"], [doc], "breakdown-")
         ax.set_yticks([])
-        figure.legend(handles=[Patch(label=LABELS.get(k, k), **_bar_style(k)) for k in kinds],
+        figure.legend(handles=[Patch(label=LABELS.get(k, k), **bar_style(k)) for k in kinds],
                       loc="outside lower center", ncols=min(len(kinds), 8))
         figure.suptitle(title or "Where the time goes", fontsize=9.5)
     return figure
@@ -94,8 +96,8 @@ def comparison_figure(labels: Sequence[str], results: Sequence[Any], *, title: s
     figure = new_figure(10.0, 1.6 + 0.45 * len(documents))
     with style():
         ax = figure.add_subplot()
-        kinds = _time_bars(ax, list(labels), documents, "compare-")
-        figure.legend(handles=[Patch(label=LABELS.get(k, k), **_bar_style(k)) for k in kinds],
+        kinds = time_bars(ax, list(labels), documents, "compare-")
+        figure.legend(handles=[Patch(label=LABELS.get(k, k), **bar_style(k)) for k in kinds],
                       loc="outside lower center", ncols=min(len(kinds), 8))
         figure.suptitle(title or "Iteration time by category", fontsize=9.5)
     return figure

@@ -243,3 +243,26 @@ def test_sweep_writes_a_chart_of_mfu_against_the_first_field(tmp_path: Path,
     assert sorted(range(3), key=lambda i: -ys[i]) == sorted(range(3), key=lambda i: expected[i])
     assert (ys[0] - ys[1]) / (ys[0] - ys[2]) == pytest.approx(
         (expected[0] - expected[1]) / (expected[0] - expected[2]), rel=1e-3)
+
+
+def test_search_plot_draws_the_top_layouts_and_the_discarded_families(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    request = tmp_path / "search.json"
+    request.write_text(json.dumps({"model": {"preset": "gpt3-13b"}, "cluster": {"preset": "dgx-a100", "num_nodes": 2},
+                                   "global_batch_size": 64, "bounds": {"max_candidates": 4, "top_k": 3}}))
+    out = tmp_path / "s.svg"
+    assert main(["search", str(request), "--json", "--plot", str(out), "--workers", "1"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    svg = out.read_text(encoding="utf-8")
+    found = boxes(svg)
+    drawn = [sum(width(b) for k, b in found.items() if k.startswith(f"top-{i}-")) for i in range(3)]
+    times = [e["iteration_time_s"] for e in result["top"]]
+    assert len(times) == 3 and "top-3-compute" not in found
+    assert drawn[0] / drawn[2] == pytest.approx(times[0] / times[2], rel=1e-3)
+    families = sorted(result["discarded_families"], key=lambda f: -f["layouts"])[:12]
+    assert families, "this search discards some families"
+    bars = [width(found[f"discarded-{i}"]) for i in range(len(families))]
+    assert bars[0] / bars[-1] == pytest.approx(families[0]["layouts"] / families[-1]["layouts"], rel=1e-3)
+    assert f"#1 {result['top'][0]['summary']}</text>" in svg
+    assert main(["search", str(request), "--plot", str(tmp_path / "s.pdf")]) == 2
+    assert "--plot: a picture is written as .svg or .png" in capsys.readouterr().err
