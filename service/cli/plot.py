@@ -4,7 +4,8 @@
     plot TRACE.json --out OUT.svg|OUT.png [--title TEXT]
 
 `simulate --plot` draws the simulated iteration (the pipeline timeline by default); `plot` draws the timeline
-of a Chrome trace saved by `simulate --trace` or the API. The format follows the file's suffix. A picture that
+of a Chrome trace saved by `simulate --trace`, or of a result document that carries one (`options.trace` in
+the API), its rows then as long as the iteration. The format follows the file's suffix. A picture that
 cannot be written (unknown suffix, missing or read-only folder) is invalid input: exit 2, said before anything
 is simulated.
 """
@@ -74,9 +75,14 @@ def cmd_plot(args: argparse.Namespace) -> int:
         trace = json.loads(text)
     except json.JSONDecodeError as err:
         raise SpecError("trace", f"'{args.trace}' is not JSON (line {err.lineno}: {err.msg})") from None
+    iteration_s = None
+    if isinstance(trace, dict) and isinstance(trace.get("trace"), dict):  # a result document with its trace
+        iteration_s = trace.get("iteration_time_s") if isinstance(trace.get("iteration_time_s"), float) else None
+        trace = trace["trace"]
     try:
         spans = spans_from_chrome_trace(trace)
-        figure = timeline_figure(spans, title=args.title or f"Pipeline timeline of {Path(args.trace).name}")
+        figure = timeline_figure(spans, iteration_time_s=iteration_s,
+                                 title=args.title or f"Pipeline timeline of {Path(args.trace).name}")
     except ValueError as err:
         raise SpecError("trace", f"'{args.trace}': {err}") from None
     save(figure, args.out)
@@ -85,7 +91,8 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 def add_plot_command(sub: Any) -> None:
     p = sub.add_parser("plot", help="draw the pipeline timeline of a saved Chrome trace (.svg or .png)")
-    p.add_argument("trace", metavar="TRACE.json", help="a Chrome trace written by `simulate --trace` or the API")
+    p.add_argument("trace", metavar="TRACE.json",
+                   help="a Chrome trace written by `simulate --trace`, or a result document with its trace")
     p.add_argument("--out", required=True, metavar="FILE", help="the picture to write (.svg or .png)")
     p.add_argument("--title", help="the picture's title (default: the trace's file name)")
     p.set_defaults(func=cmd_plot)

@@ -33,8 +33,8 @@ def as_document(result: Any) -> dict[str, Any]:
 
 
 def _categories(documents: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The breakdown's categories the documents have, in the charts' order (unknown ones last, sorted)."""
-    present = {k for d in documents for k in d["time_breakdown_s"]}
+    """The breakdown's categories some document spends time in, in the charts' order (unknown ones last)."""
+    present = {k for d in documents for k, v in d["time_breakdown_s"].items() if v is not None and float(v) > 0}
     return [k for k in TIME_CATEGORIES if k in present] + sorted(present - set(TIME_CATEGORIES))
 
 
@@ -108,7 +108,7 @@ def memory_figure(result: Any, *, title: str | None = None) -> Figure:
     doc = as_document(result)
     stages = doc["stages"]
     capacity = (doc.get("memory") or {}).get("capacity_gib")
-    figure = new_figure(max(5.0, min(11.0, 2.5 + 0.35 * len(stages))), 3.6)
+    figure = new_figure(max(7.0, min(11.0, 3.5 + 0.35 * len(stages))), 3.8)
     with style():
         ax = figure.add_subplot()
         tallest = 0.0

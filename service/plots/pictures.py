@@ -56,5 +56,5 @@ def result_figure(kind: str, result: Any, *, spans: Iterable[Any] | None = None,
         return timeline_figure(spans_from(spans), iteration_time_s=float(doc["iteration_time_s"]),
                                title=title, subtitle=summary(doc))
     if kind == "breakdown":
-        return breakdown_figure(result, title=(f"Where the time goes: {title}" if title else None))
-    return memory_figure(result, title=(f"Memory per GPU by stage: {title}" if title else None))
+        return breakdown_figure(result, title=(f"Where the time goes\n{title}" if title else None))
+    return memory_figure(result, title=(f"Memory per GPU, by pipeline stage\n{title}" if title else None))

@@ -266,3 +266,16 @@ def test_search_plot_draws_the_top_layouts_and_the_discarded_families(
     assert f"#1 {result['top'][0]['summary']}</text>" in svg
     assert main(["search", str(request), "--plot", str(tmp_path / "s.pdf")]) == 2
     assert "--plot: a picture is written as .svg or .png" in capsys.readouterr().err
+
+
+def test_plot_draws_a_result_document_that_carries_its_trace(tmp_path: Path) -> None:
+    outcome = simulate(convert.replace_spans(convert.to_scenario(load_request_file(str(M8)))))
+    body = convert.to_response(outcome, include_trace=True)
+    (tmp_path / "result.json").write_text(json.dumps(body), encoding="utf-8")
+    assert main(["plot", str(tmp_path / "result.json"), "--out", str(tmp_path / "t.svg")]) == 0
+    found = boxes((tmp_path / "t.svg").read_text(encoding="utf-8"))
+    for stage in body["stages"]:
+        s = stage["index"]
+        idle = sum(width(b) for k, b in found.items() if k.startswith(f"stage{s}-idle-"))
+        assert idle / width(found[f"stage{s}-row"]) == pytest.approx(stage["bubble_s"] / body["iteration_time_s"],
+                                                                      rel=0.01)
