@@ -19,6 +19,7 @@ the elided time marked between them.
 
 from __future__ import annotations
 
+import math
 import re
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
@@ -120,12 +121,16 @@ class Row:
         return sum(b.duration_s for b in self.blocks if b.kind == "idle")
 
 
-def _lane(span: TimelineSpan) -> tuple[int, str] | None:
-    """(stage, lane) of the span, or None for a track that is not drawn (another replica, not a stage)."""
-    match = _TRACK.match(span.track)
-    if match is None:
+def _lane(span: TimelineSpan, tracks: dict[str, tuple[int, str | None, str] | None]) -> tuple[int, str] | None:
+    """(stage, lane) of the span, or None for a track that is not drawn (another replica, not a stage).
+    `tracks` caches each track name's parse."""
+    if span.track not in tracks:
+        match = _TRACK.match(span.track)
+        tracks[span.track] = None if match is None else (int(match[1]), match[2], match[3])
+    parsed = tracks[span.track]
+    if parsed is None:
         return None
-    stage, kind, replica = int(match[1]), match[2], match[3]
+    stage, kind, replica = parsed
     if kind is None:
         return stage, COMPUTE
     if kind == PP:
@@ -140,23 +145,33 @@ def _lane(span: TimelineSpan) -> tuple[int, str] | None:
     return stage, DP if stream else COMPUTE
 
 
+def _pass_of(name: str) -> tuple[str, int, int] | None:
+    """(direction 'fwd' or 'bwd', microbatch, chunk) of a span that is part of a pass, from its name."""
+    match = _PASS.match(name)
+    return None if match is None else (match[2], int(match[3]), int(match[4] or 0))
+
+
 def rows_of(spans: Iterable[TimelineSpan]) -> list[Row]:
     """The stages' boxes, from the recorded spans, stage 0 first. ValueError when no span is a stage's."""
     lanes: dict[int, dict[str, list[TimelineSpan]]] = {}
+    tracks: dict[str, tuple[int, str | None, str] | None] = {}
     for span in spans:
-        where = _lane(span)
+        where = _lane(span, tracks)
         if where is not None:
             lanes.setdefault(where[0], {COMPUTE: [], PP: [], DP: []})[where[1]].append(span)
     if not lanes:
         raise ValueError("no span belongs to a pipeline stage (tracks named 'stage N')")
+    names: dict[str, tuple[str, int, int] | None] = {}  # span names repeat across stages: parse each once
     rows = []
     for stage in sorted(lanes):
         blocks: list[Block] = []
         passes: dict[tuple[str, int, int], list[TimelineSpan]] = {}
         for span in sorted(lanes[stage][COMPUTE], key=lambda s: (s.start_s, s.end_s)):
-            match = _PASS.match(span.name)
-            if match is not None:
-                passes.setdefault((match[2], int(match[3]), int(match[4] or 0)), []).append(span)
+            if span.name not in names:
+                names[span.name] = _pass_of(span.name)
+            key = names[span.name]
+            if key is not None:
+                passes.setdefault(key, []).append(span)
             else:
                 blocks.append(Block(COMPUTE, _ON_COMPUTE.get(span.category, "other"), span.start_s, span.end_s))
         for (direction, microbatch, chunk), parts in passes.items():
@@ -202,6 +217,7 @@ _LANE_Y = {COMPUTE: (0.05, 0.60), PP: (0.64, 0.76), DP: (0.80, 0.92)}
 _INNER_TP = 0.35  # the tensor-parallel strip: this fraction of the compute lane, at its bottom
 _WIDTH_IN, _ROW_IN = 11.0, 0.5
 _LABEL_PT = 6.5
+_INVISIBLE_PT = 0.05  # boxes narrower than this (in points) are not drawn, idle excepted: no pixel would show
 
 
 def _gid(stage: int, block: Block, serial: int) -> str:
@@ -210,11 +226,16 @@ def _gid(stage: int, block: Block, serial: int) -> str:
     return f"stage{stage}-{block.kind}-{serial}"
 
 
-def _ticks(window: tuple[float, float], offset: float, scale: float, unit: str) -> list[tuple[float, str]]:
+def _ticks(window: tuple[float, float], offset: float, scale: float, share: float) -> list[tuple[float, str]]:
+    """Ticks of one window, as (x, label): about one per tenth of the picture's width the window takes."""
     start, end = window
-    values = [v for v in MaxNLocator(nbins=4 if offset == 0 and start == 0 else 2).tick_values(start, end)
+    values = [v for v in MaxNLocator(nbins=max(1, min(6, round(share * 10)))).tick_values(start, end)
               if start <= v <= end]
-    return [(offset + v - start, f"{v * scale:g}") for v in values]
+    if not values:  # a narrow window: one tick in its middle, precise enough to tell it from its neighbours
+        values = [(start + end) / 2]
+    digits = max(0, -math.floor(math.log10(max((end - start) * scale, 1e-12))) + 1)
+    return [(offset + v - start, f"{v * scale:.{digits}f}" if len(values) == 1 and share < 0.1 else f"{v * scale:g}")
+            for v in values]
 
 
 def timeline_figure(spans: Iterable[TimelineSpan], *, iteration_time_s: float | None = None,
@@ -244,12 +265,12 @@ def timeline_figure(spans: Iterable[TimelineSpan], *, iteration_time_s: float | 
         for k in range(1, len(picked)):
             left = offsets[k] - gap
             elided = picked[k][0] - picked[k - 1][1]
-            ax.add_patch(Rectangle((left, -0.1), gap, len(rows) + 0.2, facecolor="#EFEFEF", edgecolor="#9A9A9A",
+            ax.add_artist(Rectangle((left, -0.1), gap, len(rows) + 0.2, facecolor="#EFEFEF", edgecolor="#9A9A9A",
                                    hatch="\\\\\\", linewidth=0.5, gid=f"elided-{k}"))
             ax.text(left + gap / 2, len(rows) / 2, f"{seconds_label(elided)} not drawn", rotation=90,
                     ha="center", va="center", fontsize=7, color="#404040",
                     bbox={"facecolor": "white", "edgecolor": "none", "pad": 1.0})
-        ticks = [t for k, w in enumerate(picked) for t in _ticks(w, offsets[k], scale, unit)]
+        ticks = [t for k, w in enumerate(picked) for t in _ticks(w, offsets[k], scale, (w[1] - w[0]) / width_x)]
         ax.set_xticks([t[0] for t in ticks], [t[1] for t in ticks])
         ax.set_xlim(0, width_x)
         ax.set_ylim(len(rows), 0)
@@ -272,7 +293,7 @@ def timeline_figure(spans: Iterable[TimelineSpan], *, iteration_time_s: float | 
 def _draw_row(ax: Any, i: int, row: Row, picked: list[tuple[float, float]], offsets: list[float],
               points_per_x: float) -> None:
     top, bottom = _LANE_Y[COMPUTE]
-    ax.add_patch(Rectangle((offsets[0], i + top), offsets[-1] + picked[-1][1] - picked[-1][0] - offsets[0],
+    ax.add_artist(Rectangle((offsets[0], i + top), offsets[-1] + picked[-1][1] - picked[-1][0] - offsets[0],
                            bottom - top, facecolor="#F4F4F4", edgecolor="none", gid=f"stage{row.stage}-row"))
     serial: dict[str, int] = {}
     for block in row.blocks:
@@ -280,14 +301,14 @@ def _draw_row(ax: Any, i: int, row: Row, picked: list[tuple[float, float]], offs
         gid = _gid(row.stage, block, n)
         for k, (a, b) in enumerate(picked):
             start, end = max(block.start_s, a), min(block.end_s, b)
-            if end <= start:
+            if end <= start or (block.kind != "idle" and (end - start) * points_per_x < _INVISIBLE_PT):
                 continue
             x = offsets[k] + start - a
             lane_top, lane_bottom = _LANE_Y[block.lane]
             if block.inner and block.kind == "tp_comm":
                 lane_top = lane_bottom - _INNER_TP * (lane_bottom - lane_top)
             idle = block.kind == "idle"
-            ax.add_patch(Rectangle(
+            ax.add_artist(Rectangle(
                 (x, i + lane_top), end - start, lane_bottom - lane_top, facecolor=COLOURS.get(block.kind, "#D9D9D9"),
                 edgecolor="#9A9A9A" if idle else ("white" if block.kind in PASS_KINDS else "none"),
                 linewidth=0.4 if idle or block.kind in PASS_KINDS else 0.0, hatch=IDLE_HATCH if idle else None,
