@@ -279,3 +279,40 @@ def test_plot_draws_a_result_document_that_carries_its_trace(tmp_path: Path) -> 
         idle = sum(width(b) for k, b in found.items() if k.startswith(f"stage{s}-idle-"))
         assert idle / width(found[f"stage{s}-row"]) == pytest.approx(stage["bubble_s"] / body["iteration_time_s"],
                                                                       rel=0.01)
+
+
+def test_rows_from_hand_made_spans_group_passes_and_keep_replica_zero() -> None:
+    from service.plots import TimelineSpan as S
+
+    spans = [
+        # full fidelity: replica 0's compute stream and gradient stream share the track name 'stage 0 dp0'
+        S("stage 0 dp0", "fwd mb0 chunk1", "compute", 0.0, 1.0),
+        S("stage 0 dp0", "tp fwd mb0 chunk1", "tp_comm", 1.0, 1.2),
+        S("stage 0 dp0", "idle: wait B0", "bubble", 1.2, 2.0), S("stage 0 dp0", "recv B0", "pp_comm", 2.0, 2.1),
+        S("stage 0 dp0", "recompute bwd mb0 chunk1", "recompute", 2.1, 2.5),
+        S("stage 0 dp0", "bwd mb0 chunk1", "compute", 2.5, 3.5), S("stage 0 dp0", "wait dp", "dp_comm", 3.5, 3.7),
+        S("stage 0 dp0", "all-reduce grads", "dp_comm", 2.6, 3.6), S("stage 0 dp0", "optimizer", "optimizer", 3.7, 3.8),
+        S("stage 0 pp", "act mb0", "pp_comm", 1.2, 1.3),
+        S("stage 0 dp1", "fwd mb0 chunk1", "compute", 0.0, 1.0),  # replica 1: not drawn
+        S("stage 0 gather1", "all-gather params", "dp_comm", 0.0, 0.5),
+        S("clustersim", "something else", "other", 0.0, 9.0),  # not a stage's track
+    ]
+    (row,) = rows_of(spans)
+    got = [(b.lane, b.kind, b.start_s, b.end_s, b.microbatch, b.chunk, b.inner) for b in row.blocks]
+    assert got == [
+        ("compute", "forward", 0.0, 1.2, 0, 1, False),
+        ("compute", "tp_comm", 1.0, 1.2, 0, 1, True),
+        ("pp", "pp_comm", 1.2, 1.3, None, 0, False),
+        ("compute", "idle", 1.2, 2.0, None, 0, False),
+        ("compute", "pp_comm", 2.0, 2.1, None, 0, False),
+        ("compute", "backward", 2.1, 3.5, 0, 1, False),
+        ("compute", "recompute", 2.1, 2.5, 0, 1, True),
+        ("dp", "dp_comm", 2.6, 3.6, None, 0, False),
+        ("compute", "dp_comm", 3.5, 3.7, None, 0, False),
+        ("compute", "optimizer", 3.7, 3.8, None, 0, False),
+    ]
+    assert row.passes == 2 and row.idle_s == pytest.approx(0.8)
+    svg = render(timeline_figure(spans, iteration_time_s=4.0), "svg").decode()
+    found = boxes(svg)
+    assert {"stage0-forward-mb0-c1", "stage0-backward-mb0-c1", "stage0-recompute-mb0-c1"} <= found.keys()
+    assert width(found["stage0-idle-0"]) / width(found["stage0-row"]) == pytest.approx(0.8 / 4.0, rel=1e-4)
