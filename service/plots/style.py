@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import os
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -84,10 +85,15 @@ _RC: dict[str, Any] = {
 }
 
 
+# matplotlib's settings are one process-wide dictionary that rc_context changes and restores: threads drawing
+# at once (a threaded server) take turns, so that none restores the defaults under another's picture.
+_SETTINGS_LOCK = threading.RLock()
+
+
 @contextmanager
 def style() -> Iterator[None]:
-    """The project's matplotlib settings, for building and for saving a figure."""
-    with matplotlib.rc_context(_RC):  # type: ignore[arg-type]  # keys checked by matplotlib at run time
+    """The project's matplotlib settings, for building and for saving a figure (one thread at a time)."""
+    with _SETTINGS_LOCK, matplotlib.rc_context(_RC):  # type: ignore[arg-type]  # keys checked at run time
         yield
 
 
