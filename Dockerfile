@@ -9,6 +9,7 @@ COPY api_schemas ./api_schemas
 COPY topology ./topology
 COPY simcore ./simcore
 COPY service ./service
+COPY clustersim ./clustersim
 COPY examples ./examples
 RUN pip install --no-cache-dir . \
     && useradd --create-home --uid 10001 clustersim \

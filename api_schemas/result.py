@@ -85,6 +85,9 @@ class StageResult(_Out):
     layers: dict[str, int] = Field(description="e.g. encoder/decoder layer counts, embedding, logits")
     forward_s: float = Field(description="seconds per microbatch")
     backward_s: float = Field(description="seconds per microbatch")
+    bubble_s: float = Field(description="seconds per iteration this stage's compute stream is idle waiting on "
+                            "pipeline dependencies (fill, drain, waits for another stage); the mean of these over "
+                            "stages, over iteration_time_s, is bubble_fraction")
     busy_fraction: float
     memory: StageMemory | None = None
 

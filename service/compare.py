@@ -108,6 +108,12 @@ def compare_requests(items: Sequence[tuple[str, SimulationRequest | Mapping[str,
     SimulationRequest. Every request is validated (schema and domain rules) before any is simulated; the first
     invalid one raises ComparisonError, which names it by index.
     """
+    return comparison(compare_results(items))
+
+
+def compare_results(items: Sequence[tuple[str, SimulationRequest | Mapping[str, Any]]]
+                    ) -> list[tuple[str, SimulationRequest, dict[str, Any]]]:
+    """(label, request, full result document) for each (label, request), validated as compare_requests does
+    (every request before any is simulated); for callers that need more than the comparison's rows (pictures)."""
     prepared = [(label, *_validated(index, document)) for index, (label, document) in enumerate(items)]
-    return comparison((label, request, adapters.to_response(simulate(scenario)))
-                      for label, request, scenario in prepared)
+    return [(label, request, adapters.to_response(simulate(scenario))) for label, request, scenario in prepared]

@@ -189,6 +189,7 @@ def _metrics_json(m: Metrics) -> dict[str, Any]:
         "communication_bytes": dict(m.communication_bytes),
         "stages": [
             {"index": s.index, "layers": dict(s.layers), "forward_s": s.forward_s, "backward_s": s.backward_s,
+             "bubble_s": s.bubble_s,
              "busy_fraction": s.busy_fraction,
              "memory": {"peak_gib_per_gpu": s.memory.total / GIB, "breakdown_gib": _breakdown(s.memory)}}
             for s in m.stages

@@ -235,6 +235,23 @@ half the FLOPs of a GPT sample of the same size and length for as many parameter
   layers).
 - `balanced`: layers and the encoder/decoder stage boundary chosen so the slowest stage (by simulated cost) is as
   fast as whole layers allow: what a better pipeline could do.
+
+## Pictures
+
+Drawn by `python examples/pictures.py` (with the `clustersim` Python API, from simulations of
+`best/long-pp-gpt.yaml` and `best/long-pp-t5-even.yaml`: each model's fastest pipelined layout at 2048 tokens a
+sample); `tests/service/test_example_pictures.py` checks they are current. Where the critical rank's time goes:
+
+![GPT-100B against T5-100B, iteration time by category](compare-pp.png)
+
+The pipeline timelines (one row per stage, time across; forward light, backward dark with its recomputation in
+orange, hatched white the bubble). GPT's two stages are equal and stay busy; T5's decoder stages (4-7, with
+cross-attention over the encoder output) take longer a microbatch than its encoder stages (0-3), so the encoder
+stages wait on them all through the steady state, besides the fill and the drain:
+
+![GPT-100B pipeline timeline](timeline-gpt-pp.png)
+
+![T5-100B pipeline timeline, even split](timeline-t5-even-pp.png)
 """
 
 

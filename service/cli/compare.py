@@ -1,11 +1,13 @@
 """The `compare` command of `clustersim` (registered by service.cli.main through add_compare_command).
 
-    compare FILE... [--json]
+    compare FILE... [--json] [--plot OUT.svg|OUT.png]
 
 Simulates each request file (YAML or JSON, as `simulate` reads it) and prints a table with one column per file
 (labelled by the file's name without its extension; by its path where two names are the same) and one row per
 figure, or with --json the comparison document (service.compare). An invalid file: exit 2, one line on stderr
-naming the file, the field and the rule; nothing is simulated.
+naming the file, the field and the rule; nothing is simulated. --plot also draws the candidates side by side
+(each one's iteration time split by category, service.plots); a picture that cannot be written is invalid
+input, said before anything is simulated.
 """
 
 from __future__ import annotations
@@ -19,8 +21,10 @@ from typing import Any
 
 from api_schemas import RequestError, SimulationRequest, load_request_file
 from api_schemas.errors import WHOLE_REQUEST
+from service.cli.plot import check_plot_target
 from service.cli.rendering import console
-from service.compare import ComparisonError, compare_requests
+from service.compare import ComparisonError, compare_results, comparison
+from service.plots import comparison_figure, save
 
 __all__ = ["METRICS", "add_compare_command", "labels_for", "render_comparison"]
 
@@ -104,6 +108,7 @@ def _invalid(path: str, err: RequestError) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
+    check_plot_target(args.plot)
     items: list[tuple[str, SimulationRequest]] = []
     for path, label in zip(args.files, labels_for(args.files)):
         try:
@@ -111,9 +116,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
         except RequestError as err:
             return _invalid(path, err)
     try:
-        result = compare_requests(items)
+        results = compare_results(items)
     except ComparisonError as err:
         return _invalid(args.files[err.index], err.error)
+    result = comparison(results)
+    if args.plot:
+        save(comparison_figure([label for label, _, _ in results], [r for _, _, r in results]), args.plot)
     if args.json:
         print(json.dumps(result, indent=2))
     else:
@@ -126,4 +134,5 @@ def add_compare_command(subparsers: Any) -> None:
     p = subparsers.add_parser("compare", help="simulate several requests and show their figures side by side")
     p.add_argument("files", nargs="+", metavar="FILE", help="request files (YAML or JSON), one column each")
     p.add_argument("--json", action="store_true", help="print the comparison JSON instead of a table")
+    p.add_argument("--plot", metavar="FILE", help="draw the requests side by side, time by category (.svg or .png)")
     p.set_defaults(func=cmd_compare)

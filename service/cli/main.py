@@ -15,6 +15,7 @@ from typing import NoReturn
 
 from api_schemas import RequestError
 from service import convert
+from service.cli import plot
 from service.cli.compare import add_compare_command
 from service.cli.search import add_search_commands
 from service.cli.serve import add_serve_commands
@@ -35,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_simulate_commands(sub)
     add_serve_commands(sub)
     add_compare_command(sub)
+    plot.add_plot_command(sub)
     add_search_commands(sub)
     return parser
 

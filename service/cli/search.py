@@ -1,8 +1,9 @@
 """The `search` and `sweep` commands of `clustersim` (registered by service.cli.main through add_search_commands).
 
     search FILE [--json] [--top K] [--max-candidates N] [--time-limit S] [--executor local|ray] [--address A]
-                [--workers N]
-    sweep FILE [--out DIR] [--executor local|ray] [--address A] [--workers N]
+                [--workers N] [--plot OUT.svg|OUT.png]
+    sweep FILE [--out DIR] [--executor local|ray] [--address A] [--workers N]   (DIR/mfu.svg: a chart of MFU
+                                                                                 against the grid's first field)
 
 Both show a progress bar on stderr (rich) while they run; the search prints a table (or its JSON with --json)
 on stdout, the sweep a one-line summary. Also runnable on its own: python -m service.cli.search search FILE.
@@ -19,9 +20,11 @@ from typing import Any
 
 from api_schemas.search import load_search_file, load_sweep_file
 from service.cli import rendering
+from service.cli.plot import check_plot_target
 from service.cli.usage import check_executor, writable_dir
+from service.plots import save, search_figure, sweep_rows_figure
 from service.search import run_search
-from service.sweep import run_sweep
+from service.sweep import read_rows, run_sweep
 from simcore.planning.executors import EXECUTORS
 
 DISCARDED_SHOWN = 12
@@ -65,6 +68,7 @@ def add_search_commands(subparsers: Any) -> None:
                    help="simulate at most N layouts, most promising first (default: bounds.max_candidates, 500)")
     p.add_argument("--time-limit", type=_positive_float, metavar="S",
                    help="start no simulation after S seconds (default: bounds.time_limit_s, none)")
+    p.add_argument("--plot", metavar="FILE", help="draw the top layouts and the discarded families (.svg or .png)")
     _executor_options(p)
     p.set_defaults(func=cmd_search)
     p = subparsers.add_parser("sweep", help="simulate a grid of requests into JSON Lines and CSV (resumable)")
@@ -152,11 +156,14 @@ def render_search(result: dict[str, Any]) -> None:
 
 def cmd_search(args: argparse.Namespace) -> int:
     check_executor(args.executor, args.address)
+    check_plot_target(args.plot)
     request = load_search_file(args.file)
     with _progress("simulating") as progress:
         result = run_search(request, top_k=args.top, max_candidates=args.max_candidates,
                             time_limit_s=args.time_limit, executor=args.executor, address=args.address,
                             workers=args.workers, progress=progress)
+    if args.plot:
+        save(search_figure(result), args.plot)
     if args.json:
         print(json.dumps(result, indent=2))
     else:
@@ -172,6 +179,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     with _progress("sweeping") as progress:
         summary = run_sweep(request, out, executor=args.executor, address=args.address, workers=args.workers,
                             progress=progress)
+    chart = Path(summary["jsonl"]).parent / "mfu.svg"
+    save(sweep_rows_figure(sorted(read_rows(Path(summary["jsonl"])), key=lambda r: r["index"]), list(request.grid)),
+         chart)
     print(f"{summary['points']} points: {summary['skipped']} already written, {summary['simulated']} simulated, "
-          f"{summary['invalid']} invalid; {summary['jsonl']}, {summary['csv']}")
+          f"{summary['invalid']} invalid; {summary['jsonl']}, {summary['csv']}, {chart}")
     return 0

@@ -1,6 +1,7 @@
 """The `simulate` and `presets` commands of `clustersim` (registered by service.cli.main).
 
-    simulate FILE [--trace FILE] [--timeline FILE]   the result JSON on stdout; a Chrome trace, span lines
+    simulate FILE [--trace FILE] [--timeline FILE] [--plot FILE]
+                                                     the result JSON on stdout; a Chrome trace, span lines, a picture
     presets [models|clusters|gpus]                   the preset catalogs as JSON
 
 The output files are checked before anything is simulated (service.cli.usage): one that cannot be written is
@@ -15,6 +16,7 @@ from typing import Any
 
 from api_schemas import load_request_file
 from service import convert
+from service.cli import plot
 from service.cli.usage import writable_file
 from simcore import simulate
 
@@ -29,12 +31,15 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     for flag, path in (("--trace", args.trace), ("--timeline", args.timeline)):
         if path:
             writable_file(flag, path)
+    plot.check_plot_target(args.plot)
     request = load_request_file(args.file)
     scenario = convert.to_scenario(request)
-    if args.trace or args.timeline:
+    if args.trace or args.timeline or plot.needs_spans(args):
         scenario = convert.replace_spans(scenario)
     outcome = simulate(scenario)
-    print(_dump(convert.to_response(outcome)))
+    body = convert.to_response(outcome)
+    print(_dump(body))
+    plot.write_result_plot(args, request, body, outcome.spans)
     if args.trace:
         with open(args.trace, "w", encoding="utf-8") as f:
             json.dump(convert.chrome_trace(outcome.spans), f)
@@ -57,6 +62,7 @@ def add_simulate_commands(subparsers: Any) -> None:
     p.add_argument("file")
     p.add_argument("--trace", metavar="FILE", help="write a Chrome trace (Perfetto) of the iteration")
     p.add_argument("--timeline", metavar="FILE", help="write every span as JSON lines")
+    plot.add_simulate_plot_options(p)
     p.set_defaults(func=cmd_simulate)
     p = subparsers.add_parser("presets", help="list presets")
     p.add_argument("kind", nargs="?", choices=["models", "clusters", "gpus"])

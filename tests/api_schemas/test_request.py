@@ -532,6 +532,7 @@ def example_result() -> dict[str, Any]:
         "layers": {"embedding": 1, "decoder": 12},
         "forward_s": 0.01,
         "backward_s": 0.02,
+        "bubble_s": 0.15,
         "busy_fraction": 0.8,
         "memory": None,
     }

@@ -1,0 +1,60 @@
+"""Pictures of one simulated request, by kind, with titles that say what was simulated."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from api_schemas import SimulationRequest
+from service.plots.charts import as_document, breakdown_figure, memory_figure
+from service.plots.style import Figure, seconds_label
+from service.plots.timeline import spans_from, timeline_figure
+
+__all__ = ["KINDS", "NEEDS_SPANS", "describe", "result_figure", "summary"]
+
+KINDS = ("timeline", "breakdown", "memory")
+NEEDS_SPANS = frozenset({"timeline"})
+
+
+def describe(request: SimulationRequest) -> str:
+    """One line naming the model, the cluster and the layout, e.g.
+    'gpt3-13b on 8 x dgx-a100: DP 1 x TP 8 x PP 8, m = 8, 1f1b, recompute full'."""
+    model = request.model.preset or str(request.model.architecture or "model")
+    c = request.cluster
+    size = (f"{c.num_nodes} x {c.preset or c.gpu}" if c.num_nodes is not None
+            else f"{c.num_gpus} GPUs ({c.preset or c.gpu})")
+    lay = request.layout
+    m = lay.global_batch_size // (lay.dp * lay.microbatch_size)
+    parts = [f"DP {lay.dp} x TP {lay.tp} x PP {lay.pp}", f"m = {m}", str(lay.schedule)]
+    if lay.virtual_stages > 1:
+        parts.append(f"v = {lay.virtual_stages}")
+    if str(lay.recompute) != "none":
+        parts.append(f"recompute {lay.recompute}")
+    if lay.zero_stage:
+        parts.append(f"ZeRO {lay.zero_stage}")
+    return f"{model} on {size}: " + ", ".join(parts)
+
+
+def summary(result: Any) -> str:
+    """The headline figures of a result in one line."""
+    doc = as_document(result)
+    return (f"iteration {seconds_label(float(doc['iteration_time_s']))}, bubble {float(doc['bubble_fraction']):.1%} "
+            f"of it (stage mean), MFU {float(doc['mfu']):.1%}")
+
+
+def result_figure(kind: str, result: Any, *, spans: Iterable[Any] | None = None,
+                  request: SimulationRequest | None = None, title: str | None = None) -> Figure:
+    """The picture `kind` (timeline, breakdown or memory) of a result; the timeline needs the recorded spans.
+    The title says what was simulated: `title`, else a line made from `request`."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {', '.join(KINDS)}, not '{kind}'")
+    title = title or (describe(request) if request is not None else None)
+    if kind == "timeline":
+        if spans is None:
+            raise ValueError("the timeline needs the simulation's spans (simulate with spans kept)")
+        doc = as_document(result)
+        return timeline_figure(spans_from(spans), iteration_time_s=float(doc["iteration_time_s"]),
+                               title=title, subtitle=summary(doc))
+    if kind == "breakdown":
+        return breakdown_figure(result, title=(f"Where the time goes\n{title}" if title else None))
+    return memory_figure(result, title=(f"Memory per GPU, by pipeline stage\n{title}" if title else None))
