@@ -134,19 +134,14 @@ class CollectiveModel:
 
     def _node_links(self, gpu: int) -> set[int]:
         """Links that touch the node of `gpu`: its GPUs, switch and NICs."""
-        node = self.cluster.node_of(gpu)
-        links = self._links_of_node.get(node)
-        if links is None:
+        if not self._links_of_node:  # every node's at once: one walk over the links
             spec = self.cluster.spec
-
-            def on_node(end: tuple) -> bool:
-                kind, index = end[0], end[1]
-                return (kind == "gpu" and index // spec.gpus_per_node == node) or (
-                    kind == "nic" and index // spec.nics_per_node == node) or (kind == "nvswitch" and index == node)
-
-            links = self._links_of_node[node] = {i for i, (u, v) in enumerate(self.cluster.link_ends)
-                                                 if on_node(u) or on_node(v)}
-        return links
+            per_node = {"gpu": spec.gpus_per_node, "nic": spec.nics_per_node, "nvswitch": 1}
+            for i, ends in enumerate(self.cluster.link_ends):
+                for kind, index, *_rest in ends:
+                    if kind in per_node:
+                        self._links_of_node.setdefault(index // per_node[kind], set()).add(i)
+        return self._links_of_node.get(self.cluster.node_of(gpu), set())
 
     def _all_phases(self, kind: Collective, groups: Sequence[Sequence[int]]) -> tuple[FlowPattern, ...]:
         n = len(groups[0])
