@@ -3,8 +3,9 @@
 
 Prints the medians of N simulations (default 5) in one process; the first builds the cluster's graph, routes and
 collective patterns, which later simulations of the same cluster reuse. The goal is at most 5 s per simulation.
-CPU time (time.process_time) is the steadier figure on a machine shared with other work.
-Run:  python bench/speed_1t.py [N]
+CPU time (time.process_time) is the steadier figure on a machine shared with other work. With --full every
+data-parallel replica is simulated (fidelity "full").
+Run:  python bench/speed_1t.py [N] [--full]
 """
 
 from __future__ import annotations
@@ -12,18 +13,23 @@ from __future__ import annotations
 import statistics
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from api_schemas import load_request_file
 from service.convert import to_scenario
+from simcore.domain.layout import Fidelity
 from simcore.simulate import simulate
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "gpt-1t-3072-a100.yaml"
 
 
 def main() -> None:
-    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+    args = [a for a in sys.argv[1:] if a != "--full"]
+    runs = int(args[0]) if args else 5
     scenario = to_scenario(load_request_file(str(EXAMPLE)))
+    if "--full" in sys.argv:
+        scenario = replace(scenario, fidelity=Fidelity.FULL)
     walls, cpus, events = [], [], 0
     for _ in range(runs):
         started, cpu_started = time.perf_counter(), time.process_time()
