@@ -139,26 +139,36 @@ Process = Generator[Step, None, None]
 def start(clock: Clock, process: Process) -> None:
     """Run `process` from an urgent call at this instant on: a yielded number of seconds is waited for; a yielded
     event or signal is waited for unless it is already processed (or fired), when the process goes on at once."""
+    clock.call_urgently(_Resume(clock, process))
 
-    def resume() -> None:
+
+class _Resume:
+    """A process's resumption: runs it to its next wait and hands itself to what it waits for. An object rather
+    than a closure, which would refer to itself (a reference cycle left for the garbage collector)."""
+
+    __slots__ = ("clock", "process")
+
+    def __init__(self, clock: Clock, process: Process) -> None:
+        self.clock, self.process = clock, process
+
+    def __call__(self) -> None:
+        process = self.process
         while True:
             try:
                 step = next(process)
             except StopIteration:
                 return
             if step.__class__ is float:
-                clock.call_in(step, resume)
+                self.clock.call_in(step, self)
                 return
             if isinstance(step, Signal):
                 if not step.fired:
-                    step.waiter = resume
+                    step.waiter = self
                     return
             elif isinstance(step, Event):
                 if step.callbacks is not None:
-                    step.callbacks.append(resume)
+                    step.callbacks.append(self)
                     return
             else:
-                clock.call_in(step, resume)
+                self.clock.call_in(step, self)
                 return
-
-    clock.call_urgently(resume)
