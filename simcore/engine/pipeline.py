@@ -28,7 +28,7 @@ from simcore.domain.placement import Placement
 from simcore.domain.schedules import BACKWARD, POLICIES, Pass
 from simcore.engine.clock import Clock, Event, Process, Signal, start
 from simcore.engine.dp_collectives import DataParallelCollectives
-from simcore.engine.dp_sync import GradientSync
+from simcore.engine.dp_sync import Gate, GradientSync
 from simcore.engine.flows import FlowNetwork
 from simcore.engine.recorder import RankRecord, Recorder
 
@@ -153,20 +153,7 @@ class Engine:
             duration = cost.forward_s if forward else cost.backward_s
             gates = self.sync.pass_gates(replica, rank, ps, cost.layers, cost.parameters, record)
             if gates:  # the pass runs slice by slice, each behind its parameter gather
-                pending = gates[0]()
-                for k in range(len(gates)):
-                    current = pending
-                    if not current.triggered:
-                        waited = clock.now
-                        yield current
-                        t["dp_comm"] += clock.now - waited
-                        self.rec.span(track, "wait parameter gather", "dp_comm", waited, clock.now)
-                    if k + 1 < len(gates):
-                        pending = gates[k + 1]()  # prefetch the next slice's parameters
-                    self.events += 1
-                    yield duration / len(gates)
-                    self.rec.span(track, f"{'fwd' if forward else 'bwd'} mb{ps.microbatch} part {k + 1}", "compute",
-                                  clock.now - duration / len(gates), clock.now)
+                yield from self._gated_pass(gates, duration, t, track, ps)
                 if not forward:
                     self.sync.backward_pass(replica, rank, i, clock.now, clock.now)
             else:
@@ -199,6 +186,33 @@ class Engine:
         t["tp_comm"] += tp_comm
         record.comm_busy_s["tp"] += tp_busy
         record.comm_bytes["tp"] += tp_bytes
+        yield from self._step(replica, rank, record, track, dp_done)
+
+    def _gated_pass(self, gates: list[Gate], duration: float, t: dict[str, float], track: str,
+                    ps: Pass) -> Process:
+        """A pass of `duration` seconds in equal slices, each behind its gate (its parameters' gather), the next
+        slice's gather issued when the current slice starts (prefetch)."""
+        clock = self.clock
+        pending = gates[0]()
+        for k in range(len(gates)):
+            current = pending
+            if not current.triggered:
+                waited = clock.now
+                yield current
+                t["dp_comm"] += clock.now - waited
+                self.rec.span(track, "wait parameter gather", "dp_comm", waited, clock.now)
+            if k + 1 < len(gates):
+                pending = gates[k + 1]()  # prefetch the next slice's parameters
+            self.events += 1
+            yield duration / len(gates)
+            self.rec.span(track, f"{'fwd' if ps.direction != BACKWARD else 'bwd'} mb{ps.microbatch} part {k + 1}",
+                          "compute", clock.now - duration / len(gates), clock.now)
+
+    def _step(self, replica: int, rank: int, record: RankRecord, track: str, dp_done: Event) -> Process:
+        """After the rank's passes: wait for its gradient reduction (`dp_done`), then for every rank (the global
+        gradient-norm all-reduce before the step), run the optimizer, and with ZeRO 1/2 without overlap wait for
+        the updated parameters' gather."""
+        clock, t = self.clock, record.time_s
         waited = clock.now
         yield dp_done
         t["dp_comm"] += clock.now - waited
@@ -217,7 +231,7 @@ class Engine:
         self.rec.span(track, "wait other stages' gradients", "dp_comm", drain_end, clock.now)
         start = clock.now
         self.events += 1
-        yield c.workload.optimizer_s[rank]
+        yield self.c.workload.optimizer_s[rank]
         record.busy_s += clock.now - start
         t["optimizer"] += clock.now - start
         self.rec.span(track, "optimizer", "optimizer", start, clock.now)
