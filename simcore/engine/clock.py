@@ -17,16 +17,14 @@ Why the loop is the engine's own and not SimPy's (simpy.Environment): the engine
 order above, SimPy's public API costs more (an Event or Timeout object with its callback list and checks per
 timer, a Process per started collective, for 10^5 to 10^6 entries a simulation), and the alternative that was as
 fast, a simpy.Environment subclass that rewrote run() on SimPy's private fields (_queue, _eid, _now), would break
-with any SimPy release that renamed them. Measured with `python bench/speed_1t.py 5` (the 1T GPT on 3072 A100s,
-259,518 events), three rounds alternating the variants, medians of the rounds' medians, on a 2-core machine
-shared with other work (CPU time is the steadier figure):
-- before, the simpy.Environment subclass on private fields:                     CPU 1.51 s, wall 3.34 s
-- SimPy's public API (a Timeout per timed call, a Process per urgent call):      CPU 1.84 s, wall 3.76 s
-- this clock:                                                                    CPU 1.46 s, wall 3.10 s
-(and 0.89 s CPU, 1.81 s wall, with simcore/cost/collectives.py finding every node's links in one walk over the
-links instead of one per node). Every variant gives the same results to the bit (tests/golden). So the loop is
-this module's; SimPy stays a test dependency: tests/simcore/engine/test_clock.py runs random programs on both and
-checks that they see the same order.
+with any SimPy release that renamed them. Measured with `python bench/speed_1t.py 3` (the 1T GPT on 3072 A100s,
+259,518 events), five rounds alternating three variants of the engine on the same cost side, on a 2-core
+machine shared with other work; medians of the rounds' medians (CPU time is the steadier figure there):
+- before, the simpy.Environment subclass on private fields:                     CPU 1.16 s, wall 2.36 s
+- SimPy's public API (a Timeout per timed call, a Process per urgent call):      CPU 1.62 s, wall 3.27 s
+- this clock (and the data-parallel streams on it):                             CPU 1.11 s, wall 2.53 s
+Every variant gives the same results to the bit (tests/golden). So the loop is this module's; SimPy stays a
+test dependency: tests/simcore/engine/test_clock.py runs random programs on both and checks the same order.
 """
 
 from __future__ import annotations
