@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -9,7 +11,7 @@ from simcore.engine.recorder import Span
 from simcore.trace import chrome_trace
 
 
-def _events(spans: list[Span]) -> list[dict[str, object]]:
+def _events(spans: list[Span]) -> list[dict[str, Any]]:
     return [e for e in chrome_trace(spans)["traceEvents"] if e["ph"] == "X"]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Generator
+from functools import partial
 
 import pytest
 import simpy
@@ -18,6 +19,10 @@ from simcore.engine.clock import Clock, Event, Process, Signal, start
 # started now begins.
 Program = list[list[tuple[str, float]]]
 Log = list[tuple[float, str]]
+
+
+def _note_event(log: Log, env: simpy.Environment, tag: str, _event: simpy.Event) -> None:
+    log.append((env.now, tag))
 
 
 def _on_simpy(program: Program) -> Log:
@@ -36,7 +41,7 @@ def _on_simpy(program: Program) -> Log:
                 log.append((env.now, tag))
             elif kind == "soon":
                 event = env.event()
-                event.callbacks.append(lambda _e, tag=tag: log.append((env.now, tag)))
+                event.callbacks.append(partial(_note_event, log, env, tag))
                 event.succeed()
             else:
                 env.process(note(tag))

@@ -5,6 +5,7 @@ replica to arrive starts the collective and every replica goes on when it ends."
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 from simcore.cost.collectives import Collective
 from simcore.engine.clock import Clock, Event
@@ -34,8 +35,13 @@ def stream(clock: Clock, collectives: Collectives, rendezvous: Rendezvous | None
 
 def ends(clock: Clock, events: dict[str, Event]) -> dict[str, float]:
     out: dict[str, float] = {}
+
+    def note(name: str) -> None:
+        out[name] = clock.now
+
     for name, event in events.items():
-        event.callbacks.append(lambda name=name: out.__setitem__(name, clock.now))  # type: ignore[union-attr]
+        assert event.callbacks is not None
+        event.callbacks.append(partial(note, name))
     clock.run()
     return out
 
