@@ -1,5 +1,5 @@
-"""Golden results: simulate a fixed, varied set of requests and write their result JSON, to check that a speed-up
-of the engine changes no figure.
+"""Golden results: simulate a fixed, varied set of requests and write their result JSON, to check that a change
+of the engine or a move of code changes no figure.
 
 The set: every example request under examples/ (YAML, GPT and T5), 30 layouts drawn deterministically from the
 search space of examples/search/gpt3-175b-1024-a100.search.json (widened to every recomputation mode and both
@@ -8,7 +8,13 @@ and gradient overlap all appear) plus the 4 that search simulates first, and a f
 (ZeRO 1, 2, 3; a T5 pipeline with bucketed ZeRO 3 gathers), the tree and hierarchical algorithms, and a trace
 (its spans compared too). `simulator.wall_time_s`, the one field that varies between identical runs, is dropped.
 
+TEST_SET, a subset that runs in a few seconds, is a CI test: tests/golden/golden.json holds each of its request
+documents with its expected result, and tests/golden/test_golden.py simulates them again and compares (1e-9
+relative). Regenerate that file (`--write-tests`) only when a change of figures is intended, and say which
+figures changed and why in the commit.
+
 Run:  python bench/golden_results.py OUT.json      then compare:  python bench/golden_results.py --compare A B
+      python bench/golden_results.py --write-tests   (rewrites tests/golden/golden.json)
 """
 
 from __future__ import annotations
@@ -17,23 +23,44 @@ import json
 import math
 import sys
 import time
-from dataclasses import replace
+from dataclasses import fields, replace
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from api_schemas import SimulationRequest, load_request_file
-from api_schemas.search import search_request_from
 from service import convert as adapters
-from service.search import to_space
 from simcore.domain.layout import Layout, Recompute
-from simcore.planning.rank import Estimator
-from simcore.planning.space import plan_search
 from simcore.simulate import simulate
-from topology.hardware import GPUS
 
 ROOT = Path(__file__).resolve().parent.parent
 SEARCH = ROOT / "examples" / "search" / "gpt3-175b-1024-a100.search.json"
 CANDIDATES = 30
+TEST_FILE = ROOT / "tests" / "golden" / "golden.json"
+# The CI subset (names, or a search candidate's "search-NN" prefix): GPT and T5 (even and balanced stages, a
+# 100B T5 without a pipeline); 1F1B, GPipe and interleaved 1F1B; ZeRO 0-3 with and without gradient overlap,
+# bucketed ZeRO 3 gathers; recomputation none / selective / full, sequence parallelism; representative and full
+# fidelity; ring, tree and hierarchical collectives; TP across nodes with one NIC; DP over 1024 GPUs; a trace.
+TEST_SET = (
+    "examples/bubble-vs-microbatches/m8.yaml",
+    "examples/decoder-vs-encoder-decoder/best/short-t5-balanced.yaml",
+    "examples/decoder-vs-encoder-decoder/best/long-pp-gpt.yaml",
+    "examples/dp-scaling/8b-1024gpu.yaml",
+    "examples/no-pipeline-limits/gpt3-175b-zero1.yaml",
+    "examples/no-pipeline-limits/gpt3-175b-zero3.yaml",
+    "examples/no-pipeline-limits/t5-100b-zero1.yaml",
+    "examples/no-pipeline-limits/t5-100b-zero3.yaml",
+    "examples/tp-across-nodes/tp8-pp2-1nic.yaml",
+    "examples/zero-scaling/zero3-50m-gathers-384.yaml",
+    "examples/zero-scaling/tp8-pp8-384.yaml",
+    *(f"small-{name}" for name in ("full-fidelity-zero1-overlap", "full-fidelity-zero3-interleaved",
+                                   "full-fidelity-zero2-gpipe", "tree", "hierarchical",
+                                   "t5-full-fidelity-zero3-buckets", "t5-zero2", "trace")),
+    "search-02", "search-03", "search-04", "search-06", "search-07", "search-12", "search-13", "search-17",
+    "search-19", "search-20", "search-23", "search-26", "search-29", "search-33",
+)
 
 SMALL = {"model": {"preset": "gpt3-1.3b"}, "cluster": {"preset": "dgx-a100", "num_nodes": 2}}
 EXTRA: dict[str, dict[str, Any]] = {
@@ -80,15 +107,27 @@ def _key(layout: Layout) -> tuple[object, ...]:
             layout.overlap_grad_reduce)
 
 
-def search_candidates() -> list[tuple[str, Any]]:
+def _search_document() -> dict[str, Any]:
+    return dict(json.loads(SEARCH.read_text()))
+
+
+def search_candidates() -> list[tuple[str, Layout]]:
     """CANDIDATES layouts of the search's space, the i-th from the stratum (ZeRO stage, schedule, recomputation,
     sequence parallelism, gradient overlap) that i names (or the next stratum that exists), at a fixed stride in
     it; then the 4 layouts a search simulates first (its estimate's order, on the default space)."""
-    req = search_request_from(json.loads(SEARCH.read_text()))
+    # Imported here: only writing the set needs the search, not comparing results with it.
+    from api_schemas.search import search_request_from
+    from service.search import to_space
+    from simcore.planning.rank import Estimator
+    from simcore.planning.space import plan_search
+    from topology.hardware import GPUS
+
+    document = _search_document()
+    req = search_request_from(document)
     space = replace(to_space(req.space), recompute=tuple(Recompute), overlap_grad_reduce=(True, False))
-    base = adapters.to_scenario(SimulationRequest(model=req.model, cluster=req.cluster,
-                                                  layout={"dp": 1, "tp": 1, "pp": 1,
-                                                          "global_batch_size": req.global_batch_size}))
+    base = adapters.to_scenario(SimulationRequest.model_validate(
+        {"model": document["model"], "cluster": document["cluster"],
+         "layout": {"dp": 1, "tp": 1, "pp": 1, "global_batch_size": req.global_batch_size}}))
     gpu = GPUS[base.cluster.gpu]
     plan = plan_search(base.model, base.cluster.num_gpus, base.cluster.gpus_per_node, gpu, req.global_batch_size,
                        space)
@@ -104,12 +143,12 @@ def search_candidates() -> list[tuple[str, Any]]:
         chosen.append(members[(7919 * (i + 1)) % len(members)])
     default = plan_search(base.model, base.cluster.num_gpus, base.cluster.gpus_per_node, gpu,
                           req.global_batch_size, to_space(search_request_from(
-                              {k: v for k, v in json.loads(SEARCH.read_text()).items() if k != "space"}).space))
+                              {k: v for k, v in document.items() if k != "space"}).space))
     estimator = Estimator(base.model, base.cluster, base.cost_parameters)
     estimates = [estimator.tokens_per_s(layout) for layout in default.candidates]
     order = sorted(range(len(default.candidates)), key=lambda i: (-estimates[i], i))
     chosen += [default.candidates[i] for i in order[:4]]
-    return [(f"search-{i:02d} {_describe(layout)}", replace(base, layout=layout)) for i, layout in enumerate(chosen)]
+    return [(f"search-{i:02d} {_describe(layout)}", layout) for i, layout in enumerate(chosen)]
 
 
 def _describe(layout: Layout) -> str:
@@ -118,25 +157,69 @@ def _describe(layout: Layout) -> str:
             f" ovl{int(layout.overlap_grad_reduce)} {layout.placement}")
 
 
-def scenarios() -> list[tuple[str, Any]]:
-    out: list[tuple[str, Any]] = []
+def _layout_document(layout: Layout) -> dict[str, Any]:
+    """The request's `layout` section for a domain layout (its fields carry the same names; enums as strings,
+    unset optional fields left out)."""
+    out: dict[str, Any] = {}
+    for field in fields(layout):
+        value = getattr(layout, field.name)
+        if value is not None:
+            out[field.name] = str(value) if isinstance(value, StrEnum) else value
+    return out
+
+
+def documents() -> list[tuple[str, dict[str, Any]]]:
+    """Every request of the set as (name, request document). Each document is checked to give the same
+    scenario as the file or layout it stands for."""
+    out: list[tuple[str, dict[str, Any]]] = []
     for path in sorted(ROOT.glob("examples/**/*.yaml")):
-        out.append((str(path.relative_to(ROOT)), adapters.to_scenario(load_request_file(str(path)))))
-    for name, body in EXTRA.items():
-        out.append((name, adapters.to_scenario(SimulationRequest.model_validate(body))))
-    return out + search_candidates()
+        body = yaml.safe_load(path.read_text(encoding="utf-8"))
+        _check(body, adapters.to_scenario(load_request_file(str(path))))
+        out.append((str(path.relative_to(ROOT)), body))
+    out += list(EXTRA.items())
+    search = _search_document()
+    for name, layout in search_candidates():
+        body = {"model": search["model"], "cluster": search["cluster"], "layout": _layout_document(layout)}
+        out.append((name, body))
+    return out
+
+
+def _check(body: dict[str, Any], scenario: Any) -> None:
+    if adapters.to_scenario(SimulationRequest.model_validate(body)) != scenario:
+        raise AssertionError(f"the document {body} does not give the scenario it stands for")
+
+
+def result_of(body: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    """A request document's result JSON (without `simulator.wall_time_s`, the one field that varies between
+    identical runs) and its event count."""
+    scenario = adapters.to_scenario(SimulationRequest.model_validate(body))
+    outcome = simulate(scenario)
+    result = adapters.to_response(outcome, include_trace=scenario.keep_spans)
+    result["simulator"].pop("wall_time_s", None)
+    return result, outcome.events
 
 
 def run(out_path: str) -> None:
     results: dict[str, Any] = {}
-    for name, scenario in scenarios():
+    for name, body in documents():
         started = time.perf_counter()
-        outcome = simulate(scenario)
-        result = adapters.to_response(outcome, include_trace=scenario.keep_spans)
-        result["simulator"].pop("wall_time_s", None)
-        results[name] = result
-        print(f"{time.perf_counter() - started:6.2f} s  {outcome.events:8d} events  {name}", flush=True)
+        results[name], events = result_of(body)
+        print(f"{time.perf_counter() - started:6.2f} s  {events:8d} events  {name}", flush=True)
     Path(out_path).write_text(json.dumps(results, indent=1, sort_keys=True))
+
+
+def write_tests() -> None:
+    """Write TEST_FILE: the TEST_SET's request documents and their results, which tests/golden/ checks."""
+    chosen = {name: body for name, body in documents() if name.split(" ")[0] in TEST_SET}
+    missing = set(TEST_SET) - {name.split(" ")[0] for name in chosen}
+    if missing:
+        raise SystemExit(f"not in the set: {sorted(missing)}")
+    cases = {}
+    for name, body in chosen.items():
+        result, _events = result_of(body)
+        cases[name] = {"request": body, "result": result}
+    TEST_FILE.write_text(json.dumps(cases, indent=1, sort_keys=True) + "\n")
+    print(f"wrote {len(cases)} cases to {TEST_FILE.relative_to(ROOT)}")
 
 
 def _diff(a: Any, b: Any, where: str, out: list[str], rel: float) -> None:
@@ -158,10 +241,16 @@ def _diff(a: Any, b: Any, where: str, out: list[str], rel: float) -> None:
         out.append(f"{where}: {a!r} != {b!r}")
 
 
+def differences(before: Any, after: Any, rel: float = 1e-9) -> list[str]:
+    """Where two results (or sets of results) differ beyond `rel` relative, one line each ("" for none)."""
+    out: list[str] = []
+    _diff(before, after, "", out, rel)
+    return out
+
+
 def compare(before: str, after: str, rel: float = 1e-9) -> int:
     a, b = json.loads(Path(before).read_text()), json.loads(Path(after).read_text())
-    problems: list[str] = []
-    _diff(a, b, "", problems, rel)
+    problems = differences(a, b, rel)
     exact = a == b
     for line in problems[:50]:
         print(line)
@@ -173,6 +262,9 @@ def compare(before: str, after: str, rel: float = 1e-9) -> int:
 if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "--compare":
         raise SystemExit(compare(sys.argv[2], sys.argv[3]))
-    if len(sys.argv) != 2:
+    if sys.argv[1:] == ["--write-tests"]:
+        write_tests()
+    elif len(sys.argv) == 2 and not sys.argv[1].startswith("-"):
+        run(sys.argv[1])
+    else:
         raise SystemExit(__doc__)
-    run(sys.argv[1])

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from enum import StrEnum
 
 from simcore.cost.parameters import COLLECTIVE_LAUNCH_S, COLLECTIVE_STEP_OVERHEAD_S, LINK_EFFICIENCY
-from simcore.cost.patterns import FlowPattern, keep_links
+from simcore.cost.patterns import COLLECTIVE_KEPT_LINKS, MIRROR_KEPT_LINKS, FlowPattern, keep_links
 from simcore.domain.layout import CollectiveAlgorithm
 from simcore.domain.placement import Placement
 from topology.graph import Cluster
@@ -121,32 +121,27 @@ class CollectiveModel:
         """Phases of `kind` run at once by every group in `groups` (the first is the one simulated; the others are
         concurrent copies whose traffic shares the same links).
 
-        Each phase keeps the links of the first GPU's node and the most loaded links of the whole pattern
-        (flows.keep_links): that sets the same rate, keeps the contention the simulated rank's own flows see,
-        and keeps a collective over thousands of GPUs cheap to reschedule."""
+        Each phase keeps the links of the first GPU's node and the COLLECTIVE_KEPT_LINKS most loaded links of the
+        whole pattern (patterns.keep_links): that sets the same rate, keeps the contention the simulated rank's own
+        flows see, and keeps a collective over thousands of GPUs cheap to reschedule."""
         key = (kind, tuple(tuple(group) for group in groups))
         phases = self._phase_cache.get(key)
         if phases is None:
             phases = self._phase_cache[key] = tuple(
-                keep_links(p, self._node_links(groups[0][0]), self.capacity, extra=8)
+                keep_links(p, self._node_links(groups[0][0]), self.capacity, COLLECTIVE_KEPT_LINKS)
                 for p in self._all_phases(kind, groups))
         return phases
 
     def _node_links(self, gpu: int) -> set[int]:
         """Links that touch the node of `gpu`: its GPUs, switch and NICs."""
-        node = self.cluster.node_of(gpu)
-        links = self._links_of_node.get(node)
-        if links is None:
+        if not self._links_of_node:  # every node's at once: one walk over the links
             spec = self.cluster.spec
-
-            def on_node(end: tuple) -> bool:
-                kind, index = end[0], end[1]
-                return (kind == "gpu" and index // spec.gpus_per_node == node) or (
-                    kind == "nic" and index // spec.nics_per_node == node) or (kind == "nvswitch" and index == node)
-
-            links = self._links_of_node[node] = {i for i, (u, v) in enumerate(self.cluster.link_ends)
-                                                 if on_node(u) or on_node(v)}
-        return links
+            per_node = {"gpu": spec.gpus_per_node, "nic": spec.nics_per_node, "nvswitch": 1}
+            for i, ends in enumerate(self.cluster.link_ends):
+                for kind, index, *_rest in ends:
+                    if kind in per_node:
+                        self._links_of_node.setdefault(index // per_node[kind], set()).add(i)
+        return self._links_of_node.get(self.cluster.node_of(gpu), set())
 
     def _all_phases(self, kind: Collective, groups: Sequence[Sequence[int]]) -> tuple[FlowPattern, ...]:
         n = len(groups[0])
@@ -196,15 +191,15 @@ class CollectiveModel:
 
     def p2p(self, pairs: Sequence[tuple[int, int]], mirrors: bool = False) -> FlowPattern:
         """A message sent at once by every (src, dst) pair; one unit = one byte of each message. With `mirrors`,
-        the pairs after the first are symmetric copies of it and only the first pair's path and the most loaded
-        links are kept (see flows.keep_links)."""
+        the pairs after the first are symmetric copies of it and only the first pair's path and the
+        MIRROR_KEPT_LINKS most loaded links are kept (see patterns.keep_links)."""
         acc = _Loads(self.router)
         for src, dst in pairs:
             acc.hop(src, dst, 1.0)
         links = tuple(sorted(acc.loads))
         pattern = FlowPattern(links, tuple(acc.loads[link] for link in links), acc.hop_latency)
         if mirrors and pairs:
-            pattern = keep_links(pattern, set(self.router.route(*pairs[0])), self.capacity)
+            pattern = keep_links(pattern, set(self.router.route(*pairs[0])), self.capacity, MIRROR_KEPT_LINKS)
         return pattern
 
     def data_parallel_phases(self, kind: Collective, placement: Placement, pp_rank: int) -> tuple[FlowPattern, ...]:

@@ -1,4 +1,4 @@
-"""Bandwidth sharing on the cluster's links: fluid flows with max-min fair rates, driven by SimPy.
+"""Bandwidth sharing on the cluster's links: fluid flows with max-min fair rates, driven by the engine's clock.
 
 A transfer is a `FlowGroup`: one or more flows that move together (a point-to-point message, or every hop of a
 pipelined collective, or the mirror copies of a transfer that symmetric ranks make at the same instant). Its
@@ -22,7 +22,9 @@ from operator import attrgetter, itemgetter
 from simcore.cost.patterns import FlowPattern
 from simcore.engine.clock import Clock
 
-_EPS = 1e-12
+# A shared link whose unfrozen groups load it less than this (bytes per unit of progress) constrains nothing:
+# it guards the division in water_fill, far below any real load (a byte per byte of S over a few channels).
+_NO_LOAD = 1e-12
 
 
 class _Group:
@@ -59,8 +61,8 @@ class FlowNetwork:
     component (by its patterns, in admission order) are memoised too. All of this gives exactly what a walk over
     the links gives: the same groups, in the same order."""
 
-    def __init__(self, env: Clock, capacity: Sequence[float]) -> None:
-        self.env = env
+    def __init__(self, clock: Clock, capacity: Sequence[float]) -> None:
+        self.clock = clock
         self.capacity = capacity
         self._admitted = 0
         self._in_flight: dict[int, list[_Group]] = {}  # pattern number -> its groups in flight, in admission order
@@ -77,10 +79,9 @@ class FlowNetwork:
         self.events = 0
 
     def start(self, pattern: FlowPattern, size_units: float, on_done: Callable[[], None]) -> None:
-        """Start a group after its latency; `on_done()` runs when its last byte arrives, as the last thing the
-        network does in processing that event (GradientSync relies on it)."""
+        """Start a group after its latency (s); `on_done()` is called when its last byte arrives."""
         if pattern.latency_s > 0:
-            self.env.call_in(pattern.latency_s, self._admit, pattern, size_units, on_done)
+            self.clock.call_in(pattern.latency_s, self._admit, pattern, size_units, on_done)
             self.events += 1
         else:
             self._admit(pattern, size_units, on_done)
@@ -115,7 +116,7 @@ class FlowNetwork:
         if pid is None:
             pid = self._number(pattern)
         self._admitted += 1
-        group = _Group(self._admitted, pattern, pid, self._meets[pid], size, self.env.now, on_done)
+        group = _Group(self._admitted, pattern, pid, self._meets[pid], size, self.clock.now, on_done)
         in_flight = self._in_flight
         shared = self._self_shared[pid] or not group.meets.keys().isdisjoint(in_flight.keys())
         groups = in_flight.get(pid)
@@ -152,7 +153,7 @@ class FlowNetwork:
         return rates
 
     def _rebalance(self, seed: _Group) -> list[_Group]:
-        now = self.env.now
+        now = self.clock.now
         groups = self._component(seed)
         for group in groups:  # settle progress at the old rates
             group.remaining -= group.rate * (now - group.stamp)
@@ -165,7 +166,7 @@ class FlowNetwork:
 
     def _schedule(self, group: _Group) -> None:
         group.generation += 1
-        self.env.call_in(max(group.remaining, 0.0) / group.rate, self._finish, group, group.generation)
+        self.clock.call_in(max(group.remaining, 0.0) / group.rate, self._finish, group, group.generation)
         self.events += 1
 
     def _finish(self, group: _Group, generation: int) -> None:
@@ -234,7 +235,7 @@ def water_fill(patterns: Sequence[FlowPattern], capacity: Sequence[float]) -> li
     def level(k: int) -> float:  # inf stands for a link with no unfrozen group left (it constrains nothing)
         link, on_link = shared[k]
         denom = sum([load for i, load in on_link if not frozen[i]])
-        return (capacity[link] - used[k]) / denom if denom > _EPS else inf
+        return (capacity[link] - used[k]) / denom if denom > _NO_LOAD else inf
 
     levels = [level(k) for k in range(len(shared))]
     left = count

@@ -1,13 +1,13 @@
-"""The SimPy engine: one training iteration as compute passes and transfers over the cluster's links.
+"""The engine: one training iteration as compute passes and transfers over the cluster's links.
 
-Each simulated rank is a process (simcore/events.py) that runs its schedule's passes in order. A forward pass
-waits for its activation, a backward pass for its gradient; each pass is one event whose duration is the chunk's
-cost (tensor-parallel collectives folded in). Activations and gradients travel as flow groups on the FlowNetwork over
-the graph's links; data-parallel gradient reductions and ZeRO's parameter gathers are collectives on the same
-network, on their own streams (simcore/dp_sync.py). A pass that needs gathered parameters (ZeRO 3's layers, or
-ZeRO 1/2's overlapped gathers before a chunk's first forward) runs slice by slice behind them. After its
-gradients are reduced a rank waits for every rank (the global gradient-norm all-reduce before the step) and runs
-the optimizer.
+Each simulated rank is a process on the clock (simcore/engine/clock.py) that runs its schedule's passes in order. A
+forward pass waits for its activation, a backward pass for its gradient; each pass is one event whose duration is
+the chunk's cost (tensor-parallel collectives folded in). Activations and gradients travel as flow groups on the
+FlowNetwork over the graph's links; data-parallel gradient reductions and ZeRO's parameter gathers are collectives
+on the same network, on their own streams (simcore/engine/dp_sync.py). A pass that needs gathered parameters (ZeRO
+3's layers, or ZeRO 1/2's overlapped gathers before a chunk's first forward) runs slice by slice behind them. After
+its gradients are reduced a rank waits for every rank (the global gradient-norm all-reduce before the step) and
+runs the optimizer.
 
 Fidelity:
 - representative: one replica (dp rank 0) per pipeline rank. The other replicas and tensor ranks provably do
@@ -26,8 +26,9 @@ from simcore.cost.workload import ChunkCost, Workload
 from simcore.domain.layout import Fidelity, Layout
 from simcore.domain.placement import Placement
 from simcore.domain.schedules import BACKWARD, POLICIES, Pass
-from simcore.engine.clock import Clock, Process, Signal, start
-from simcore.engine.dp_sync import GradientSync
+from simcore.engine.clock import Clock, Event, Process, Signal, start
+from simcore.engine.dp_collectives import DataParallelCollectives
+from simcore.engine.dp_sync import Gate, GradientSync
 from simcore.engine.flows import FlowNetwork
 from simcore.engine.recorder import RankRecord, Recorder
 
@@ -67,8 +68,8 @@ class _Arrival(Signal):
 class Engine:
     def __init__(self, config: EngineConfig) -> None:
         self.c = config
-        self.env = Clock()
-        self.net = FlowNetwork(self.env, config.collectives.capacity)
+        self.clock = Clock()
+        self.net = FlowNetwork(self.clock, config.collectives.capacity)
         self.rec = Recorder(config.keep_spans)
         self.events = 0
         self._arrivals: dict[tuple[str, int, int, int], _Arrival] = {}
@@ -76,10 +77,12 @@ class Engine:
         self._barrier_waiting = 0
         layout = config.layout
         self.replicas = list(range(layout.dp)) if config.fidelity is Fidelity.FULL else [0]
-        self._barrier = self.env.event()
+        self._barrier = Event(self.clock)
         self._passes_end = 0.0  # latest end of any rank's last pass
         self._ranks_total = len(self.replicas) * layout.pp
-        self.sync = GradientSync(self)
+        self.dp_collectives = DataParallelCollectives(self.clock, self.net, config.collectives, config.placement,
+                                                      config.free_communication)
+        self.sync = GradientSync(self.clock, layout, config.workload, self.dp_collectives, self.rec, self.replicas)
 
     # -- helpers ---------------------------------------------------------------------------------------
     def _arrival(self, kind: str, replica: int, vstage: int, microbatch: int) -> _Arrival:
@@ -101,28 +104,28 @@ class Engine:
     def _send(self, kind: str, replica: int, src_rank: int, dst_rank: int, vstage: int, microbatch: int,
               record: RankRecord) -> None:
         arrival = self._arrival(kind, replica, vstage, microbatch)
-        now = self.env.now
+        now = self.clock.now
         arrival.produced_s = now
         # An activation goes to `vstage` and is its input; a gradient is that of the sender's (vstage + 1) input.
         chunks = self.c.workload.chunks
         size = chunks[vstage].input_bytes if kind == "act" else chunks[vstage + 1].input_bytes
         record.comm_bytes["pp"] += size
         if self.c.free_communication or src_rank == dst_rank:
-            arrival.fire(self.env)
+            arrival.fire(self.clock)
             return
 
         def done() -> None:
-            record.comm_busy_s["pp"] += self.env.now - now
+            record.comm_busy_s["pp"] += self.clock.now - now
             if self.rec.keep_spans:
-                self.rec.span(f"stage {src_rank} pp", f"{kind} mb{microbatch}", "pp_comm", now, self.env.now)
-            arrival.fire(self.env)
+                self.rec.span(f"stage {src_rank} pp", f"{kind} mb{microbatch}", "pp_comm", now, self.clock.now)
+            arrival.fire(self.clock)
 
         self.events += 1
         self.net.start(self._p2p_pattern(src_rank, dst_rank, replica), size, done)
 
     # -- rank processes --------------------------------------------------------------------------------
     def _rank(self, replica: int, rank: int) -> Process:
-        c, env = self.c, self.env
+        c, clock = self.c, self.clock
         layout, chunks = c.layout, c.workload.chunks
         p, v = layout.pp, layout.virtual_stages
         last_vs = p * v - 1
@@ -143,29 +146,16 @@ class Engine:
             if (forward and vs > 0) or (not forward and vs < last_vs):
                 arrival = self._arrival("act" if forward else "grad", replica, vs, ps.microbatch)
                 if not arrival.fired:
-                    waited = env.now
+                    waited = clock.now
                     yield arrival
                     self._account_wait(t, track, waited, arrival.produced_s, ps)
-            start = env.now
+            start = clock.now
             duration = cost.forward_s if forward else cost.backward_s
-            gates = self.sync.pass_gates(replica, rank, i, ps, cost.layers, cost.parameters, record)
+            gates = self.sync.pass_gates(replica, rank, ps, cost.layers, cost.parameters, record)
             if gates:  # the pass runs slice by slice, each behind its parameter gather
-                pending = gates[0]()
-                for k in range(len(gates)):
-                    current = pending
-                    if not current.triggered:
-                        waited = env.now
-                        yield current
-                        t["dp_comm"] += env.now - waited
-                        self.rec.span(track, "wait parameter gather", "dp_comm", waited, env.now)
-                    if k + 1 < len(gates):
-                        pending = gates[k + 1]()  # prefetch the next slice's parameters
-                    self.events += 1
-                    yield duration / len(gates)
-                    self.rec.span(track, f"{'fwd' if forward else 'bwd'} mb{ps.microbatch} part {k + 1}", "compute",
-                                  env.now - duration / len(gates), env.now)
+                yield from self._gated_pass(gates, duration, t, track, ps)
                 if not forward:
-                    self.sync.backward_pass(replica, rank, i, env.now, env.now)
+                    self.sync.backward_pass(replica, rank, i, clock.now, clock.now)
             else:
                 if not forward:
                     self.sync.backward_pass(replica, rank, i, start, start + duration)
@@ -189,42 +179,69 @@ class Engine:
                 self._send("act", replica, rank, (vs + 1) % p, vs + 1, ps.microbatch, record)
             elif not forward and vs > 0:
                 self._send("grad", replica, rank, (vs - 1) % p, vs - 1, ps.microbatch, record)
-        self._passes_end = max(self._passes_end, env.now)
+        self._passes_end = max(self._passes_end, clock.now)
         record.busy_s += busy
         t["compute"] += compute
         t["recompute"] += recompute
         t["tp_comm"] += tp_comm
         record.comm_busy_s["tp"] += tp_busy
         record.comm_bytes["tp"] += tp_bytes
-        waited = env.now
+        yield from self._step(replica, rank, record, track, dp_done)
+
+    def _gated_pass(self, gates: list[Gate], duration: float, t: dict[str, float], track: str,
+                    ps: Pass) -> Process:
+        """A pass of `duration` seconds in equal slices, each behind its gate (its parameters' gather), the next
+        slice's gather issued when the current slice starts (prefetch)."""
+        clock = self.clock
+        pending = gates[0]()
+        for k in range(len(gates)):
+            current = pending
+            if not current.triggered:
+                waited = clock.now
+                yield current
+                t["dp_comm"] += clock.now - waited
+                self.rec.span(track, "wait parameter gather", "dp_comm", waited, clock.now)
+            if k + 1 < len(gates):
+                pending = gates[k + 1]()  # prefetch the next slice's parameters
+            self.events += 1
+            yield duration / len(gates)
+            self.rec.span(track, f"{'fwd' if ps.direction != BACKWARD else 'bwd'} mb{ps.microbatch} part {k + 1}",
+                          "compute", clock.now - duration / len(gates), clock.now)
+
+    def _step(self, replica: int, rank: int, record: RankRecord, track: str, dp_done: Event) -> Process:
+        """After the rank's passes: wait for its gradient reduction (`dp_done`), then for every rank (the global
+        gradient-norm all-reduce before the step), run the optimizer, and with ZeRO 1/2 without overlap wait for
+        the updated parameters' gather."""
+        clock, t = self.clock, record.time_s
+        waited = clock.now
         yield dp_done
-        t["dp_comm"] += env.now - waited
-        self.rec.span(track, "wait dp", "dp_comm", waited, env.now)
-        waited = env.now
+        t["dp_comm"] += clock.now - waited
+        self.rec.span(track, "wait dp", "dp_comm", waited, clock.now)
+        waited = clock.now
         self._barrier_waiting += 1
         if self._barrier_waiting == self._ranks_total:
             self._barrier.succeed()
         yield self._barrier
         # Until the last stage's last pass ends this is the pipeline's drain; after it, the wait is for other
         # stages' gradient reduction.
-        drain_end = min(max(self._passes_end, waited), env.now)
+        drain_end = min(max(self._passes_end, waited), clock.now)
         t["bubble"] += drain_end - waited
-        t["dp_comm"] += env.now - drain_end
+        t["dp_comm"] += clock.now - drain_end
         self.rec.span(track, "idle: pipeline drain", "bubble", waited, drain_end)
-        self.rec.span(track, "wait other stages' gradients", "dp_comm", drain_end, env.now)
-        start = env.now
+        self.rec.span(track, "wait other stages' gradients", "dp_comm", drain_end, clock.now)
+        start = clock.now
         self.events += 1
-        yield c.workload.optimizer_s[rank]
-        record.busy_s += env.now - start
-        t["optimizer"] += env.now - start
-        self.rec.span(track, "optimizer", "optimizer", start, env.now)
+        yield self.c.workload.optimizer_s[rank]
+        record.busy_s += clock.now - start
+        t["optimizer"] += clock.now - start
+        self.rec.span(track, "optimizer", "optimizer", start, clock.now)
         gathered = self.sync.gather_after_step(replica, rank, record)
         if gathered is not None:
-            waited = env.now
+            waited = clock.now
             yield gathered
-            t["dp_comm"] += env.now - waited
-            self.rec.span(track, "wait parameter gather", "dp_comm", waited, env.now)
-        record.end_s = env.now
+            t["dp_comm"] += clock.now - waited
+            self.rec.span(track, "wait parameter gather", "dp_comm", waited, clock.now)
+        record.end_s = clock.now
 
     def _pass_spans(self, track: str, ps: Pass, cost: ChunkCost, start: float) -> None:
         """A pass as consecutive named spans: recomputation, compute and its tensor-parallel collectives."""
@@ -242,7 +259,7 @@ class Engine:
             start += duration
 
     def _account_wait(self, t: dict[str, float], track: str, waited: float, produced: float, ps: Pass) -> None:
-        now = self.env.now
+        now = self.clock.now
         bubble_end = min(max(produced, waited), now)
         t["bubble"] += bubble_end - waited
         t["pp_comm"] += now - bubble_end
@@ -254,7 +271,8 @@ class Engine:
     def run(self) -> EngineResult:
         for rank in range(self.c.layout.pp):
             for replica in self.replicas:
-                start(self.env, self._rank(replica, rank))
-        self.env.run()
+                start(self.clock, self._rank(replica, rank))
+        self.clock.run()
         iteration = max(r.end_s for r in self.rec.ranks)
-        return EngineResult(iteration, self.rec, self.events + self.sync.events + self.net.events, len(self.rec.ranks))
+        events = self.events + self.sync.events + self.dp_collectives.events + self.net.events
+        return EngineResult(iteration, self.rec, events, len(self.rec.ranks))

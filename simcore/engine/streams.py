@@ -1,89 +1,109 @@
-"""A rank's communication stream as a chain of callbacks: its collectives one after another, in the order they
-were submitted, each once it is ready (simcore/dp_sync.py submits them). It makes the events a SimPy process
-reading a simpy.Store would make, at the same points, so simultaneous events keep their order; the few it leaves
-out are ones nothing could see (each case says why). Also the small event helpers the streams and the
-synchronisation share.
+"""A rank's communication stream: its collectives one after another, in the order they were submitted, each once
+it is ready (simcore/engine/dp_sync.py submits them), as a chain of calls on the clock rather than a process.
+
+It makes the calls a SimPy process reading a simpy.Store would make, at the same points, so simultaneous events
+keep their order; the few events it leaves out are ones nothing could see (`Stream` says why for each). In full
+fidelity the data-parallel replicas' streams of one pipeline rank meet at a `Rendezvous` before each collective.
+
+A stream is given what it uses, not the synchronisation that made it: `run` and `instant` (the collectives of
+its pipeline rank, simcore/engine/dp_collectives.py), the rank's record and the recorder.
 """
 
 from __future__ import annotations
 
-import weakref
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING
-
-import simpy
-from simpy.events import URGENT, Event
 
 from simcore.cost.collectives import Collective
-from simcore.engine.clock import Clock
-from simcore.engine.recorder import RankRecord
+from simcore.engine.clock import Clock, Event
+from simcore.engine.recorder import RankRecord, Recorder
 
-if TYPE_CHECKING:
-    from simcore.engine.dp_sync import GradientSync
-
-Callback = Callable[[simpy.Event | None], None]  # an event's callback, also called with None when run at once
+RunCollective = Callable[[Collective, float, Callable[[], None]], None]  # (kind, bytes, on completion)
 
 # A job's readiness: not yet; from this instant on (the event that says so is due); ready.
 PENDING, RELEASED, READY = 0, 1, 2
 
 
 class Job:
+    """One collective a stream runs: its kind, what it moves ("grad" or "param"), its size (bytes) and
+    readiness, and the event of its end (None when nobody waits for it: an event nobody waits for changes
+    nothing)."""
+
     __slots__ = ("kind", "what", "size", "ready", "taken", "done")
 
-    def __init__(self, kind: Collective, what: str, size: float, ready: int, done: simpy.Event | None) -> None:
+    def __init__(self, kind: Collective, what: str, size: float, ready: int, done: Event | None) -> None:
         self.kind, self.what, self.size, self.ready = kind, what, size, ready
         self.taken = False  # the stream has got it
-        self.done = done  # None when nobody waits for the job (an event nobody waits for changes nothing)
+        self.done = done
+
+
+class Rendezvous:
+    """Where the streams of the `members` data-parallel replicas of one pipeline rank meet, collective by
+    collective (full fidelity): the last to arrive at the k-th starts it, and every member goes on when it ends."""
+
+    __slots__ = ("clock", "members", "_arrived")
+
+    def __init__(self, clock: Clock, members: int) -> None:
+        self.clock, self.members = clock, members
+        self._arrived: dict[int, tuple[list[int], Event]] = {}
+
+    def arrive(self, index: int) -> tuple[Event, bool]:
+        """Arrive at collective `index`: the event of its end, and whether this member is the last to arrive
+        (who then starts it and succeeds that event at its end)."""
+        arrived, end = self._arrived.setdefault(index, ([0], Event(self.clock)))
+        arrived[0] += 1
+        if arrived[0] == self.members:
+            del self._arrived[index]
+            return end, True
+        return end, False
 
 
 class Stream:
-    """One rank's communication stream ("grad" or "gather"): its collectives one after another, in the order
-    they were submitted, each once it is ready. It stands for a process that gets jobs from a simpy.Store, waits
-    for each job's `ready` event and runs its collective; the events of that process and store it leaves out:
+    """One rank's communication stream ("grad" or "gather"). It stands for a process that gets jobs from a
+    simpy.Store, waits for each job's `ready` event and runs its collective; the events of that process and
+    store it leaves out:
     - a put while the stream is busy: the store's event would find no get waiting at this instant (the stream
       can only wait again once it has run this job, whose collective takes time), unless collectives can take no
-      time (what-if free communication, or a phase without latency);
+      time (`instant`: what-if free communication, or a phase without latency);
     - a job's `ready` event when the stream has not got the job yet: the event of any later get comes after it,
       so the stream finds the job ready either way;
     - the get of a job that is not ready yet: the process would wait for the job's readiness, as the stream does.
+    """
 
-    It refers to its GradientSync weakly: the sync holds its streams, and a cycle would keep every event of the
-    iteration alive until the cyclic garbage collector found it."""
+    __slots__ = ("clock", "run_collective", "instant", "rendezvous", "dp", "record", "recorder", "track", "jobs",
+                 "waiting", "count", "job", "blocked", "start", "comm")
 
-    __slots__ = ("sync", "env", "replica", "rank", "name", "record", "jobs", "waiting", "count", "track", "job",
-                 "blocked", "start", "comm")
-
-    def __init__(self, sync: GradientSync, replica: int, rank: int, name: str, record: RankRecord) -> None:
-        self.sync, self.env, self.replica, self.rank, self.name = weakref.proxy(sync), sync.env, replica, rank, name
-        self.record = record
+    def __init__(self, clock: Clock, run: RunCollective, instant: Callable[[Collective], bool],
+                 rendezvous: Rendezvous | None, dp: int, record: RankRecord, recorder: Recorder,
+                 track: str) -> None:
+        self.clock, self.run_collective, self.instant, self.rendezvous = clock, run, instant, rendezvous
+        self.dp = dp  # the data-parallel group's size, for the bytes each rank sends
+        self.record, self.recorder, self.track = record, recorder, track
         self.jobs: deque[Job] = deque()
         self.waiting = False  # idle: the next put hands it its job
-        self.count = 0  # collectives started, for the full-fidelity join of the replicas' streams
-        self.track = f"stage {rank} {'dp' if name == 'grad' else 'gather'}" + (
-            f"{replica}" if len(sync.replicas) > 1 else "")
+        self.count = 0  # collectives started
         # the job running (from its get to its end), whether it waits to be ready, when it started and what it
         # counts as
         self.job: Job | None = None
         self.blocked = False
         self.start = 0.0
         self.comm = ""
-        sync.urgently(self._get)  # as the process would start
+        clock.call_urgently(self._get)  # as the process would start
 
     def put(self, job: Job) -> None:
         self.jobs.append(job)
-        if self.waiting or self.sync.instant(job.kind, self.rank):
-            soon(self.env, self._hand_over)
+        if self.waiting or self.instant(job.kind):
+            self.clock.call_soon(self._hand_over)
 
     def release(self, job: Job) -> None:
-        """The job is ready from now on. Called by a timer's event, as the last thing it does."""
+        """The job is ready from now on."""
         if job.taken:
             job.ready = RELEASED
-            soon_or_now(self.env, lambda _e: self._ready(job))
+            self.clock.call_soon(self._ready, job)
         else:
             job.ready = READY
 
-    def _hand_over(self, _event: simpy.Event | None) -> None:
+    def _hand_over(self) -> None:
         if self.waiting and self.jobs:
             self.waiting = False
             self._take()
@@ -98,15 +118,11 @@ class Stream:
         job = self.job = self.jobs.popleft()
         job.taken = True
         if job.ready == PENDING:
-            self._got(None)
-        elif len(self.sync.replicas) == 1:
-            # The last thing the callers do: a put's event, the start, or the end of a collective whose only
-            # waiter is this stream. (In full fidelity the other replicas' streams may still have to go on.)
-            soon_or_now(self.env, self._got)
-        else:
-            soon(self.env, self._got)
+            self._got()
+        else:  # the get's event, due now
+            self.clock.call_soon(self._got)
 
-    def _got(self, _event: simpy.Event | None) -> None:
+    def _got(self) -> None:
         assert self.job is not None
         if self.job.ready == READY:
             self._run()
@@ -120,60 +136,42 @@ class Stream:
             self._run()
 
     def _run(self) -> None:
-        sync, env, n, job = self.sync, self.env, self.sync.dp, self.job
+        job, n = self.job, self.dp
         assert job is not None
-        self.start = env.now
+        self.start = self.clock.now
         self.comm = comm = "dp" if job.what == "grad" else "zero"
+        # bytes each rank sends: ring all-reduce 2(n-1)/n of the buffer, reduce-scatter and all-gather (n-1)/n
         factor = 2 * (n - 1) / n if job.kind is Collective.ALL_REDUCE else (n - 1) / n
         self.record.comm_bytes[comm] += factor * job.size
         self.count += 1
-        if len(sync.replicas) == 1:  # no join; the collective's end is an event whose only waiter is this stream
-            sync.collective(job.kind, self.rank, job.size, lambda: soon_or_now(env, self._finish))
+        if self.rendezvous is None:  # the collective's end is an event whose only waiter is this stream
+            self.run_collective(job.kind, job.size, self._end_event)
             return
-        arrived, complete = sync.joins.setdefault((self.name, self.rank, self.count - 1), ([0], Event(env)))
-        arrived[0] += 1
-        if arrived[0] == len(sync.replicas):
-            sync.collective(job.kind, self.rank, job.size, complete.succeed)
-        if complete.callbacks is None:  # processed: go on, as a process that yields it would
-            self._finish(complete)
+        end, last = self.rendezvous.arrive(self.count - 1)
+        if last:
+            self.run_collective(job.kind, job.size, end.succeed)
+        if end.callbacks is None:  # processed: go on, as a process that yields it would
+            self._finish()
         else:
-            complete.callbacks.append(self._finish)
+            end.callbacks.append(self._finish)
 
-    def _finish(self, _event: simpy.Event | None) -> None:
-        now, start, job = self.env.now, self.start, self.job
+    def _end_event(self) -> None:
+        self.clock.call_soon(self._finish)
+
+    def _finish(self) -> None:
+        now, start, job = self.clock.now, self.start, self.job
         assert job is not None
         self.record.comm_busy_s[self.comm] += now - start
-        if self.sync.rec.keep_spans:
-            self.sync.rec.span(self.track, f"{job.kind.value.replace('_', '-')} {job.what}", "dp_comm", start, now)
+        if self.recorder.keep_spans:
+            self.recorder.span(self.track, f"{job.kind.value.replace('_', '-')} {job.what}", "dp_comm", start, now)
         self.job = None
         if job.done is not None:
             job.done.succeed()
         self._get()
 
 
-def urgently(env: Clock, call: Callable[[], None]) -> None:
-    """Call `call` from an urgent entry at this instant, processed before the normal ones: what SimPy does to
-    start a process (simpy.events.Initialize), for a callback."""
-    env.call_in(0.0, call, priority=URGENT)
-
-
-def soon(env: Clock, callback: Callback) -> None:
-    """At this instant, after what is already due, call `callback(None)`: where an event succeeded now would be
-    processed."""
-    env.call_in(0.0, callback, None)
-
-
-def soon_or_now(env: Clock, callback: Callback) -> None:
-    """`soon`, or `callback(None)` now when no other event is due at this instant: the event would then be the
-    very next one processed. Only for callers that make no more events after this call (nor does anything after
-    them in the event being processed), so that calling back now sees and does what the event would."""
-    if env.peek() > env.now:
-        callback(None)
-    else:
-        soon(env, callback)
-
-
-def release_all(env: Clock, stream: Stream, delays: list[tuple[Job, float]]) -> None:
-    """Release each job after its delay."""
+def release_all(stream: Stream, delays: list[tuple[Job, float]]) -> None:
+    """Release each job after its delay (s)."""
+    call_in = stream.clock.call_in
     for job, delay in delays:
-        env.call_in(delay, stream.release, job)
+        call_in(delay, stream.release, job)

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
+from collections.abc import Sequence
 
 import pytest
-import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -26,25 +25,21 @@ class Timeline:
     """A FlowNetwork plus the finish time of every transfer, by name."""
 
     def __init__(self, capacity: Sequence[float]) -> None:
-        self.env = Clock()
-        self.net = FlowNetwork(self.env, list(capacity))
+        self.clock = Clock()
+        self.net = FlowNetwork(self.clock, list(capacity))
         self.done: dict[str, float] = {}
 
     def start(self, name: str, pattern: FlowPattern, size: float, at_s: float = 0.0) -> None:
         def finish() -> None:
-            self.done[name] = self.env.now
-
-        def later() -> Generator[simpy.Event, object, None]:
-            yield self.env.timeout(at_s)
-            self.net.start(pattern, size, finish)
+            self.done[name] = self.clock.now
 
         if at_s > 0:
-            self.env.process(later())
+            self.clock.call_in(at_s, self.net.start, pattern, size, finish)
         else:
             self.net.start(pattern, size, finish)
 
     def run(self) -> dict[str, float]:
-        self.env.run()
+        self.clock.run()
         return self.done
 
 

@@ -10,6 +10,7 @@ from simcore.cost.memory import in_flight, layer_activation_bytes, walk_in_fligh
 from simcore.domain.layout import Layout, Precision, Recompute, Schedule
 from simcore.domain.model import AttentionKind, model_from_fields
 from simcore.domain.presets import MODEL_PRESETS
+from simcore.domain.schedules import BACKWARD, POLICIES
 from simcore.simulate import Scenario, simulate
 from topology import NODE_PRESETS, sized
 
@@ -112,3 +113,17 @@ def test_memory_divides_by_zero_stage() -> None:
     assert memories[2].gradients == pytest.approx(memories[0].gradients / 8)
     assert memories[3].weights == pytest.approx(memories[0].weights / 8)
     assert memories[0].total > memories[1].total > memories[2].total > memories[3].total - memories[3].buffers
+
+
+@pytest.mark.parametrize("schedule, v", [(Schedule.GPIPE, 1), (Schedule.ONE_F_ONE_B, 1),
+                                         (Schedule.INTERLEAVED_1F1B, 2), (Schedule.INTERLEAVED_1F1B, 3)])
+def test_memoised_walk_gives_the_walks_peak(schedule: Schedule, v: int) -> None:
+    pp, m = 4, 8
+    layout = Layout(dp=1, tp=1, pp=pp, microbatch_size=1, global_batch_size=m, schedule=schedule, virtual_stages=v)
+    for rank in range(pp):
+        for sizes in ({c: 3.0 + 2 * c for c in range(v)}, {c: 7.0 - c for c in range(v)}):
+            held = peak = 0.0
+            for ps in POLICIES[schedule].passes(rank, pp, m, v):
+                held += sizes[ps.chunk] * (-1 if ps.direction == BACKWARD else 1)
+                peak = max(peak, held)
+            assert walk_in_flight(layout, rank, sizes) == peak

@@ -10,7 +10,7 @@ import pytest
 from simcore.domain.layout import Layout, Recompute, validate_layout
 from simcore.domain.model import model_from_fields
 from simcore.domain.presets import MODEL_PRESETS
-from simcore.simulate import Scenario, simulate
+from simcore.simulate import Outcome, Scenario, simulate
 from topology import NODE_PRESETS, sized
 from topology.errors import SpecError
 
@@ -19,7 +19,7 @@ LAYOUT = Layout(dp=64, tp=1, pp=1, microbatch_size=1, global_batch_size=64, zero
                 recompute=Recompute.FULL, overlap_grad_reduce=True)
 
 
-def outcome(bucket: int | None, gpus: int = 64):  # type: ignore[no-untyped-def]
+def outcome(bucket: int | None, gpus: int = 64) -> Outcome:
     layout = dataclasses.replace(LAYOUT, dp=gpus, global_batch_size=gpus, zero3_gather_bucket_elements=bucket)
     return simulate(Scenario(MODEL, sized(NODE_PRESETS["dgx-a100"], gpus), layout))
 

@@ -1,0 +1,48 @@
+"""The bit-exact golden comparison as a test: each request document in golden.json is simulated again and its
+result compared with the one stored (1e-9 relative; the figures are in fact reproduced to the bit).
+
+golden.json is written by `python bench/golden_results.py --write-tests` from bench/golden_results.py's TEST_SET
+(GPT and T5; 1F1B, GPipe, interleaved; ZeRO 0-3; full fidelity; ring, tree, hierarchical; a trace; search
+candidates), and the comparison is that script's, so the test and the full set agree on what "the same" means.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CASES: dict[str, dict[str, Any]] = json.loads((Path(__file__).parent / "golden.json").read_text())
+
+
+def _golden_script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("golden_results", ROOT / "bench" / "golden_results.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+GOLDEN = _golden_script()
+
+
+def test_the_file_holds_the_test_set() -> None:
+    assert sorted(name.split(" ")[0] for name in CASES) == sorted(GOLDEN.TEST_SET)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_result_is_unchanged(name: str) -> None:
+    case = CASES[name]
+    result, _events = GOLDEN.result_of(case["request"])
+    problems = GOLDEN.differences(case["result"], result)
+    assert not problems, (
+        f"{name}: the result differs from tests/golden/golden.json in {len(problems)} places, first:\n  "
+        + "\n  ".join(problems[:10])
+        + "\nA refactor must not change any figure. Only if this change of figures is intended, run "
+        "`python bench/golden_results.py --write-tests` and say in the commit which figures change and why."
+    )
