@@ -23,10 +23,7 @@ def main() -> int:
     parser.add_argument("--from", dest="source", help="a report written by clustersim validate --json")
     parser.add_argument("--check", action="store_true")
     args = parser.parse_args()
-    if args.source:
-        report = json.loads(Path(args.source).read_text(encoding="utf-8"))
-    else:
-        report = run_validation()
+    report = json.loads(Path(args.source).read_text(encoding="utf-8")) if args.source else run_validation()
     table = render_markdown(report)
     readme = README.read_text(encoding="utf-8")
     if args.check:

@@ -1,7 +1,8 @@
 """The fitted cost-model parameters and the record of the fit that produced them.
 
 Written by `python bench/fit_cost_model.py` (simcore/calibration/fit.py); do not edit by hand:
-tests/simcore/calibration/test_fitted.py fails when this is not what the fit gives on the current code.
+tests/simcore/calibration/test_fitted_parameters.py fails when this is not what the fit gives on the
+current code.
 """
 
 from typing import Any

@@ -8,7 +8,7 @@ Megatron 2020 and Megatron-Core 2024 runs; judged on the others, which the fit n
   of it; equivalently every product pays this time on top of its ideal one (wave quantization, ramp-up and
   tail). Bounded so that a newer generation's is never longer than an older one's, and a newer generation's
   effective peak (peak x efficiency) never lower: a GEMM of any shape is then never slower on a newer GPU
-  (tests/simcore/calibration/test_monotone.py).
+  (tests/simcore/calibration/test_gemm_monotone.py).
 - memory_efficiency: the fraction of HBM bandwidth that memory-bound kernels (norms, softmax, dropout,
   activations, the optimizer) reach.
 - host_iteration_s: host and framework time once per iteration that no GPU kernel accounts for: fetching the
@@ -17,8 +17,8 @@ Megatron 2020 and Megatron-Core 2024 runs; judged on the others, which the fit n
 
 Why a generated Python module and not a JSON file read here: simcore does no I/O (design.md), and a module is
 loaded by import with the code that uses it, so the engine path never opens a file; the fit writes it with
-`repr` of plain literals, and tests/simcore/calibration/test_fitted.py checks that it is what the fit produces on
-the current code.
+`repr` of plain literals, and tests/simcore/calibration/test_fitted_parameters.py checks that it is what the fit
+produces on the current code.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ def test_the_shipped_fit_is_fresh(problems: list[str]) -> None:
 def test_parameters_load_from_the_fit_record() -> None:
     assert asdict(FITTED) == FIT["parameters"]
     assert {f.name for f in fields(CostParameters)} == set(FIT["parameters"])
-    assert FITTED_SOURCES == tuple(FIT["fitted_sources"])
+    assert tuple(FIT["fitted_sources"]) == FITTED_SOURCES
 
 
 def test_the_record_names_the_rows_fitted_and_the_code_version() -> None:
