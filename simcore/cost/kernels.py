@@ -19,6 +19,7 @@ from enum import StrEnum
 from simcore.cost.parameters import (
     FLASH_BACKWARD_FACTOR,
     FLASH_RELATIVE_EFFICIENCY,
+    HOST_DISPATCH_S,
     KERNEL_OVERHEAD_S,
     CostParameters,
 )
@@ -196,7 +197,9 @@ def optimizer_step_s(parameters: float, gpu: GpuSpec, params: CostParameters, fp
 
 
 def ops_time(ops: tuple[Op, ...], gpu: GpuSpec, params: CostParameters) -> float:
-    return sum(op_time(op, gpu, params) for op in ops)
+    """Seconds for a sequence of kernels issued by the host one after another: their GPU time, or, where the
+    GPU outruns the host, the host's time to issue them (HOST_DISPATCH_S each)."""
+    return max(sum(op_time(op, gpu, params) for op in ops), len(ops) * HOST_DISPATCH_S)
 
 
 def ops_flops(ops: tuple[Op, ...]) -> float:

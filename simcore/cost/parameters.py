@@ -68,6 +68,12 @@ FLASH_BACKWARD_FACTOR = 2.5
 # fitted half-time.
 KERNEL_OVERHEAD_S = 3e-6
 
+# Host time to issue one kernel from PyTorch eager code (Python, autograd and ATen dispatch, cudaLaunchKernel):
+# about 5-25 us per op ("From PyTorch op to kernel launch", jiahuanglin.xyz/all_lessons/gpu_kernel_serving/
+# 18_pytorch_to_kernel.html). The host runs ahead of the GPU, so this only shows where kernels are shorter than
+# it: a pass then takes its kernel count times this (the lower end of the range: a floor, not a typical cost).
+HOST_DISPATCH_S = 5e-6
+
 # Fraction of a link's line rate that NCCL's bulk protocol achieves, by link kind (../shared/reference/README.md
 # §4, §5):
 # - NVLink: about 230 of 300 GB/s per direction on A100 (nccl-tests #149): 0.77. H100's ring reaches about 370
