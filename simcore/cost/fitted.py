@@ -46,6 +46,6 @@ FIT: dict[str, Any] = {
     "inputs_sha256": "a1264fd36daa89a43a9d98d9b9319ab7ea8909e318d5c4e6f47b1f51741a0854",
     "code_version": {
         "simulator": "0.1.0",
-        "git_commit": "de34b8951cc16610db173b7d09a86bb3dcc90a49-dirty",
+        "git_commit": "41b5d2eeb5b576c4cfcdf78cc50163b9f9589bfe",
     },
 }
