@@ -4,6 +4,10 @@ Runs every request here through the same path as `clustersim simulate` (load and
 to a scenario, simulate) and prints one row per run: GPUs, iteration time, model and hardware TFLOP/s per GPU,
 and weak-scaling efficiency = hardware TFLOP/s per GPU over that of the 1-GPU 1B run, beside the published
 numbers (Megatron-LM images/tables.tex @5281919420, copied in /work/shared/reference/README.md section 1b).
+Then the two factors apart, as the 2020 table gives both: TP efficiency (one replica of a model over the 1-GPU
+run) and DP efficiency (128 replicas over one replica of the same model). Every one of these eight runs is a
+calibration row (megatron20-dgxa100-*): the cost model was fitted on them, so agreement here is not a test of
+prediction; `clustersim validate` judges the rows it was not fitted on.
 
 Usage, from the repository root:  .venv/bin/python examples/dp-scaling/scaling.py
 """
@@ -31,6 +35,23 @@ PUBLISHED: dict[str, tuple[float, float, float | None]] = {
     "8b-1024gpu": (1380, 106.5, 0.727),
 }
 BASELINE = "1b-1gpu"
+# DP 128 run -> its one-replica run (same model, same TP)
+REPLICA_OF = {"1b-128gpu": "1b-1gpu", "2b-256gpu": "2b-2gpu", "4b-512gpu": "4b-4gpu", "8b-1024gpu": "8b-8gpu"}
+
+
+def factors(rows: list[dict[str, float | str | None]]) -> list[dict[str, float | str]]:
+    """Per model: TP efficiency and DP efficiency, simulated and published (fractions)."""
+    by_run = {str(r["run"]): float(r["hardware_tflops"]) for r in rows}  # type: ignore[arg-type]
+    out: list[dict[str, float | str]] = []
+    for dp_run, replica in REPLICA_OF.items():
+        out.append({
+            "model": replica.split("-")[0],
+            "tp_eff": by_run[replica] / by_run[BASELINE],
+            "tp_eff_pub": PUBLISHED[replica][1] / PUBLISHED[BASELINE][1],
+            "dp_eff": by_run[dp_run] / by_run[replica],
+            "dp_eff_pub": PUBLISHED[dp_run][1] / PUBLISHED[replica][1],
+        })
+    return out
 
 
 def run_all() -> list[dict[str, float | str | None]]:
@@ -64,9 +85,15 @@ def main() -> None:
         print(f"{row['run']:<11} {row['gpus']:>5} {row['iteration_s']:>7.3f} {pub_ms / 1000:>6.3f} "
               f"{row['model_tflops']:>9.1f} {row['hardware_tflops']:>7.1f} {pub_tf:>7.1f} "
               f"{row['efficiency']:>6.1%} {pub_eff_text:>7}")
+    print(f"\n{'model':<6} {'TP eff':>7} {'pub':>7} {'diff':>6} {'DP eff':>7} {'pub':>7} {'diff':>6}")
+    for f in factors(rows):
+        tp, tp_pub, dp, dp_pub = (float(f[k]) for k in ("tp_eff", "tp_eff_pub", "dp_eff", "dp_eff_pub"))
+        print(f"{f['model']:<6} {tp:>7.1%} {tp_pub:>7.1%} {100 * (tp - tp_pub):>+6.1f} "
+              f"{dp:>7.1%} {dp_pub:>7.1%} {100 * (dp - dp_pub):>+6.1f}")
     elapsed = time.perf_counter() - started
-    print(f"\nefficiency = hardware TFLOP/s per GPU / that of {BASELINE}; published TFLOP/s count "
-          f"recomputation (hardware FLOPs). Simulated in {elapsed:.1f} s.")
+    print(f"\nefficiency = hardware TFLOP/s per GPU / that of {BASELINE}; TP eff = one replica / {BASELINE}; "
+          f"DP eff = 128 replicas / one replica of the same model; published TFLOP/s count recomputation "
+          f"(hardware FLOPs). All eight runs are calibration rows. Simulated in {elapsed:.1f} s.")
 
 
 if __name__ == "__main__":

@@ -5,14 +5,18 @@ copy of the project's reference set) or from `--reference FILE`. The cost model 
 (Megatron 2020 and Megatron-Core 2024) and judged on the others (the Narayanan'21 table and the NeMo T5-3B
 scaling rows); the means cover only rows that were not fitted.
 
-What each source leaves unstated is filled in the same way for every row of that source, never per row:
+What each source leaves unstated is filled in the same way for every row of that source, never per row; a field
+a row gives itself (its `layout`'s zero_stage, recompute, microbatch_size, precision) is taken before any source
+default. Which sources the cost model was fitted on is data: simcore/cost/fitted.py (FITTED_SOURCES) names
+them, and every case carries `calibration` accordingly.
 - Narayanan'21 (Megatron-LM, 2021): full recomputation (their FLOP count assumes it), standard attention,
-  1F1B, microbatch 1 (not published), no sequence parallelism (it came later), gradient reduction overlapped
-  with backward as for the 2020 runs below (same code base and cluster).
+  1F1B, microbatch 1 (not published), no sequence parallelism (it came later), fp16, and the gradient
+  all-reduce after backward, not overlapped with it: Megatron-LM's `local` DDP of 2021 all-reduces its
+  contiguous gradient buffer once the backward pass is over (overlap_grad_reduce came with Megatron-Core).
+  The two ZeRO-3 baseline rows (Table 2) give their own zero_stage.
 - Megatron 2020 (tables.tex): full recomputation (the published TFLOP/s count it), standard attention,
-  sequence 1024, the whole per-replica batch (16 on DGX A100, 8 on DGX-2) as one microbatch, gradient
-  reduction overlapped with backward (the DP runs lose only 3-7% to 128-way data parallelism, which a
-  non-overlapped fp32 all-reduce of 1-8 GB over InfiniBand could not do).
+  sequence 1024, the whole per-replica batch (16 on DGX A100, 8 on DGX-2) as one microbatch (Megatron-LM of
+  2020 had no gradient accumulation), fp16, and the gradient all-reduce after backward (its `local` DDP).
 - Megatron-Core 2024: no recomputation, flash attention, sequence parallelism with TP and the TP collectives
   overlapped with GEMMs, distributed optimizer (ZeRO 1) with gradient reduction and parameter gathers
   overlapped (the README lists --overlap-grad-reduce --overlap-param-gather --tp-comm-overlap), microbatch 1
@@ -47,11 +51,12 @@ iteration times either way, never of tokens/s (a result's tokens_per_s counts en
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+import os
+from dataclasses import dataclass, replace
 from importlib import resources
 from typing import Any
 
-from simcore.cost.parameters import FITTED, CostParameters
+from simcore.cost.parameters import FITTED, FITTED_SOURCES, CostParameters
 from simcore.domain.layout import Layout, Precision, Recompute
 from simcore.domain.model import model_from_fields
 from simcore.simulate import Scenario, simulate
@@ -60,14 +65,28 @@ from topology.errors import SpecError
 
 NODE_BY_GPU = {"a100-80gb": "dgx-a100", "a100-40gb": "dgx-a100-40gb", "h100-80gb": "dgx-h100",
                "h200-141gb": "dgx-h200", "v100-32gb": "dgx-2-v100"}
+DEFAULT_REFERENCE = "training-runs.json"
 
-# Per source (the id's prefix): (calibration row?, attention, recompute, sequence parallel and TP overlap,
-# overlap grad reduce, ZeRO stage, precision)
+
+@dataclass(frozen=True, slots=True)
+class SourceDefaults:
+    """What a source leaves unstated (the module docstring gives the reasons)."""
+
+    attention: str
+    recompute: str
+    sequence_parallel: bool  # with TP, and the TP collectives overlapped with GEMMs
+    overlap_grad_reduce: bool
+    zero_stage: int
+    precision: str
+    whole_batch_microbatch: bool = False  # one microbatch of the whole per-replica batch (no accumulation)
+
+
+# Per source (the id's prefix).
 SOURCES = {
-    "narayanan21": (False, "standard", "full", False, False, 0, "fp16"),
-    "megatron20": (True, "standard", "full", False, False, 0, "fp16"),
-    "mcore24": (True, "flash", "none", True, True, 1, "bf16"),
-    "nemo": (False, "standard", "none", False, False, 1, "bf16"),
+    "narayanan21": SourceDefaults("standard", "full", False, False, 0, "fp16"),
+    "megatron20": SourceDefaults("standard", "full", False, False, 0, "fp16", whole_batch_microbatch=True),
+    "mcore24": SourceDefaults("flash", "none", True, True, 1, "bf16"),
+    "nemo": SourceDefaults("standard", "none", False, False, 1, "bf16"),
 }
 
 # Padded vocabulary of a tokenizer a row names instead of giving a number (see the module docstring).
@@ -79,7 +98,7 @@ def load_reference(path: str | None = None) -> list[dict[str, Any]]:
     """The reference rows; a file that cannot be read or parsed is invalid input (SpecError on `--reference`)."""
     try:
         if path is None:
-            source = resources.files("simcore.calibration").joinpath("reference/training-runs.json")
+            source = resources.files("simcore.calibration").joinpath(f"reference/{DEFAULT_REFERENCE}")
             text = source.read_text(encoding="utf-8")
         else:
             with open(path, encoding="utf-8") as f:
@@ -93,14 +112,25 @@ def load_reference(path: str | None = None) -> list[dict[str, Any]]:
     return cases
 
 
-def _source(case_id: str) -> str | None:
+def source_of(case_id: str) -> str | None:
+    """The source a row comes from: its id's prefix, if clustersim knows that source's unstated settings."""
     prefix = case_id.split("-", 1)[0]
     return prefix if prefix in SOURCES else None
 
 
+def group_of(case_id: str) -> str:
+    """The source group a row is reported in: the first two parts of its id, its source and the table, model
+    family or system the source's rows are grouped by (`narayanan21-t1`, `megatron20-dgx2v100`, `nemo-t5`)."""
+    return "-".join(case_id.split("-")[:2])
+
+
+def is_fitted(case_id: str) -> bool:
+    return source_of(case_id) in FITTED_SOURCES
+
+
 def scenario_for(case: dict[str, Any]) -> Scenario:
     """The request a row describes; raises ValueError (with the reason) when it cannot be expressed."""
-    source = _source(str(case.get("id", "")))
+    source = source_of(str(case.get("id", "")))
     if source is None:
         raise ValueError("no rule for this source's unstated settings")
     m, c, lay = case["model"], case["cluster"], case["layout"]
@@ -110,21 +140,25 @@ def scenario_for(case: dict[str, Any]) -> Scenario:
         raise ValueError("the global batch size is not published")
     if c["gpu"] not in NODE_BY_GPU:
         raise ValueError(f"GPU {c['gpu']} is not in the catalog")
-    _calibration, attention, recompute, sp, overlap, zero, precision = SOURCES[source]
-    model = model_from_fields(_model_fields(m, attention))
+    defaults = SOURCES[source]
+    model = model_from_fields(_model_fields(m, defaults.attention))
     node: ClusterSpec = NODE_PRESETS[NODE_BY_GPU[c["gpu"]]]
     cluster = sized(node, int(c["num_gpus"]))
     dp, tp, pp = int(lay["dp"]), int(lay["tp"]), int(lay["pp"])
-    microbatch = int(lay.get("microbatch_size", 1))
-    if source == "megatron20":
-        microbatch = int(lay["global_batch"]) // dp
-    if int(lay["global_batch"]) % (dp * microbatch):
-        raise ValueError(f"the global batch ({lay['global_batch']}) is not a whole number of microbatches of "
+    global_batch = int(lay["global_batch"])
+    # The row's own fields first, then the source's defaults.
+    microbatch = int(lay.get("microbatch_size", global_batch // dp if defaults.whole_batch_microbatch else 1))
+    if global_batch % (dp * microbatch):
+        raise ValueError(f"the global batch ({global_batch}) is not a whole number of microbatches of "
                          f"dp x microbatch = {dp} x {microbatch} samples")
-    layout = Layout(dp=dp, tp=tp, pp=pp, microbatch_size=microbatch, global_batch_size=int(lay["global_batch"]),
-                    recompute=Recompute(lay.get("recompute", recompute)), sequence_parallel=sp and tp > 1,
-                    tp_comm_overlap=sp and tp > 1, overlap_grad_reduce=overlap, zero_stage=zero,
-                    precision=Precision(precision))
+    precision = lay.get("precision")
+    if precision not in tuple(Precision):
+        precision = defaults.precision  # absent, or a description such as "fp16/bf16 mixed"
+    sp = defaults.sequence_parallel and tp > 1
+    layout = Layout(dp=dp, tp=tp, pp=pp, microbatch_size=microbatch, global_batch_size=global_batch,
+                    recompute=Recompute(lay.get("recompute", defaults.recompute)), sequence_parallel=sp,
+                    tp_comm_overlap=sp, overlap_grad_reduce=defaults.overlap_grad_reduce,
+                    zero_stage=int(lay.get("zero_stage", defaults.zero_stage)), precision=Precision(precision))
     return Scenario(model, cluster, layout)
 
 
@@ -178,6 +212,10 @@ def _no_time_reason(case: dict[str, Any]) -> str:
 
 
 def run_validation(path: str | None = None, params: CostParameters = FITTED) -> dict[str, Any]:
+    """Every row of the reference file (the shipped training-runs.json, or `path`) simulated and compared; the
+    contract's keys, plus per case its `reference` file and source `group`, the `fitted_sources`, and the
+    errors summarised `by_reference` and `by_group` (see `summarise`)."""
+    reference = DEFAULT_REFERENCE if path is None else os.path.basename(path)
     cases, skipped = [], []
     for case in load_reference(path):
         if not isinstance(case, dict) or case.get("kind", "training") != "training":
@@ -198,7 +236,8 @@ def run_validation(path: str | None = None, params: CostParameters = FITTED) -> 
         cases.append({
             "id": case["id"], "measured_s": measured, "predicted_s": predicted,
             "error_pct": 100.0 * (predicted - measured) / measured,
-            "calibration": SOURCES[str(_source(case["id"]))][0],
+            "calibration": is_fitted(str(case["id"])),
+            "reference": reference, "source": source_of(str(case["id"])), "group": group_of(str(case["id"])),
         })
     judged = [abs(c["error_pct"]) for c in cases if not c["calibration"]]
     return {
@@ -206,7 +245,29 @@ def run_validation(path: str | None = None, params: CostParameters = FITTED) -> 
         "mean_abs_error_pct": sum(judged) / len(judged) if judged else None,
         "max_abs_error_pct": max(judged) if judged else None,
         "skipped": skipped,
+        "fitted_sources": list(FITTED_SOURCES),
+        "by_reference": summarise(cases, "reference"),
+        "by_source": summarise(cases, "source"),
+        "by_group": summarise(cases, "group"),
     }
+
+
+def summarise(cases: list[dict[str, Any]], key: str) -> dict[str, dict[str, Any]]:
+    """Per value of `key` (a case's reference file or source group): rows, mean and max |error| %, over the rows
+    fitted, the rows not fitted and all of them (None where there are none)."""
+    out: dict[str, dict[str, Any]] = {}
+    for name in dict.fromkeys(str(c[key]) for c in cases):
+        mine = [c for c in cases if c[key] == name]
+        out[name] = {part: _stats([abs(c["error_pct"]) for c in mine if keep(c)])
+                     for part, keep in (("fitted", lambda c: c["calibration"]),
+                                        ("not_fitted", lambda c: not c["calibration"]),
+                                        ("all", lambda c: True))}
+    return out
+
+
+def _stats(errors: list[float]) -> dict[str, Any]:
+    return {"rows": len(errors), "mean_abs_error_pct": sum(errors) / len(errors) if errors else None,
+            "max_abs_error_pct": max(errors) if errors else None}
 
 
 def render_table(report: dict[str, Any]) -> str:
@@ -217,6 +278,18 @@ def render_table(report: dict[str, Any]) -> str:
     if report["mean_abs_error_pct"] is not None:
         lines.append(f"rows not fitted: mean |error| {report['mean_abs_error_pct']:.1f}%, "
                      f"max |error| {report['max_abs_error_pct']:.1f}%")
+    lines.append(f"fitted on the sources: {', '.join(report['fitted_sources'])}")
+    lines.append(f"{'reference file or source group':40s} {'fitted: rows mean max':>24s} "
+                 f"{'not fitted: rows mean max':>28s}")
+    for summary in (report["by_reference"], report["by_source"], report["by_group"]):
+        for name, parts in summary.items():
+            lines.append(f"{name:40s} {_cell(parts['fitted']):>24s} {_cell(parts['not_fitted']):>28s}")
     for s in report["skipped"]:
         lines.append(f"skipped {s['id']}: {s['reason']}")
     return "\n".join(lines)
+
+
+def _cell(stats: dict[str, Any]) -> str:
+    if not stats["rows"]:
+        return "-"
+    return f"{stats['rows']} {stats['mean_abs_error_pct']:.1f}% {stats['max_abs_error_pct']:.1f}%"

@@ -34,7 +34,11 @@ from topology.hardware import GIB
 
 BYTES = 2
 WEIGHT_BYTES, GRADIENT_BYTES, OPTIMIZER_BYTES = 2, 2, 12
-# CUDA context, cuBLAS workspaces and NCCL's channel buffers: about a gibibyte on a training process.
+# CUDA context, cuBLAS workspaces and NCCL's channel buffers on a training process: an estimate, neither measured
+# here nor fitted (no reference row checks memory). Its parts: the CUDA context with PyTorch's kernels loaded
+# (several hundred MiB), cuBLAS workspaces (CUBLAS_WORKSPACE_CONFIG's default :4096:8, 32 MiB a stream: PyTorch's
+# reproducibility notes), NCCL's buffers (NCCL_BUFFSIZE, 4 MiB per channel and peer: NCCL's environment
+# documentation) for each communicator; about a gibibyte in all.
 RUNTIME_BYTES = 1.0 * GIB
 
 

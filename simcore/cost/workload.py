@@ -18,23 +18,24 @@ from simcore.cost.collectives import Collective, CollectiveModel
 from simcore.cost.kernels import (
     ATTENTION_CORE,
     BYTES,
+    OPTIMIZER_BYTES_PER_PARAMETER,
     PROJECTIONS,
     Op,
     embedding_forward_ops,
     layer_forward_ops,
     logits_forward_ops,
     ops_time,
+    optimizer_step_s,
 )
 from simcore.cost.parameters import FITTED, CostParameters
 from simcore.cost.partition import Chunks, partition, stage_costs
-from simcore.domain.layout import Layout, Recompute
+from simcore.domain.layout import Layout, Precision, Recompute
 from simcore.domain.model import LayerType, ModelShape
 from simcore.domain.placement import Placement
 from topology.hardware import GpuSpec
 
-# Adam in mixed precision touches about 40 bytes per parameter per step: fp32 master weight, two moments and
-# the fp32 gradient read and written, the bf16 weight written, and the gradient-norm pass.
-OPTIMIZER_BYTES_PER_PARAMETER = 40
+__all__ = ["ATTENTION_CORE", "OPTIMIZER_BYTES_PER_PARAMETER", "ChunkCost", "Workload", "build_workload",
+           "layer_partition"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,8 +275,8 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
         previous = runs[-1][0]
     params_per_rank = [sum(c.parameters for c in chunks if c.rank == r) for r in range(p)]
     shards = layout.dp if layout.zero_stage >= 1 else 1  # ZeRO 1: each rank updates 1/dp of the parameters
-    optimizer = tuple(n / shards * OPTIMIZER_BYTES_PER_PARAMETER
-                      / (gpu.hbm_bandwidth_bytes_per_s * params.memory_efficiency) for n in params_per_rank)
+    fp16 = layout.precision is Precision.FP16
+    optimizer = tuple(optimizer_step_s(n / shards, gpu, params, fp16) for n in params_per_rank)
     grads = tuple(float(n * layout.grad_reduce_bytes) if layout.dp > 1 else 0.0 for n in params_per_rank)
     return Workload(tuple(chunks), optimizer, grads, encoder_stages)
 

@@ -1,5 +1,7 @@
 """examples/dp-scaling: the Megatron 2020 weak-scaling efficiencies, simulated, within 5 points of the published
-ones (93%, 86%, 79%, 73% at 128, 256, 512 and 1024 GPUs), and the loss grows with the data-parallel traffic."""
+ones (93%, 86%, 79%, 73% at 128, 256, 512 and 1024 GPUs), and the loss grows with the data-parallel traffic.
+Apart: TP efficiency (one replica over the 1-GPU run) and DP efficiency (128 replicas over one) within 5 points
+of the published ones, except at 8.7B (examples/dp-scaling/README.md says why: expected failures, strict)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,10 @@ from simcore.simulate import simulate
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "dp-scaling"
 PUBLISHED = {"1b-128gpu": 0.933, "2b-256gpu": 0.855, "4b-512gpu": 0.790, "8b-1024gpu": 0.727}
+# published hardware TFLOP/s per GPU (Megatron-LM images/tables.tex @5281919420)
+PUBLISHED_TFLOPS = {"1b-1gpu": 149.8, "1b-128gpu": 139.8, "2b-2gpu": 136.8, "2b-256gpu": 127.5, "4b-4gpu": 124.7,
+                    "4b-512gpu": 116.7, "8b-8gpu": 109.3, "8b-1024gpu": 106.5}
+MISSES_AT_8B = pytest.mark.xfail(strict=True, reason="8.7B: TP 5.6 points over, DP 9.5 under (see its README)")
 
 
 def hardware_tflops(name: str) -> float:
@@ -38,3 +44,17 @@ def test_data_parallel_runs_lose_to_their_single_replica(baseline: float) -> Non
         assert many.time_breakdown_s["dp_comm"] == pytest.approx(many.iteration_time_s - one.iteration_time_s,
                                                                   rel=0.05)
         assert many.communication_bytes["dp"] > 0
+
+
+@pytest.mark.parametrize("replica", ["2b-2gpu", "4b-4gpu", pytest.param("8b-8gpu", marks=MISSES_AT_8B)])
+def test_tp_efficiency_within_5_points(replica: str, baseline: float) -> None:
+    published = PUBLISHED_TFLOPS[replica] / PUBLISHED_TFLOPS["1b-1gpu"]
+    assert hardware_tflops(replica) / baseline == pytest.approx(published, abs=0.05)
+
+
+@pytest.mark.parametrize(("replicated", "replica"), [
+    ("1b-128gpu", "1b-1gpu"), ("2b-256gpu", "2b-2gpu"), ("4b-512gpu", "4b-4gpu"),
+    pytest.param("8b-1024gpu", "8b-8gpu", marks=MISSES_AT_8B)])
+def test_dp_efficiency_within_5_points(replicated: str, replica: str) -> None:
+    published = PUBLISHED_TFLOPS[replicated] / PUBLISHED_TFLOPS[replica]
+    assert hardware_tflops(replicated) / hardware_tflops(replica) == pytest.approx(published, abs=0.05)

@@ -95,7 +95,7 @@ def test_stage_imbalance_is_one_for_one_stage_and_above_one_for_unequal_stages()
     assert len(stages) == 4 and sum(s["layers"].get("transformer", 0) for s in stages) == 5
     busy = [s["busy_fraction"] for s in stages]
     assert rows[1]["stage_imbalance"] == pytest.approx(max(busy) / (sum(busy) / len(busy)))
-    assert rows[1]["stage_imbalance"] > 1.3
+    assert rows[1]["stage_imbalance"] > 1.2
 
 
 def test_stage_imbalance_definition() -> None:

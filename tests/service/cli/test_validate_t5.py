@@ -134,10 +134,13 @@ def test_validate_json_includes_the_t5_rows_as_not_calibration(
         nemo_reference: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["validate", "--json", "--reference", str(nemo_reference)]) == 0
     document = json.loads(capsys.readouterr().out)
-    assert set(document) == {"cases", "mean_abs_error_pct", "max_abs_error_pct", "skipped"}
+    # the contract's keys, plus the per-file, per-source and per-group summaries
+    assert set(document) == {"cases", "mean_abs_error_pct", "max_abs_error_pct", "skipped", "fitted_sources",
+                             "by_reference", "by_source", "by_group"}
     rows = [c for c in document["cases"] if T5_ID.match(c["id"])]
     assert len(rows) == 6
     for row in rows:
-        assert set(row) == {"id", "measured_s", "predicted_s", "error_pct", "calibration"}
+        assert set(row) == {"id", "measured_s", "predicted_s", "error_pct", "calibration", "reference", "source",
+                            "group"}
         assert row["calibration"] is False
     assert document["max_abs_error_pct"] == pytest.approx(max(abs(r["error_pct"]) for r in rows))

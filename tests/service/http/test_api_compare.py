@@ -55,7 +55,7 @@ def test_rows_in_order_with_the_cli_figures(client: TestClient) -> None:
     assert [row["label"] for row in document["rows"]] == ["pp", "dp", "tp"]
     assert [row["layout"]["pp"] for row in document["rows"]] == [4, 1, 2]
     assert document == compare_requests([("pp", PP4), ("dp", DP8), ("tp", TP2)])
-    assert document["rows"][0]["stage_imbalance"] > 1.3
+    assert document["rows"][0]["stage_imbalance"] > 1.2  # the first and last stages embed and compute logits
     assert document["rows"][1]["stage_imbalance"] == 1.0
     # Again: from the results cache, the same document.
     assert client.post("/v1/comparisons", json={"requests": [PP4, DP8, TP2],

@@ -1,0 +1,39 @@
+"""Write README.md's accuracy table from `clustersim validate --json` (run here on the shipped reference rows, or
+read from a file that command wrote).
+
+Run:  python bench/accuracy_table.py [--from REPORT.json] [--check]
+      --check: write nothing; exit 1 if README.md does not carry the current table
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from simcore.calibration.accuracy import current_section, render_markdown, replace_section
+from simcore.calibration.validate import run_validation
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--from", dest="source", help="a report written by clustersim validate --json")
+    parser.add_argument("--check", action="store_true")
+    args = parser.parse_args()
+    report = json.loads(Path(args.source).read_text(encoding="utf-8")) if args.source else run_validation()
+    table = render_markdown(report)
+    readme = README.read_text(encoding="utf-8")
+    if args.check:
+        fresh = current_section(readme) == table
+        print("README.md carries the current accuracy table" if fresh else "README.md's accuracy table is stale")
+        return 0 if fresh else 1
+    README.write_text(replace_section(readme, table), encoding="utf-8")
+    print(f"wrote the accuracy table into {README.name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,51 @@
+"""The fitted cost-model parameters and the record of the fit that produced them.
+
+Written by `python bench/fit_cost_model.py` (simcore/calibration/fit.py); do not edit by hand:
+tests/simcore/calibration/test_fitted_parameters.py fails when this is not what the fit gives on the
+current code.
+"""
+
+from typing import Any
+
+FIT: dict[str, Any] = {
+    "parameters": {
+        "gemm_efficiency_volta": 0.761,
+        "gemm_efficiency_ampere": 0.65,
+        "gemm_efficiency_hopper": 0.608,
+        "gemm_half_time_volta_s": 8.39e-05,
+        "gemm_half_time_ampere_s": 1.03e-05,
+        "gemm_half_time_hopper_s": 9.89e-06,
+        "memory_efficiency": 0.821,
+        "host_iteration_s": 0.0284,
+    },
+    "fitted_sources": ["megatron20", "mcore24"],
+    "rows": [
+        {"id": "mcore24-h100-weak-1.7b", "measured_s": 0.452, "predicted_s": 0.37970427918286875},
+        {"id": "mcore24-h100-weak-7.1b", "measured_s": 0.8, "predicted_s": 0.695073849296773},
+        {"id": "mcore24-h100-weak-16b", "measured_s": 0.85, "predicted_s": 0.8418064526538774},
+        {"id": "mcore24-h100-weak-32b", "measured_s": 0.892, "predicted_s": 1.0835327676479245},
+        {"id": "mcore24-h100-weak-70b", "measured_s": 2.177, "predicted_s": 2.236317948378739},
+        {"id": "mcore24-h100-weak-119b", "measured_s": 3.648, "predicted_s": 3.602223987825315},
+        {"id": "mcore24-h100-weak-177b", "measured_s": 5.259, "predicted_s": 5.261988529250593},
+        {"id": "mcore24-h100-weak-314b", "measured_s": 8.399, "predicted_s": 9.059109946349029},
+        {"id": "mcore24-h100-weak-462b", "measured_s": 12.716, "predicted_s": 13.403608005125246},
+        {"id": "megatron20-dgxa100-tp1-1b", "measured_s": 1.076, "predicted_s": 1.1290548589994631},
+        {"id": "megatron20-dgx2v100-tp1-1b", "measured_s": 1.121, "predicted_s": 1.1890655040527371},
+        {"id": "megatron20-dgxa100-dp128-tp1-1b", "measured_s": 1.153, "predicted_s": 1.1539784814994631},
+        {"id": "megatron20-dgxa100-tp2-2b", "measured_s": 1.026, "predicted_s": 1.0452506208087762},
+        {"id": "megatron20-dgx2v100-tp2-2b", "measured_s": 1.093, "predicted_s": 1.1114594240683893},
+        {"id": "megatron20-dgxa100-dp128-tp2-2b", "measured_s": 1.101, "predicted_s": 1.0881514425587764},
+        {"id": "megatron20-dgxa100-tp4-4b", "measured_s": 1.162, "predicted_s": 1.1565701213110104},
+        {"id": "megatron20-dgx2v100-tp4-4b", "measured_s": 1.238, "predicted_s": 1.236654561692301},
+        {"id": "megatron20-dgxa100-dp128-tp4-4b", "measured_s": 1.242, "predicted_s": 1.2455881673110105},
+        {"id": "megatron20-dgxa100-tp8-8b", "measured_s": 1.343, "predicted_s": 1.3100012656430107},
+        {"id": "megatron20-dgx2v100-tp8-8b", "measured_s": 1.407, "predicted_s": 1.4003822577616205},
+        {"id": "megatron20-dgxa100-dp128-tp8-8b", "measured_s": 1.38, "predicted_s": 1.4904768376430109},
+    ],
+    "mean_abs_error_pct": 4.594,
+    "inputs_sha256": "a1264fd36daa89a43a9d98d9b9319ab7ea8909e318d5c4e6f47b1f51741a0854",
+    "code_version": {
+        "simulator": "0.1.0",
+        "git_commit": "41b5d2eeb5b576c4cfcdf78cc50163b9f9589bfe",
+    },
+}

@@ -1,0 +1,28 @@
+"""README.md carries the accuracy table of the current code (bench/accuracy_table.py writes it from the same
+report as `clustersim validate --json`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from simcore.calibration.accuracy import END_MARKER, START_MARKER, current_section, render_markdown, replace_section
+from simcore.calibration.validate import run_validation
+
+README = Path(__file__).resolve().parents[3] / "README.md"
+
+
+def test_the_readme_carries_the_current_accuracy_table() -> None:
+    table = render_markdown(run_validation())
+    assert current_section(README.read_text(encoding="utf-8")) == table, \
+        "stale accuracy table: run python bench/accuracy_table.py"
+
+
+def test_replace_section_only_touches_the_marked_text() -> None:
+    text = f"# a\nbefore\n{START_MARKER}\nold\n{END_MARKER}\nafter\n"
+    replaced = replace_section(text, "new | table")
+    assert replaced == f"# a\nbefore\n{START_MARKER}\nnew | table\n{END_MARKER}\nafter\n"
+    assert current_section(replaced) == "new | table"
+    with pytest.raises(ValueError):
+        replace_section("no markers", "x")
