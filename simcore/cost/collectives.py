@@ -79,9 +79,11 @@ class CollectiveModel:
         self._sends: dict[tuple[Placement, int, int, tuple[int, ...]], FlowPattern] = {}
 
     def _by_node(self, gpus: Sequence[int]) -> list[list[int]]:
+        # Grouped by NVLink domain (the node unless nvlink_domain_gpus joins nodes): NCCL treats a multi-node
+        # NVLink domain as one node for its rings and trees.
         nodes: dict[int, list[int]] = {}
         for gpu in gpus:
-            nodes.setdefault(self.cluster.node_of(gpu), []).append(gpu)
+            nodes.setdefault(self.cluster.domain_of(gpu), []).append(gpu)
         return list(nodes.values())
 
     def _ring(self, acc: _Loads, gpus: Sequence[int], coef: float) -> int:
@@ -133,16 +135,18 @@ class CollectiveModel:
         return phases
 
     def _node_links(self, gpu: int) -> set[int]:
-        """Links that touch the node of `gpu`: its GPUs, switch and NICs."""
-        node = self.cluster.node_of(gpu)
+        """Links that touch the NVLink domain (the node) of `gpu`: its GPUs, switch and NICs."""
+        node = self.cluster.domain_of(gpu)
         links = self._links_of_node.get(node)
         if links is None:
             spec = self.cluster.spec
+            domain = spec.domain_gpus
 
             def on_node(end: tuple) -> bool:
                 kind, index = end[0], end[1]
-                return (kind == "gpu" and index // spec.gpus_per_node == node) or (
-                    kind == "nic" and index // spec.nics_per_node == node) or (kind == "nvswitch" and index == node)
+                return (kind == "gpu" and index // domain == node) or (
+                    kind == "nic" and index // spec.nics_per_node * spec.gpus_per_node // domain == node) or (
+                    kind == "nvswitch" and index == node)
 
             links = self._links_of_node[node] = {i for i, (u, v) in enumerate(self.cluster.link_ends)
                                                  if on_node(u) or on_node(v)}
