@@ -5,9 +5,18 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from api_schemas import SimulationRequest
+from api_schemas import GpuSpecIn, SimulationRequest
 from simcore.cost.memory import StageMemory
-from simcore.domain.layout import CollectiveAlgorithm, Fidelity, Layout, Partition, Precision, Recompute, Schedule
+from simcore.domain.layout import (
+    CollectiveAlgorithm,
+    Fidelity,
+    Fp8Recipe,
+    Layout,
+    Partition,
+    Precision,
+    Recompute,
+    Schedule,
+)
 from simcore.domain.model import model_from_fields
 from simcore.domain.presets import MODEL_PRESET_SOURCES, MODEL_PRESETS
 from simcore.metrics import Metrics
@@ -17,7 +26,7 @@ from simcore.trace import chrome_trace
 __all__ = ["chrome_trace", "presets", "replace_spans", "to_cluster", "to_response", "to_scenario"]
 from topology.cluster_spec import NODE_PRESET_NOTES, NODE_PRESETS, ClusterSpec, Fabric
 from topology.errors import SpecError
-from topology.hardware import GB, GIB, GPUS, GpuKind
+from topology.hardware import GB, GIB, GPUS, GpuKind, GpuSpec, nearest_catalog_gpu
 
 
 def _model_fields(request: SimulationRequest) -> dict[str, Any]:
@@ -56,11 +65,22 @@ def to_cluster(request: SimulationRequest) -> ClusterSpec:
         base = NODE_PRESETS[c.preset]
     elif c.gpu is not None:
         base = next(spec for spec in NODE_PRESETS.values() if spec.gpu == GpuKind(c.gpu))
+    elif c.gpu_spec is not None:
+        base = next(spec for spec in NODE_PRESETS.values()
+                    if spec.gpu == nearest_catalog_gpu(_peak_bf16(c.gpu_spec)).kind)
     else:
-        raise SpecError("cluster.preset", "give a cluster preset or a gpu kind")
+        raise SpecError("cluster.preset", "give a cluster preset, a gpu kind or a gpu_spec")
     if c.gpu is not None:
+        if c.gpu_spec is not None:
+            raise SpecError("cluster.gpu_spec", "give gpu or gpu_spec, not both")
         base = replace(base, gpu=GpuKind(c.gpu))
+    if c.gpu_spec is not None:
+        custom = _custom_gpu(c.gpu_spec, base.nvlink_bandwidth_bytes_per_s)
+        base = replace(base, gpu=custom.kind, gpu_spec=custom,
+                       nvlink_bandwidth_bytes_per_s=custom.nvlink_bandwidth_bytes_per_s)
     overrides: dict[str, Any] = {}
+    if c.nvlink_domain_gpus is not None:
+        overrides["nvlink_domain_gpus"] = c.nvlink_domain_gpus
     if c.gpus_per_node is not None:
         overrides["gpus_per_node"] = c.gpus_per_node
     if c.nvlink_bandwidth_gb_per_s is not None:
@@ -87,6 +107,33 @@ def to_cluster(request: SimulationRequest) -> ClusterSpec:
     return spec.validate()
 
 
+def _peak_bf16(spec: GpuSpecIn) -> float:
+    if spec.peak_tflops_bf16 is None:
+        raise SpecError("cluster.gpu_spec.peak_tflops_bf16",
+                        "is required: a user-defined GPU needs its dense peak for each precision (bf16, fp8)")
+    return spec.peak_tflops_bf16 * 1e12
+
+
+def _custom_gpu(spec: GpuSpecIn, nvlink_bytes_per_s: float) -> GpuSpec:
+    """A user-defined GPU; its GEMM efficiencies (its generation) and NIC path come from the catalog GPU
+    nearest to it in 16-bit peak."""
+    peak = _peak_bf16(spec)
+    required = {"peak_tflops_fp8": "is required: a user-defined GPU needs its dense peak for each precision "
+                "(bf16, fp8; 0 for a GPU without FP8 tensor cores)",
+                "memory_gib": "is required: the GPU's HBM capacity", "hbm_bandwidth_gb_per_s":
+                "is required: the GPU's HBM bandwidth"}
+    for name, rule in required.items():
+        if getattr(spec, name) is None:
+            raise SpecError(f"cluster.gpu_spec.{name}", rule)
+    nearest = nearest_catalog_gpu(peak)
+    nvlink = spec.nvlink_bandwidth_gb_per_s * GB if spec.nvlink_bandwidth_gb_per_s is not None else nvlink_bytes_per_s
+    return GpuSpec(kind=nearest.kind, peak_flops_per_s=peak, hbm_capacity_bytes=float(spec.memory_gib) * GIB,
+                   hbm_bandwidth_bytes_per_s=float(spec.hbm_bandwidth_gb_per_s) * GB,
+                   nvlink_bandwidth_bytes_per_s=nvlink, pcie_bandwidth_bytes_per_s=nearest.pcie_bandwidth_bytes_per_s,
+                   generation=nearest.generation, peak_fp8_flops_per_s=float(spec.peak_tflops_fp8) * 1e12,
+                   tdp_w=spec.tdp_w, name=spec.name)
+
+
 def to_scenario(request: SimulationRequest, free_communication: bool = False) -> Scenario:
     """Request -> domain scenario; raises SpecError naming the field for anything the domain rejects."""
     lay = request.layout
@@ -99,6 +146,7 @@ def to_scenario(request: SimulationRequest, free_communication: bool = False) ->
         pipeline_partition=Partition(lay.pipeline_partition) if lay.pipeline_partition else None,
         encoder_pipeline_stages=lay.encoder_pipeline_stages,
         zero3_gather_bucket_elements=lay.zero3_gather_bucket_elements,
+        fp8_recipe=Fp8Recipe(lay.fp8_recipe) if lay.fp8_recipe else None,
     )
     opts = request.options
     return Scenario(
@@ -137,7 +185,8 @@ def presets(kind: str | None) -> dict[str, Any]:
         out["gpus"] = {
             str(g.kind): {"peak_tflops_bf16": g.peak_flops_per_s / 1e12, "memory_gib": g.hbm_capacity_bytes / GIB,
                           "hbm_bandwidth_gb_per_s": g.hbm_bandwidth_bytes_per_s / GB,
-                          "nvlink_bandwidth_gb_per_s": g.nvlink_bandwidth_bytes_per_s / GB}
+                          "nvlink_bandwidth_gb_per_s": g.nvlink_bandwidth_bytes_per_s / GB,
+                          "peak_tflops_fp8": g.peak_fp8_flops_per_s / 1e12, "tdp_w": g.tdp_w}
             for g in GPUS.values()
         }
     return out

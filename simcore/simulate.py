@@ -130,6 +130,9 @@ def simulate(scenario: Scenario, network: Network | None = None) -> Outcome:
         warnings.append(f"does not fit: stage {stage} needs {peak.total / GIB:.1f} GiB per GPU, "
                         f"{(peak.total - gpu.hbm_capacity_bytes) / GIB:.1f} GiB more than the "
                         f"{gpu.hbm_capacity_bytes / GIB:.0f} GiB of a {gpu.label}")
+    if scenario.cluster.gpu_spec is not None:
+        warnings.append(f"{gpu.label} is a user-defined GPU: its GEMM efficiencies are the catalog's "
+                        f"{gpu.generation} ones (nearest catalog GPU: {scenario.cluster.gpu})")
     if layout.pp > 1 and layout.num_microbatches < layout.pp:
         warnings.append(f"only {layout.num_microbatches} microbatches for {layout.pp} pipeline stages: "
                         "the pipeline never fills")
