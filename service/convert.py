@@ -125,12 +125,14 @@ def _custom_gpu(spec: GpuSpecIn, nvlink_bytes_per_s: float) -> GpuSpec:
     for name, rule in required.items():
         if getattr(spec, name) is None:
             raise SpecError(f"cluster.gpu_spec.{name}", rule)
+    assert spec.memory_gib is not None and spec.hbm_bandwidth_gb_per_s is not None  # checked just above
+    assert spec.peak_tflops_fp8 is not None
     nearest = nearest_catalog_gpu(peak)
     nvlink = spec.nvlink_bandwidth_gb_per_s * GB if spec.nvlink_bandwidth_gb_per_s is not None else nvlink_bytes_per_s
-    return GpuSpec(kind=nearest.kind, peak_flops_per_s=peak, hbm_capacity_bytes=float(spec.memory_gib) * GIB,
-                   hbm_bandwidth_bytes_per_s=float(spec.hbm_bandwidth_gb_per_s) * GB,
+    return GpuSpec(kind=nearest.kind, peak_flops_per_s=peak, hbm_capacity_bytes=spec.memory_gib * GIB,
+                   hbm_bandwidth_bytes_per_s=spec.hbm_bandwidth_gb_per_s * GB,
                    nvlink_bandwidth_bytes_per_s=nvlink, pcie_bandwidth_bytes_per_s=nearest.pcie_bandwidth_bytes_per_s,
-                   generation=nearest.generation, peak_fp8_flops_per_s=float(spec.peak_tflops_fp8) * 1e12,
+                   generation=nearest.generation, peak_fp8_flops_per_s=spec.peak_tflops_fp8 * 1e12,
                    tdp_w=spec.tdp_w, name=spec.name)
 
 

@@ -51,6 +51,7 @@ from dataclasses import replace
 from importlib import resources
 from typing import Any
 
+from simcore.calibration import modern
 from simcore.cost.parameters import FITTED, CostParameters
 from simcore.domain.layout import Layout, Precision, Recompute
 from simcore.domain.model import model_from_fields
@@ -75,11 +76,12 @@ TOKENIZER_VOCAB = {"BertWordPieceCase": 29184}
 GATED_ACTIVATIONS = ("geglu", "swiglu", "reglu")
 
 
-def load_reference(path: str | None = None) -> list[dict[str, Any]]:
-    """The reference rows; a file that cannot be read or parsed is invalid input (SpecError on `--reference`)."""
+def load_reference(path: str | None = None, shipped: str = "training-runs.json") -> list[dict[str, Any]]:
+    """The reference rows (of the shipped file `shipped` when no path is given); a file that cannot be read or
+    parsed is invalid input (SpecError on `--reference`)."""
     try:
         if path is None:
-            source = resources.files("simcore.calibration").joinpath("reference/training-runs.json")
+            source = resources.files("simcore.calibration").joinpath(f"reference/{shipped}")
             text = source.read_text(encoding="utf-8")
         else:
             with open(path, encoding="utf-8") as f:
@@ -100,6 +102,8 @@ def _source(case_id: str) -> str | None:
 
 def scenario_for(case: dict[str, Any]) -> Scenario:
     """The request a row describes; raises ValueError (with the reason) when it cannot be expressed."""
+    if modern.handles(case):  # FP8 and Blackwell rows (simcore/calibration/modern.py)
+        return modern.scenario_for(case)
     source = _source(str(case.get("id", "")))
     if source is None:
         raise ValueError("no rule for this source's unstated settings")
@@ -177,9 +181,19 @@ def _no_time_reason(case: dict[str, Any]) -> str:
     return "no iteration time is published or derived"
 
 
+def _calibration(case: dict[str, Any]) -> bool:
+    if modern.handles(case):
+        return modern.is_calibration(case)
+    return SOURCES[str(_source(case["id"]))][0]
+
+
 def run_validation(path: str | None = None, params: CostParameters = FITTED) -> dict[str, Any]:
+    """Every expressible row against its prediction. Without `path`, both shipped files (training-runs.json and
+    the modern reference) are read, each case names its file and `by_reference` gives each file's means."""
+    files = [(path, load_reference(path))] if path else [
+        (name, load_reference(None, name)) for name in ("training-runs.json", modern.REFERENCE)]
     cases, skipped = [], []
-    for case in load_reference(path):
+    for name, case in ((name, case) for name, rows in files for case in rows):
         if not isinstance(case, dict) or case.get("kind", "training") != "training":
             continue
         try:
@@ -198,15 +212,19 @@ def run_validation(path: str | None = None, params: CostParameters = FITTED) -> 
         cases.append({
             "id": case["id"], "measured_s": measured, "predicted_s": predicted,
             "error_pct": 100.0 * (predicted - measured) / measured,
-            "calibration": SOURCES[str(_source(case["id"]))][0],
+            "calibration": _calibration(case),
+            **({} if path else {"reference": name}),
         })
+    report: dict[str, Any] = {"cases": cases, **_means(cases), "skipped": skipped}
+    if not path:
+        report["by_reference"] = {name: _means([c for c in cases if c["reference"] == name]) for name, _ in files}
+    return report
+
+
+def _means(cases: list[dict[str, Any]]) -> dict[str, float | None]:
     judged = [abs(c["error_pct"]) for c in cases if not c["calibration"]]
-    return {
-        "cases": cases,
-        "mean_abs_error_pct": sum(judged) / len(judged) if judged else None,
-        "max_abs_error_pct": max(judged) if judged else None,
-        "skipped": skipped,
-    }
+    return {"mean_abs_error_pct": sum(judged) / len(judged) if judged else None,
+            "max_abs_error_pct": max(judged) if judged else None}
 
 
 def render_table(report: dict[str, Any]) -> str:

@@ -157,7 +157,7 @@ def stage_memory(model: ModelShape, layout: Layout, workload: Workload) -> tuple
         largest_layer = max((c.parameters / max(c.layers, 1) for c in chunks), default=0.0)
         if zero >= 3:
             buffers += 2 * WEIGHT_BYTES * largest_layer  # the gathered layer and the prefetched next one
-        weights = WEIGHT_BYTES * params
+        weights = float(WEIGHT_BYTES * params)
         if layout.fp8 is not None:  # the FP8 copies (and transposes) of the GEMM weights the recipe keeps
             weights += FP8_WEIGHT_COPY_BYTES[layout.fp8] * fp8_gemm_weights(model, workload.chunks, rank, t)
         out.append(StageMemory(
