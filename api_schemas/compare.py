@@ -140,6 +140,8 @@ class ComparisonLayout(_Out):
     schedule: str
     zero_stage: int
     recompute: str
+    precision: str = "bf16"
+    fp8_recipe: str | None = None
 
 
 class ComparisonExposed(_Out):

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import yaml
+from conftest import run_cli
 from fastapi.testclient import TestClient
 
 from api_schemas import SimulationRequest
@@ -18,7 +19,6 @@ from service import convert
 from service.http.app import create_app
 from service.settings import Settings
 from simcore.simulate import simulate
-from tests.service.conftest import run_cli
 
 BASE: dict[str, Any] = {
     "model": {"preset": "llama3-8b", "seq_length": 2048},

@@ -132,3 +132,26 @@ def test_published_fp8_speed_ups_within_0_08(bf16_id: str, fp8_id: str) -> None:
     simulated = (simulate(modern.scenario_for(rows[bf16_id])).metrics.iteration_time_s
                  / simulate(modern.scenario_for(rows[fp8_id])).metrics.iteration_time_s)
     assert abs(simulated - published) <= 0.08
+
+
+def in_scope(case: dict) -> bool:
+    """The issue's rows: training runs tagged fp8, hardware-b200 or hardware-gb200, without CP or experts."""
+    tags = set(case.get("feature", []))
+    lay, model = case["layout"], case["model"]
+    return (case.get("kind") == "training" and bool(tags & {"fp8", "hardware-b200", "hardware-gb200"})
+            and int(lay.get("cp") or 1) == 1 and not model.get("experts") and "moe" not in tags)
+
+
+def test_every_fp8_and_blackwell_row_is_simulated_and_judged_within_bounds() -> None:
+    from simcore.calibration.validate import run_validation
+
+    report = run_validation()
+    rows = [c for c in load_reference(None, modern.REFERENCE) if in_scope(c)]
+    assert len(rows) == 35
+    cases = {c["id"]: c for c in report["cases"] if c.get("reference") == modern.REFERENCE}
+    assert {c["id"] for c in rows} <= cases.keys()
+    judged = [abs(cases[c["id"]]["error_pct"]) for c in rows if not cases[c["id"]]["calibration"]]
+    assert len(judged) == 19
+    assert sum(judged) / len(judged) <= 10.0 and max(judged) <= 25.0
+    by_file = report["by_reference"][modern.REFERENCE]
+    assert by_file["mean_abs_error_pct"] == pytest.approx(sum(judged) / len(judged))
