@@ -235,6 +235,10 @@ def render_table(report: dict[str, Any]) -> str:
     if report["mean_abs_error_pct"] is not None:
         lines.append(f"rows not fitted: mean |error| {report['mean_abs_error_pct']:.1f}%, "
                      f"max |error| {report['max_abs_error_pct']:.1f}%")
+    for name, means in report.get("by_reference", {}).items():
+        if means["mean_abs_error_pct"] is not None:
+            lines.append(f"rows not fitted of {name}: mean |error| {means['mean_abs_error_pct']:.1f}%, "
+                         f"max |error| {means['max_abs_error_pct']:.1f}%")
     for s in report["skipped"]:
         lines.append(f"skipped {s['id']}: {s['reason']}")
     return "\n".join(lines)
