@@ -54,6 +54,11 @@ def _drop_stale_defaults(preset: dict[str, Any], given: dict[str, Any]) -> None:
     ffn = preset.get("ffn_hidden_size")
     if "hidden_size" in given and "ffn_hidden_size" not in given and hidden and ffn == 4 * hidden:
         preset.pop("ffn_hidden_size", None)
+    # The activation and gated_mlp say the same thing twice: a request that gives one drops the preset's other.
+    if "activation" in given and "gated_mlp" not in given:
+        preset.pop("gated_mlp", None)
+    if "gated_mlp" in given and "activation" not in given:
+        preset.pop("activation", None)
 
 
 def to_cluster(request: SimulationRequest) -> ClusterSpec:
@@ -180,7 +185,8 @@ def presets(kind: str | None) -> dict[str, Any]:
                    "nvlink_bandwidth_gb_per_s": s.nvlink_bandwidth_bytes_per_s / GB, "nics_per_node": s.nics_per_node,
                    "nic_bandwidth_gbit_per_s": s.nic_bandwidth_bytes_per_s * 8 / GB, "fabric": str(s.fabric),
                    "oversubscription": s.oversubscription, "intra_node_latency_us": s.intra_node_latency_s * 1e6,
-                   "inter_node_latency_us": s.inter_node_latency_s * 1e6, "description": NODE_PRESET_NOTES[name]}
+                   "inter_node_latency_us": s.inter_node_latency_s * 1e6, "nvlink_domain_gpus": s.domain_gpus,
+                   "description": NODE_PRESET_NOTES[name]}
             for name, s in NODE_PRESETS.items()
         }
     if kind in (None, "gpus"):

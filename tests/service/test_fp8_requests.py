@@ -118,3 +118,28 @@ def test_bad_input_is_http_422_naming_field_and_rule(name: str, patch: dict[str,
     assert response.status_code == 422
     details = response.json()["error"]["details"]
     assert any(d["field"] == field and rule in d["rule"] for d in details)
+
+
+def test_activation_sets_gated_mlp_and_a_contradiction_is_refused() -> None:
+    swiglu = convert.to_scenario(SimulationRequest.model_validate(
+        {**BASE, "model": {"preset": "gpt3-1.3b", "activation": "swiglu"}})).model
+    assert swiglu.gated_mlp and swiglu.activation == "swiglu"
+    nemotron = convert.to_scenario(SimulationRequest.model_validate({**BASE, "model": {"preset": "nemotron4-15b"}}))
+    assert not nemotron.model.gated_mlp and nemotron.model.activation == "squared_relu"
+    # a request's gated_mlp overrides the preset's activation; both given and contradicting is refused
+    gated = convert.to_scenario(SimulationRequest.model_validate(
+        {**BASE, "model": {"preset": "nemotron4-15b", "gated_mlp": True}})).model
+    assert gated.gated_mlp and gated.activation is None
+    with pytest.raises(ValueError) as err:
+        convert.to_scenario(SimulationRequest.model_validate(
+            {**BASE, "model": {"preset": "nemotron4-15b", "gated_mlp": True, "activation": "squared_relu"}}))
+    assert "model.activation" in str(err.value)
+
+
+def test_presets_list_the_blackwell_gpus_and_nodes(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "presets")
+    assert code == 0
+    catalog = json.loads(out)
+    assert catalog["gpus"]["b200-180gb"]["peak_tflops_fp8"] == 4500
+    assert catalog["clusters"]["gb200-nvl72"]["nvlink_domain_gpus"] == 72
+    assert {"nemotron4-15b", "nemotron4-340b"} <= catalog["models"].keys()
