@@ -3,7 +3,9 @@
 Model states (Rajbhandari et al., ZeRO, §3; mixed-precision Adam): 2 bytes of 16-bit weights, 2 of 16-bit
 gradients and 12 of optimizer states (fp32 master weights, two moments) per parameter = 16 bytes. ZeRO 1 divides
 the optimizer states by dp, ZeRO 2 the gradients too, ZeRO 3 the weights too. FP8 training adds, to the
-weights, the FP8 copies of the GEMM weights that its recipe keeps over an iteration (simcore/cost/fp8.py).
+weights, the FP8 copies of the GEMM weights that its recipe keeps over an iteration (simcore/cost/fp8.py); its
+activations are counted at 16 bits as in BF16 training (Transformer Engine keeps some GEMM inputs as FP8 copies
+instead, which is not modelled: an upper bound).
 
 Activations per transformer layer per microbatch (Korthikanti et al. 2022, §4, 16-bit activations, 1-byte
 dropout masks), written out per stored tensor so that GQA, gated MLPs and ffn != 4h are counted:
