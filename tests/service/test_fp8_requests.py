@@ -143,3 +143,15 @@ def test_presets_list_the_blackwell_gpus_and_nodes(capsys: pytest.CaptureFixture
     assert catalog["gpus"]["b200-180gb"]["peak_tflops_fp8"] == 4500
     assert catalog["clusters"]["gb200-nvl72"]["nvlink_domain_gpus"] == 72
     assert {"nemotron4-15b", "nemotron4-340b"} <= catalog["models"].keys()
+
+
+def test_compare_shows_precision_and_recipe() -> None:
+    from service.compare import compare_requests
+
+    fp8 = copy.deepcopy(BASE)
+    fp8["layout"].update(precision="fp8")
+    rows = compare_requests([("bf16", BASE), ("fp8", fp8)])["rows"]
+    assert "precision" not in rows[0]["layout"] and "fp8" not in rows[0]["summary"]
+    assert rows[1]["layout"]["precision"] == "fp8" and rows[1]["layout"]["fp8_recipe"] == "tensorwise"
+    assert "fp8 tensorwise" in rows[1]["summary"]
+    assert rows[1]["iteration_time_s"] < rows[0]["iteration_time_s"]
