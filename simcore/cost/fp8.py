@@ -62,9 +62,9 @@ WEIGHT_QUANTIZE_BYTES: dict[Fp8Recipe, float] = {
 FP8_WEIGHT_COPY_BYTES: dict[Fp8Recipe, float] = {recipe: b - 2 for recipe, b in WEIGHT_QUANTIZE_BYTES.items()}
 FP8_WEIGHT_COPY_BYTES[Fp8Recipe.ROWWISE] = 2 * 1  # the two scaled copies (the amax pass writes nothing)
 
-# TE's delayed scaling keeps an amax history of 1024 steps per FP8 tensor (Megatron's --fp8-amax-history-len
-# default in NeMo's recipes); the update reads and writes it and the scale (fp32) of the three tensors of each
-# GEMM (input, weight, output gradient).
+# TE's delayed scaling keeps an amax history per FP8 tensor, 1024 steps in NeMo's GPT configs
+# (`fp8_amax_history_len: 1024`, with `fp8_amax_compute_algo: max`); the update reads and writes it and the scale
+# (fp32) of the three tensors of each GEMM (input, weight, output gradient).
 AMAX_HISTORY_LEN = 1024
 
 
