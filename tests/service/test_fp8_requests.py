@@ -155,3 +155,17 @@ def test_compare_shows_precision_and_recipe() -> None:
     assert rows[1]["layout"]["precision"] == "fp8" and rows[1]["layout"]["fp8_recipe"] == "tensorwise"
     assert "fp8 tensorwise" in rows[1]["summary"]
     assert rows[1]["iteration_time_s"] < rows[0]["iteration_time_s"]
+
+
+def test_tp_across_nodes_of_one_nvlink_domain_stays_on_nvlink() -> None:
+    def tp16(cluster: dict[str, Any]) -> dict[str, Any]:
+        doc = copy.deepcopy(BASE)
+        doc["cluster"] = cluster
+        doc["layout"] = {"dp": 1, "tp": 16, "pp": 1, "global_batch_size": 4, "sequence_parallel": True}
+        return result(doc)
+
+    domain = tp16({"preset": "dgx-h100", "num_nodes": 2, "nvlink_domain_gpus": 16})
+    one_node = tp16({"preset": "dgx-h100", "num_nodes": 1, "gpus_per_node": 16, "nics_per_node": 16})
+    over_ib = tp16({"preset": "dgx-h100", "num_nodes": 2})
+    assert domain["communication_s"]["tp"] == pytest.approx(one_node["communication_s"]["tp"], rel=1e-9)
+    assert over_ib["communication_s"]["tp"] > 1.5 * domain["communication_s"]["tp"]
