@@ -8,6 +8,7 @@ from api_schemas.loading import load_request_file, parse_request
 from api_schemas.request import (
     PARALLEL_DIMENSIONS,
     ClusterIn,
+    GpuSpecIn,
     LayoutIn,
     ModelIn,
     OptionsIn,
@@ -31,6 +32,7 @@ __all__ = [
     "CommunicationBytes",
     "CommunicationTimes",
     "FieldError",
+    "GpuSpecIn",
     "LayoutIn",
     "MemoryBreakdown",
     "MemoryResult",

@@ -140,6 +140,8 @@ class ComparisonLayout(_Out):
     schedule: str
     zero_stage: int
     recompute: str
+    precision: str = Field(default="bf16", description="shown when not bf16")
+    fp8_recipe: str | None = Field(default=None, description="shown for fp8")
 
 
 class ComparisonExposed(_Out):

@@ -27,6 +27,7 @@ from pydantic_core import PydanticCustomError
 __all__ = [
     "PARALLEL_DIMENSIONS",
     "ClusterIn",
+    "GpuSpecIn",
     "LayoutIn",
     "ModelIn",
     "OptionsIn",
@@ -83,6 +84,27 @@ class ModelIn(BaseModel):
     attention: Literal["standard", "flash"] | None = Field(
         default=None, description="flash never writes the s x s score matrix"
     )
+    activation: Literal["gelu", "relu", "squared_relu", "swiglu", "geglu"] | None = Field(
+        default=None, description="the MLP's activation; swiglu and geglu are gated (gated_mlp follows them)"
+    )
+
+
+class GpuSpecIn(BaseModel):
+    """A user-defined GPU. GEMM efficiencies come from the catalog GPU nearest in 16-bit peak (a warning says so)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: StrictStr = Field(default="custom", description="what messages call it")
+    peak_tflops_bf16: PositiveFloat | None = Field(default=None, description="dense 16-bit tensor peak, TFLOP/s")
+    peak_tflops_fp8: NonNegativeFloat | None = Field(
+        default=None, description="dense FP8 tensor peak, TFLOP/s; 0 = no FP8 tensor cores"
+    )
+    memory_gib: PositiveFloat | None = Field(default=None, description="HBM capacity, GiB")
+    hbm_bandwidth_gb_per_s: PositiveFloat | None = Field(default=None, description="HBM bandwidth, GB/s")
+    tdp_w: PositiveFloat | None = Field(default=None, description="board power, W")
+    nvlink_bandwidth_gb_per_s: PositiveFloat | None = Field(
+        default=None, description="per GPU, per direction; default the cluster's"
+    )
 
 
 class ClusterIn(BaseModel):
@@ -93,7 +115,12 @@ class ClusterIn(BaseModel):
     preset: StrictStr | None = Field(default=None, description="a cluster preset, e.g. dgx-a100")
     num_nodes: Size | None = Field(default=None, description="whole nodes")
     num_gpus: Size | None = Field(default=None, description="any GPU count, a partial node allowed")
-    gpu: Literal["v100-32gb", "a100-40gb", "a100-80gb", "h100-80gb", "h200-141gb"] | None = None
+    gpu: Literal["v100-32gb", "a100-40gb", "a100-80gb", "h100-80gb", "h200-141gb", "b200-180gb",
+                 "gb200-186gb"] | None = None
+    gpu_spec: GpuSpecIn | None = Field(default=None, description="a user-defined GPU instead of a catalog one")
+    nvlink_domain_gpus: Size | None = Field(
+        default=None, description="GPUs sharing one NVLink switch domain, whole nodes; default the node"
+    )
     gpus_per_node: Size | None = None
     nvlink_bandwidth_gb_per_s: PositiveFloat | None = Field(
         default=None, description="GB/s (10^9 bytes) per GPU, per direction, through the node's switch"
@@ -160,8 +187,12 @@ class LayoutIn(BaseModel):
         description="ZeRO 3 only: gather each layer's parameters in all-gathers of at most this many elements, "
         "one after another; default: one all-gather per layer (FSDP with one unit per transformer layer)",
     )
-    precision: Literal["bf16", "fp16"] = Field(
-        default="bf16", description="16-bit format; fp16 gradients are reduced in fp16, bf16's in fp32 (Megatron)"
+    precision: Literal["bf16", "fp16", "fp8"] = Field(
+        default="bf16", description="16-bit format; fp16 gradients are reduced in fp16, bf16's in fp32 (Megatron); "
+        "fp8: the transformer layers' GEMMs in FP8 (Transformer Engine), the rest bf16"
+    )
+    fp8_recipe: Literal["tensorwise", "rowwise", "mxfp8", "blockwise"] | None = Field(
+        default=None, description="precision fp8 only: how FP8 tensors are scaled; default tensorwise"
     )
 
     @field_validator("placement")

@@ -57,6 +57,16 @@ def stage_imbalance(stages: Sequence[Mapping[str, Any]]) -> float:
     return max(busy) / mean
 
 
+def _precision(request: SimulationRequest) -> dict[str, Any]:
+    """The precision, shown when it is not the default bf16 (with its FP8 recipe for fp8)."""
+    layout = request.layout
+    if layout.precision == "bf16":
+        return {}
+    if layout.precision == "fp8":
+        return {"precision": "fp8", "fp8_recipe": layout.fp8_recipe or "tensorwise"}
+    return {"precision": layout.precision}
+
+
 def comparison_row(label: str, request: SimulationRequest, result: Mapping[str, Any]) -> dict[str, Any]:
     """One row of the comparison from a request and its result document (what `clustersim simulate` prints)."""
     layout = request.layout
@@ -67,7 +77,8 @@ def comparison_row(label: str, request: SimulationRequest, result: Mapping[str, 
         "summary": describe(adapters.to_scenario(request).layout),
         "layout": {"dp": layout.dp, "tp": layout.tp, "pp": layout.pp, "virtual_stages": layout.virtual_stages,
                    "microbatch_size": layout.microbatch_size, "global_batch_size": layout.global_batch_size,
-                   "schedule": layout.schedule, "zero_stage": layout.zero_stage, "recompute": layout.recompute},
+                   "schedule": layout.schedule, "zero_stage": layout.zero_stage, "recompute": layout.recompute,
+                   **_precision(request)},
         "iteration_time_s": result["iteration_time_s"],
         "tokens_per_s": result["tokens_per_s"],
         "samples_per_s": result["samples_per_s"],

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from api_schemas import RequestError, SimulationRequest
+from api_schemas import GpuSpecIn, RequestError, SimulationRequest
 from simcore import (
     GB,
     GIB,
@@ -25,7 +25,9 @@ from simcore import (
     CollectiveAlgorithm,
     Fabric,
     Fidelity,
+    Fp8Recipe,
     GpuKind,
+    GpuSpec,
     Layout,
     Metrics,
     Outcome,
@@ -38,6 +40,7 @@ from simcore import (
     StageMemory,
     chrome_trace,
     model_from_fields,
+    nearest_catalog_gpu,
 )
 
 __all__ = ["chrome_trace", "presets", "replace_spans", "request_error", "to_cluster", "to_response", "to_scenario"]
@@ -74,6 +77,11 @@ def _drop_stale_defaults(preset: dict[str, Any], given: dict[str, Any]) -> None:
     ffn = preset.get("ffn_hidden_size")
     if "hidden_size" in given and "ffn_hidden_size" not in given and hidden and ffn == 4 * hidden:
         preset.pop("ffn_hidden_size", None)
+    # The activation and gated_mlp say the same thing twice: a request that gives one drops the preset's other.
+    if "activation" in given and "gated_mlp" not in given:
+        preset.pop("gated_mlp", None)
+    if "gated_mlp" in given and "activation" not in given:
+        preset.pop("activation", None)
 
 
 def to_cluster(request: SimulationRequest) -> ClusterSpec:
@@ -85,11 +93,22 @@ def to_cluster(request: SimulationRequest) -> ClusterSpec:
         base = NODE_PRESETS[c.preset]
     elif c.gpu is not None:
         base = next(spec for spec in NODE_PRESETS.values() if spec.gpu == GpuKind(c.gpu))
+    elif c.gpu_spec is not None:
+        base = next(spec for spec in NODE_PRESETS.values()
+                    if spec.gpu == nearest_catalog_gpu(_peak_bf16(c.gpu_spec)).kind)
     else:
-        raise SpecError("cluster.preset", "give a cluster preset or a gpu kind")
+        raise SpecError("cluster.preset", "give a cluster preset, a gpu kind or a gpu_spec")
     if c.gpu is not None:
+        if c.gpu_spec is not None:
+            raise SpecError("cluster.gpu_spec", "give gpu or gpu_spec, not both")
         base = replace(base, gpu=GpuKind(c.gpu))
+    if c.gpu_spec is not None:
+        custom = _custom_gpu(c.gpu_spec, base.nvlink_bandwidth_bytes_per_s)
+        base = replace(base, gpu=custom.kind, gpu_spec=custom,
+                       nvlink_bandwidth_bytes_per_s=custom.nvlink_bandwidth_bytes_per_s)
     overrides: dict[str, Any] = {}
+    if c.nvlink_domain_gpus is not None:
+        overrides["nvlink_domain_gpus"] = c.nvlink_domain_gpus
     if c.gpus_per_node is not None:
         overrides["gpus_per_node"] = c.gpus_per_node
     if c.nvlink_bandwidth_gb_per_s is not None:
@@ -116,6 +135,35 @@ def to_cluster(request: SimulationRequest) -> ClusterSpec:
     return spec.validate()
 
 
+def _peak_bf16(spec: GpuSpecIn) -> float:
+    if spec.peak_tflops_bf16 is None:
+        raise SpecError("cluster.gpu_spec.peak_tflops_bf16",
+                        "is required: a user-defined GPU needs its dense peak for each precision (bf16, fp8)")
+    return spec.peak_tflops_bf16 * 1e12
+
+
+def _custom_gpu(spec: GpuSpecIn, nvlink_bytes_per_s: float) -> GpuSpec:
+    """A user-defined GPU; its GEMM efficiencies (its generation) and NIC path come from the catalog GPU
+    nearest to it in 16-bit peak."""
+    peak = _peak_bf16(spec)
+    required = {"peak_tflops_fp8": "is required: a user-defined GPU needs its dense peak for each precision "
+                "(bf16, fp8; 0 for a GPU without FP8 tensor cores)",
+                "memory_gib": "is required: the GPU's HBM capacity", "hbm_bandwidth_gb_per_s":
+                "is required: the GPU's HBM bandwidth"}
+    for name, rule in required.items():
+        if getattr(spec, name) is None:
+            raise SpecError(f"cluster.gpu_spec.{name}", rule)
+    assert spec.memory_gib is not None and spec.hbm_bandwidth_gb_per_s is not None  # checked just above
+    assert spec.peak_tflops_fp8 is not None
+    nearest = nearest_catalog_gpu(peak)
+    nvlink = spec.nvlink_bandwidth_gb_per_s * GB if spec.nvlink_bandwidth_gb_per_s is not None else nvlink_bytes_per_s
+    return GpuSpec(kind=nearest.kind, peak_flops_per_s=peak, hbm_capacity_bytes=spec.memory_gib * GIB,
+                   hbm_bandwidth_bytes_per_s=spec.hbm_bandwidth_gb_per_s * GB,
+                   nvlink_bandwidth_bytes_per_s=nvlink, pcie_bandwidth_bytes_per_s=nearest.pcie_bandwidth_bytes_per_s,
+                   generation=nearest.generation, peak_fp8_flops_per_s=spec.peak_tflops_fp8 * 1e12,
+                   tdp_w=spec.tdp_w, name=spec.name)
+
+
 def to_scenario(request: SimulationRequest, free_communication: bool = False) -> Scenario:
     """Request -> domain scenario; raises SpecError naming the field for anything the domain rejects."""
     lay = request.layout
@@ -128,6 +176,7 @@ def to_scenario(request: SimulationRequest, free_communication: bool = False) ->
         pipeline_partition=Partition(lay.pipeline_partition) if lay.pipeline_partition else None,
         encoder_pipeline_stages=lay.encoder_pipeline_stages,
         zero3_gather_bucket_elements=lay.zero3_gather_bucket_elements,
+        fp8_recipe=Fp8Recipe(lay.fp8_recipe) if lay.fp8_recipe else None,
     )
     opts = request.options
     return Scenario(
@@ -159,14 +208,16 @@ def presets(kind: str | None) -> dict[str, Any]:
                    "nvlink_bandwidth_gb_per_s": s.nvlink_bandwidth_bytes_per_s / GB, "nics_per_node": s.nics_per_node,
                    "nic_bandwidth_gbit_per_s": s.nic_bandwidth_bytes_per_s * 8 / GB, "fabric": str(s.fabric),
                    "oversubscription": s.oversubscription, "intra_node_latency_us": s.intra_node_latency_s * 1e6,
-                   "inter_node_latency_us": s.inter_node_latency_s * 1e6, "description": NODE_PRESET_NOTES[name]}
+                   "inter_node_latency_us": s.inter_node_latency_s * 1e6, "nvlink_domain_gpus": s.domain_gpus,
+                   "description": NODE_PRESET_NOTES[name]}
             for name, s in NODE_PRESETS.items()
         }
     if kind in (None, "gpus"):
         out["gpus"] = {
             str(g.kind): {"peak_tflops_bf16": g.peak_flops_per_s / 1e12, "memory_gib": g.hbm_capacity_bytes / GIB,
                           "hbm_bandwidth_gb_per_s": g.hbm_bandwidth_bytes_per_s / GB,
-                          "nvlink_bandwidth_gb_per_s": g.nvlink_bandwidth_bytes_per_s / GB}
+                          "nvlink_bandwidth_gb_per_s": g.nvlink_bandwidth_bytes_per_s / GB,
+                          "peak_tflops_fp8": g.peak_fp8_flops_per_s / 1e12, "tdp_w": g.tdp_w}
             for g in GPUS.values()
         }
     return out

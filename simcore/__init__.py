@@ -19,6 +19,7 @@ from simcore.cost.parameters import FITTED, CostParameters
 from simcore.domain.layout import (
     CollectiveAlgorithm,
     Fidelity,
+    Fp8Recipe,
     Layout,
     Partition,
     Precision,
@@ -26,19 +27,20 @@ from simcore.domain.layout import (
     Schedule,
     validate_layout,
 )
-from simcore.domain.model import Architecture, AttentionKind, ModelShape, model_from_fields
+from simcore.domain.model import Activation, Architecture, AttentionKind, ModelShape, model_from_fields
 from simcore.domain.presets import MODEL_PRESET_SOURCES, MODEL_PRESETS
 from simcore.errors import SpecError
 from simcore.metrics import Metrics, StageReport
 from simcore.simulate import VERSION, Network, Outcome, Scenario, build_network, check, estimate_events, simulate
 from simcore.trace import chrome_trace
 from topology.cluster_spec import NODE_PRESET_NOTES, NODE_PRESETS, ClusterSpec, Fabric, sized
-from topology.hardware import GB, GIB, GPUS, GpuKind, GpuSpec
+from topology.hardware import GB, GIB, GPUS, GpuKind, GpuSpec, nearest_catalog_gpu
 
 __all__ = [
     "FITTED", "GB", "GIB", "GPUS", "MODEL_PRESETS", "MODEL_PRESET_SOURCES", "NODE_PRESETS", "NODE_PRESET_NOTES",
-    "VERSION", "Architecture", "AttentionKind", "ClusterSpec", "CollectiveAlgorithm", "CostParameters", "Fabric",
-    "Fidelity", "GpuKind", "GpuSpec", "Layout", "Metrics", "ModelShape", "Network", "Outcome", "Partition",
-    "Precision", "Recompute", "Scenario", "Schedule", "SpecError", "StageMemory", "StageReport", "build_network",
-    "check", "chrome_trace", "estimate_events", "model_from_fields", "simulate", "sized", "validate_layout",
+    "VERSION", "Activation", "Architecture", "AttentionKind", "ClusterSpec", "CollectiveAlgorithm",
+    "CostParameters", "Fabric", "Fidelity", "Fp8Recipe", "GpuKind", "GpuSpec", "Layout", "Metrics", "ModelShape",
+    "Network", "Outcome", "Partition", "Precision", "Recompute", "Scenario", "Schedule", "SpecError", "StageMemory",
+    "StageReport", "build_network", "check", "chrome_trace", "estimate_events", "model_from_fields",
+    "nearest_catalog_gpu", "simulate", "sized", "validate_layout",
 ]

@@ -9,7 +9,14 @@ from simcore.cost.collectives import CollectiveModel
 from simcore.cost.memory import stage_memory
 from simcore.cost.parameters import FITTED, CostParameters
 from simcore.cost.workload import build_workload
-from simcore.domain.layout import CollectiveAlgorithm, Fidelity, Layout, Schedule, validate_layout
+from simcore.domain.layout import (
+    CollectiveAlgorithm,
+    Fidelity,
+    Layout,
+    Schedule,
+    validate_layout,
+    validate_precision,
+)
 from simcore.domain.model import ModelShape
 from simcore.domain.placement import place
 from simcore.domain.schedules import POLICIES, Pass
@@ -18,7 +25,7 @@ from simcore.engine.recorder import Span
 from simcore.metrics import Metrics, compute_metrics
 from topology.cluster_spec import ClusterSpec
 from topology.graph import build_cluster
-from topology.hardware import GIB, GPUS
+from topology.hardware import GIB
 from topology.routing import Router
 
 VERSION = "0.1.0"
@@ -52,6 +59,7 @@ def check(scenario: Scenario) -> None:
     """Raise SpecError if the scenario breaks a rule; cheap (no graph is built)."""
     scenario.cluster.validate()
     validate_layout(scenario.layout, scenario.model, scenario.cluster.num_gpus)
+    validate_precision(scenario.layout, scenario.cluster.hardware)
 
 
 # Engine events per pipeline pass: the pass itself, its wait, its send and the flow network's start and finish.
@@ -112,7 +120,7 @@ def simulate(scenario: Scenario, network: Network | None = None) -> Outcome:
         network = build_network(scenario.cluster, scenario.algorithm)
     placement = place(layout.dp, layout.tp, layout.pp, layout.placement, scenario.cluster.num_gpus)
     collectives = network.collectives
-    gpu = GPUS[scenario.cluster.gpu]
+    gpu = scenario.cluster.hardware
     workload = build_workload(model, layout, gpu, placement, collectives, scenario.free_communication,
                               scenario.cost_parameters)
     engine = Engine(EngineConfig(layout, placement, workload, collectives, scenario.fidelity,
@@ -126,7 +134,10 @@ def simulate(scenario: Scenario, network: Network | None = None) -> Outcome:
         stage = memory.index(peak)
         warnings.append(f"does not fit: stage {stage} needs {peak.total / GIB:.1f} GiB per GPU, "
                         f"{(peak.total - gpu.hbm_capacity_bytes) / GIB:.1f} GiB more than the "
-                        f"{gpu.hbm_capacity_bytes / GIB:.0f} GiB of a {gpu.kind}")
+                        f"{gpu.hbm_capacity_bytes / GIB:.0f} GiB of a {gpu.label}")
+    if scenario.cluster.gpu_spec is not None:
+        warnings.append(f"{gpu.label} is a user-defined GPU: its GEMM efficiencies are the catalog's "
+                        f"{gpu.generation} ones (nearest catalog GPU: {scenario.cluster.gpu})")
     if layout.pp > 1 and layout.num_microbatches < layout.pp:
         warnings.append(f"only {layout.num_microbatches} microbatches for {layout.pp} pipeline stages: "
                         "the pipeline never fills")

@@ -6,7 +6,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from topology.errors import SpecError
-from topology.hardware import GB, GPUS, GpuKind
+from topology.hardware import GB, GPUS, GpuKind, GpuSpec
 
 
 class Fabric(StrEnum):
@@ -33,14 +33,29 @@ class ClusterSpec:
     oversubscription: float
     intra_node_latency_s: float
     inter_node_latency_s: float
+    # A user-defined GPU (cluster.gpu_spec); `gpu` then names the catalog GPU nearest to it, whose GEMM
+    # efficiencies it borrows. None: the catalog's `gpu`.
+    gpu_spec: GpuSpec | None = None
+    # GPUs that share one NVLink switch domain, in whole nodes (GB200 NVL72: 72). None: the node.
+    nvlink_domain_gpus: int | None = None
 
     @property
     def num_nodes(self) -> int:
         return -(-self.num_gpus // self.gpus_per_node)
 
     @property
+    def hardware(self) -> GpuSpec:
+        """The GPU's figures: the user-defined GPU, else the catalog entry of `gpu`."""
+        return self.gpu_spec if self.gpu_spec is not None else GPUS[self.gpu]
+
+    @property
+    def domain_gpus(self) -> int:
+        """GPUs per NVLink switch domain."""
+        return self.nvlink_domain_gpus if self.nvlink_domain_gpus is not None else self.gpus_per_node
+
+    @property
     def peak_flops_per_s(self) -> float:
-        return GPUS[self.gpu].peak_flops_per_s
+        return self.hardware.peak_flops_per_s
 
     def validate(self) -> ClusterSpec:
         """Raise SpecError naming the first field that breaks a rule; return self."""
@@ -57,6 +72,17 @@ class ClusterSpec:
             raise SpecError("cluster.oversubscription", "must be >= 1 (1 = full bisection)")
         if self.intra_node_latency_s < 0 or self.inter_node_latency_s < 0:
             raise SpecError("cluster.inter_node_latency_us", "must be >= 0")
+        domain = self.nvlink_domain_gpus
+        if domain is not None:
+            if domain < 1:
+                raise SpecError("cluster.nvlink_domain_gpus", "must be >= 1")
+            if domain > self.num_gpus:
+                raise SpecError("cluster.nvlink_domain_gpus",
+                                f"must not exceed the cluster's GPUs ({self.num_gpus}): a domain holds GPUs that exist")
+            if domain % self.gpus_per_node:
+                raise SpecError("cluster.nvlink_domain_gpus",
+                                f"must be a multiple of gpus_per_node ({self.gpus_per_node}): "
+                                "a domain joins whole nodes")
         return self
 
 
@@ -82,6 +108,13 @@ NODE_PRESETS: dict[str, ClusterSpec] = {
     "dgx-h100": _node(GpuKind.H100_80GB, 8, 8, 400),
     "dgx-h200": _node(GpuKind.H200_141GB, 8, 8, 400),
     "dgx-2-v100": _node(GpuKind.V100_32GB, 16, 8, 100),
+    # DGX B200: 8 GPUs, 8 x 400 Gbit/s InfiniBand compute links (modern reference, `hardware` and its
+    # hardware-b200 rows: dgxc-benchmarking README @841f546 "B200 Reference Architecture").
+    "dgx-b200": _node(GpuKind.B200_180GB, 8, 8, 400),
+    # GB200 NVL72: a node is the rack's 72-GPU NVLink domain (modern reference: nvlink_domain_gpus 72). Its
+    # scale-out NIC rate is "not stated in the source"; assumed: one 400 Gbit/s InfiniBand NIC per GPU, as on
+    # DGX H100 and DGX B200. Racks join through the InfiniBand fabric.
+    "gb200-nvl72": _node(GpuKind.GB200_186GB, 72, 72, 400),
 }
 
 NODE_PRESET_NOTES: dict[str, str] = {
@@ -90,6 +123,9 @@ NODE_PRESET_NOTES: dict[str, str] = {
     "dgx-h100": "8 x H100 80GB, NVSwitch (450 GB/s per GPU per direction), 8 x 400 Gbit/s NDR InfiniBand",
     "dgx-h200": "8 x H200 141GB, NVSwitch (450 GB/s per GPU per direction), 8 x 400 Gbit/s NDR InfiniBand",
     "dgx-2-v100": "16 x V100 32GB, NVSwitch (150 GB/s per GPU per direction), 8 x 100 Gbit/s EDR InfiniBand",
+    "dgx-b200": "8 x B200 180GB, NVSwitch (900 GB/s per GPU per direction), 8 x 400 Gbit/s NDR InfiniBand",
+    "gb200-nvl72": "72 x GB200 186GB in one NVLink domain (900 GB/s per GPU per direction), one 400 Gbit/s "
+                   "InfiniBand NIC per GPU (assumed: the source states no NIC rate)",
 }
 
 

@@ -1,4 +1,5 @@
-"""The cluster as a networkx DiGraph: GPUs, one NVSwitch fabric per node, NICs, leaf and spine switches.
+"""The cluster as a networkx DiGraph: GPUs, one NVSwitch fabric per NVLink domain (the node unless
+`nvlink_domain_gpus` joins several nodes' GPUs in one, as a GB200 NVL72 rack does), NICs, leaf and spine switches.
 
 Every directed edge carries `bandwidth_bytes_per_s`, `latency_s`, `kind` (nvlink | pcie | ib) and `link_id`, an
 index into the flat link tables that the simulator uses on its hot path.
@@ -18,7 +19,6 @@ from dataclasses import dataclass
 import networkx as nx
 
 from topology.cluster_spec import LEAF_DOWN_PORTS, ClusterSpec, Fabric
-from topology.hardware import GPUS
 
 Node = tuple[str, int] | tuple[str, int, int]
 
@@ -44,6 +44,10 @@ class Cluster:
     def node_of(self, gpu: int) -> int:
         return gpu // self.spec.gpus_per_node
 
+    def domain_of(self, gpu: int) -> int:
+        """Index of the NVLink domain (and of its switch) that `gpu` belongs to."""
+        return gpu // self.spec.domain_gpus
+
     def nic_of(self, gpu: int) -> int:
         """Global index of the NIC nearest to `gpu` (GPU i of a node uses NIC i mod nics_per_node)."""
         spec = self.spec
@@ -63,7 +67,7 @@ def _leaf_of_nic(spec: ClusterSpec, node: int, k: int) -> int:
 def build_cluster(spec: ClusterSpec) -> Cluster:
     """Build the graph of `spec` (validated first); pure function of the spec."""
     spec.validate()
-    gpu = GPUS[spec.gpu]
+    gpu = spec.hardware
     g: nx.DiGraph = nx.DiGraph()
     ends: list[tuple[Node, Node]] = []
     bws: list[float] = []
@@ -84,9 +88,10 @@ def build_cluster(spec: ClusterSpec) -> Cluster:
     nodes = spec.num_nodes
     nic_leaf: list[int] = []
     for n in range(nodes):
-        switch: Node = ("nvswitch", n)
-        g.add_node(switch, kind="nvswitch", node=n)
         first = n * spec.gpus_per_node
+        switch: Node = ("nvswitch", first // spec.domain_gpus)
+        if first % spec.domain_gpus == 0:  # the domain's first node brings its switch
+            g.add_node(switch, kind="nvswitch", node=n)
         for i in range(first, min(first + spec.gpus_per_node, spec.num_gpus)):
             g.add_node(("gpu", i), kind="gpu", node=n)
             add_pair(("gpu", i), switch, spec.nvlink_bandwidth_bytes_per_s, spec.intra_node_latency_s, "nvlink")

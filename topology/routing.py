@@ -1,6 +1,7 @@
 """Deterministic routing between GPUs over the cluster graph, as tuples of link ids.
 
-Inside a node: GPU -> NVSwitch -> GPU. Between nodes: GPU -> its NIC -> leaf -> (spine) -> leaf -> the
+Inside an NVLink domain (a node, or the nodes that `nvlink_domain_gpus` joins): GPU -> NVSwitch -> GPU.
+Between domains: GPU -> its NIC -> leaf -> (spine) -> leaf -> the
 destination GPU's NIC -> GPU. The spine is chosen the way a D-mod-k fat-tree router (or deterministic ECMP)
 would: from the source and destination ports, so the same pair always takes the same path and the flows of a
 symmetric pattern spread over the spines.
@@ -36,15 +37,15 @@ class Router:
         c = self.cluster
         if src == dst:
             return [("gpu", src)]
-        if c.node_of(src) == c.node_of(dst):
-            return [("gpu", src), ("nvswitch", c.node_of(src)), ("gpu", dst)]
+        if c.domain_of(src) == c.domain_of(dst):
+            return [("gpu", src), ("nvswitch", c.domain_of(src)), ("gpu", dst)]
         path: list[Node] = [("gpu", src)]
         nic_a, nic_b = c.nic_of(src), c.nic_of(dst)
         spec = c.spec
         if spec.fabric is Fabric.RAIL_OPTIMIZED and nic_a % spec.nics_per_node != nic_b % spec.nics_per_node:
             proxy = c.node_of(src) * spec.gpus_per_node + dst % spec.gpus_per_node
             if proxy < spec.num_gpus and c.nic_of(proxy) % spec.nics_per_node == nic_b % spec.nics_per_node:
-                path += [("nvswitch", c.node_of(src)), ("gpu", proxy)]
+                path += [("nvswitch", c.domain_of(src)), ("gpu", proxy)]
                 nic_a = c.nic_of(proxy)
         leaf_a, leaf_b = c.nic_leaf[nic_a], c.nic_leaf[nic_b]
         path += [("nic", nic_a), ("leaf", leaf_a)]

@@ -56,6 +56,7 @@ from dataclasses import dataclass, replace
 from importlib import resources
 from typing import Any
 
+from simcore.calibration import modern
 from simcore.cost.parameters import FITTED, FITTED_SOURCES, CostParameters
 from simcore.domain.layout import Layout, Precision, Recompute
 from simcore.domain.model import model_from_fields
@@ -94,11 +95,12 @@ TOKENIZER_VOCAB = {"BertWordPieceCase": 29184}
 GATED_ACTIVATIONS = ("geglu", "swiglu", "reglu")
 
 
-def load_reference(path: str | None = None) -> list[dict[str, Any]]:
-    """The reference rows; a file that cannot be read or parsed is invalid input (SpecError on `--reference`)."""
+def load_reference(path: str | None = None, shipped: str = DEFAULT_REFERENCE) -> list[dict[str, Any]]:
+    """The reference rows (of the shipped file `shipped` when no path is given); a file that cannot be read or
+    parsed is invalid input (SpecError on `--reference`)."""
     try:
         if path is None:
-            source = resources.files("simcore.calibration").joinpath(f"reference/{DEFAULT_REFERENCE}")
+            source = resources.files("simcore.calibration").joinpath(f"reference/{shipped}")
             text = source.read_text(encoding="utf-8")
         else:
             with open(path, encoding="utf-8") as f:
@@ -130,6 +132,8 @@ def is_fitted(case_id: str) -> bool:
 
 def scenario_for(case: dict[str, Any]) -> Scenario:
     """The request a row describes; raises ValueError (with the reason) when it cannot be expressed."""
+    if modern.handles(case):  # FP8 and Blackwell rows (simcore/calibration/modern.py)
+        return modern.scenario_for(case)
     source = source_of(str(case.get("id", "")))
     if source is None:
         raise ValueError("no rule for this source's unstated settings")
@@ -211,13 +215,21 @@ def _no_time_reason(case: dict[str, Any]) -> str:
     return "no iteration time is published or derived"
 
 
+def _calibration(case: dict[str, Any]) -> bool:
+    if modern.handles(case):
+        return modern.is_calibration(case)
+    return is_fitted(str(case["id"]))
+
+
 def run_validation(path: str | None = None, params: CostParameters = FITTED) -> dict[str, Any]:
-    """Every row of the reference file (the shipped training-runs.json, or `path`) simulated and compared; the
-    contract's keys, plus per case its `reference` file and source `group`, the `fitted_sources`, and the
-    errors summarised `by_reference` and `by_group` (see `summarise`)."""
-    reference = DEFAULT_REFERENCE if path is None else os.path.basename(path)
+    """Every expressible row against its prediction: the contract's keys, plus per case its `reference` file and
+    source `group`, the `fitted_sources`, and the errors summarised `by_reference`, `by_source` and `by_group`
+    (see `summarise`). Without `path`, both shipped files are read (training-runs.json and the modern reference,
+    simcore/calibration/modern.py)."""
+    files = [(os.path.basename(path), load_reference(path))] if path else [
+        (name, load_reference(None, name)) for name in (DEFAULT_REFERENCE, modern.REFERENCE)]
     cases, skipped = [], []
-    for case in load_reference(path):
+    for name, case in ((name, case) for name, rows in files for case in rows):
         if not isinstance(case, dict) or case.get("kind", "training") != "training":
             continue
         try:
@@ -236,20 +248,18 @@ def run_validation(path: str | None = None, params: CostParameters = FITTED) -> 
         cases.append({
             "id": case["id"], "measured_s": measured, "predicted_s": predicted,
             "error_pct": 100.0 * (predicted - measured) / measured,
-            "calibration": is_fitted(str(case["id"])),
-            "reference": reference, "source": source_of(str(case["id"])), "group": group_of(str(case["id"])),
+            "calibration": _calibration(case),
+            "reference": name, "source": str(case["id"]).split("-", 1)[0], "group": group_of(str(case["id"])),
         })
+    return {"cases": cases, **_means(cases), "skipped": skipped, "fitted_sources": list(FITTED_SOURCES),
+            "by_reference": summarise(cases, "reference"), "by_source": summarise(cases, "source"),
+            "by_group": summarise(cases, "group")}
+
+
+def _means(cases: list[dict[str, Any]]) -> dict[str, float | None]:
     judged = [abs(c["error_pct"]) for c in cases if not c["calibration"]]
-    return {
-        "cases": cases,
-        "mean_abs_error_pct": sum(judged) / len(judged) if judged else None,
-        "max_abs_error_pct": max(judged) if judged else None,
-        "skipped": skipped,
-        "fitted_sources": list(FITTED_SOURCES),
-        "by_reference": summarise(cases, "reference"),
-        "by_source": summarise(cases, "source"),
-        "by_group": summarise(cases, "group"),
-    }
+    return {"mean_abs_error_pct": sum(judged) / len(judged) if judged else None,
+            "max_abs_error_pct": max(judged) if judged else None}
 
 
 def summarise(cases: list[dict[str, Any]], key: str) -> dict[str, dict[str, Any]]:

@@ -79,9 +79,11 @@ class CollectiveModel:
         self._sends: dict[tuple[Placement, int, int, tuple[int, ...]], FlowPattern] = {}
 
     def _by_node(self, gpus: Sequence[int]) -> list[list[int]]:
+        # Grouped by NVLink domain (the node unless nvlink_domain_gpus joins nodes): NCCL treats a multi-node
+        # NVLink domain as one node for its rings and trees.
         nodes: dict[int, list[int]] = {}
         for gpu in gpus:
-            nodes.setdefault(self.cluster.node_of(gpu), []).append(gpu)
+            nodes.setdefault(self.cluster.domain_of(gpu), []).append(gpu)
         return list(nodes.values())
 
     def _ring(self, acc: _Loads, gpus: Sequence[int], coef: float) -> int:
@@ -133,15 +135,24 @@ class CollectiveModel:
         return phases
 
     def _node_links(self, gpu: int) -> set[int]:
-        """Links that touch the node of `gpu`: its GPUs, switch and NICs."""
-        if not self._links_of_node:  # every node's at once: one walk over the links
+        """Links that touch the NVLink domain (the node) of `gpu`: its GPUs, switch and NICs."""
+        if not self._links_of_node:  # every domain's at once: one walk over the links
             spec = self.cluster.spec
-            per_node = {"gpu": spec.gpus_per_node, "nic": spec.nics_per_node, "nvswitch": 1}
+            domain = spec.domain_gpus
+
+            def domain_of(kind: str, index: int) -> int | None:
+                if kind == "gpu":
+                    return index // domain
+                if kind == "nic":
+                    return index // spec.nics_per_node * spec.gpus_per_node // domain
+                return index if kind == "nvswitch" else None
+
             for i, ends in enumerate(self.cluster.link_ends):
                 for kind, index, *_rest in ends:
-                    if kind in per_node:
-                        self._links_of_node.setdefault(index // per_node[kind], set()).add(i)
-        return self._links_of_node.get(self.cluster.node_of(gpu), set())
+                    owner = domain_of(kind, index)
+                    if owner is not None:
+                        self._links_of_node.setdefault(owner, set()).add(i)
+        return self._links_of_node.get(self.cluster.domain_of(gpu), set())
 
     def _all_phases(self, kind: Collective, groups: Sequence[Sequence[int]]) -> tuple[FlowPattern, ...]:
         n = len(groups[0])

@@ -13,9 +13,10 @@ and writes, counted per kernel below (its `backward_bytes` factor).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
+from simcore.cost.fp8 import QUANTIZE_BYTES, fp8_gemm_efficiency, scale_update_bytes
 from simcore.cost.parameters import (
     FLASH_BACKWARD_FACTOR,
     FLASH_RELATIVE_EFFICIENCY,
@@ -23,6 +24,7 @@ from simcore.cost.parameters import (
     KERNEL_OVERHEAD_S,
     CostParameters,
 )
+from simcore.domain.layout import Fp8Recipe
 from simcore.domain.model import AttentionKind, LayerType, ModelShape
 from topology.hardware import GpuSpec
 
@@ -34,6 +36,11 @@ BYTES = 2  # 16-bit activations and weights
 ATTENTION_CORE = ("attention_scores", "softmax_dropout", "attention_values", "flash_attention",
                   "cross_attention_scores", "cross_softmax_dropout", "cross_attention_values", "cross_flash_attention")
 PROJECTIONS = ("qkv", "attention_output", "mlp_up", "mlp_down", "cross_q", "cross_kv", "cross_attention_output")
+
+
+# Blackwell takes Hopper's fitted 16-bit GEMM efficiency and half time: the reference data holds no 16-bit
+# Blackwell run to fit them on (its B200 and GB200 rows, all FP8, judge the assumption).
+FITTED_GENERATION = {"blackwell": "hopper"}
 
 
 class OpKind(StrEnum):
@@ -49,10 +56,14 @@ class Op:
     flops: float
     bytes: float
     backward_bytes: float = 2.0  # backward traffic over forward traffic
+    elements_in: float = 0.0  # a GEMM's m x k input operand (elements), what FP8 quantizes before it
+    elements_out: float = 0.0  # its m x n output, whose gradient FP8 quantizes before the backward GEMMs
+    fp8: bool = False  # runs on the FP8 tensor cores (simcore/cost/fp8.py)
 
     def backward(self) -> Op:
         factor = FLASH_BACKWARD_FACTOR if self.kind is OpKind.FLASH else 2.0
-        return Op(self.name + "_bwd", self.kind, self.flops * factor, self.bytes * self.backward_bytes)
+        return Op(self.name + "_bwd", self.kind, self.flops * factor, self.bytes * self.backward_bytes,
+                  fp8=self.fp8)
 
 
 # Backward traffic over forward traffic of the memory-bound kernels, from what each kernel reads and writes:
@@ -69,7 +80,8 @@ _DROPOUT_RESIDUAL_BWD = 5 / 7
 
 def _gemm(name: str, m: float, n: float, k: float, batch: float = 1.0) -> Op:
     """A (batched) product of an m x k and a k x n matrix: 2mnk FLOPs, reads both, writes the result."""
-    return Op(name, OpKind.GEMM, 2.0 * m * n * k * batch, BYTES * batch * (m * k + k * n + m * n))
+    return Op(name, OpKind.GEMM, 2.0 * m * n * k * batch, BYTES * batch * (m * k + k * n + m * n),
+              elements_in=batch * m * k, elements_out=batch * m * n)
 
 
 def _mem(name: str, nbytes: float, backward_bytes: float) -> Op:
@@ -77,11 +89,40 @@ def _mem(name: str, nbytes: float, backward_bytes: float) -> Op:
 
 
 def layer_forward_ops(model: ModelShape, b: int, t: int, sequence_parallel: bool,
-                      layer: LayerType | None = None) -> tuple[Op, ...]:
+                      layer: LayerType | None = None, fp8: Fp8Recipe | None = None) -> tuple[Op, ...]:
     """Kernels of one transformer layer's forward pass on one tensor-parallel rank (the model's main layer unless
     `layer` says otherwise). A decoder layer of an encoder-decoder model has a cross-attention block between its
     self-attention and its MLP: queries from its own s tokens, keys and values projected from the encoder's
-    output (its cross_seq tokens), each part costed with its own sequence lengths."""
+    output (its cross_seq tokens), each part costed with its own sequence lengths. With an FP8 recipe the
+    projections run in FP8 (`fp8_ops`)."""
+    ops = _layer_ops(model, b, t, sequence_parallel, layer)
+    return ops if fp8 is None else fp8_ops(ops, fp8)
+
+
+def fp8_ops(ops: tuple[Op, ...], recipe: Fp8Recipe) -> tuple[Op, ...]:
+    """A layer's forward kernels with its projections in FP8 (simcore/cost/fp8.py): each projection GEMM runs on
+    the FP8 tensor cores with one-byte operands and is preceded by the quantization of its input, whose backward
+    kernel quantizes the GEMM's output gradient for the two backward GEMMs. Delayed per-tensor scaling ends the
+    layer with its amax and scale update."""
+    out: list[Op] = []
+    gemms = 0
+    for op in ops:
+        if op.name not in PROJECTIONS:
+            out.append(op)
+            continue
+        gemms += 1
+        quantize_in = QUANTIZE_BYTES[recipe] * op.elements_in
+        quantize_grad = QUANTIZE_BYTES[recipe] * op.elements_out
+        out.append(_mem("fp8_quantize_" + op.name, quantize_in, quantize_grad / quantize_in))
+        operands = op.bytes - BYTES * op.elements_out  # 16-bit input and weight, one byte each in FP8
+        out.append(replace(op, fp8=True, bytes=operands / BYTES + BYTES * op.elements_out))
+    if recipe is Fp8Recipe.TENSORWISE and gemms:
+        out.append(_mem("fp8_scale_update", scale_update_bytes(gemms), 1.0))
+    return tuple(out)
+
+
+def _layer_ops(model: ModelShape, b: int, t: int, sequence_parallel: bool,
+               layer: LayerType | None = None) -> tuple[Op, ...]:
     layer = layer or model.main_layer()
     s, h, f = layer.seq, model.hidden_size, model.ffn_hidden_size
     a, g, d = model.num_attention_heads / t, max(model.num_kv_heads / t, 1.0), model.head_dim
@@ -161,12 +202,16 @@ def op_time(op: Op, gpu: GpuSpec, params: CostParameters) -> float:
     memory_s = op.bytes / (gpu.hbm_bandwidth_bytes_per_s * params.memory_efficiency)
     if op.kind is OpKind.MEMORY:
         return memory_s + KERNEL_OVERHEAD_S
-    peak_efficiency = params.gemm_efficiency(gpu.generation)
-    half_flops = gpu.peak_flops_per_s * peak_efficiency * params.gemm_half_time_s(gpu.generation)
+    generation = FITTED_GENERATION.get(gpu.generation, gpu.generation)
+    peak_efficiency = params.gemm_efficiency(generation)
+    peak = gpu.peak_flops_per_s
+    if op.fp8:
+        peak, peak_efficiency = gpu.peak_fp8_flops_per_s, fp8_gemm_efficiency(peak_efficiency)
+    half_flops = peak * peak_efficiency * params.gemm_half_time_s(generation)
     efficiency = peak_efficiency * op.flops / (op.flops + half_flops)
     if op.kind is OpKind.FLASH:
         efficiency *= FLASH_RELATIVE_EFFICIENCY
-    compute_s = op.flops / (gpu.peak_flops_per_s * efficiency) if op.flops > 0 else 0.0
+    compute_s = op.flops / (peak * efficiency) if op.flops > 0 else 0.0
     return max(compute_s, memory_s) + KERNEL_OVERHEAD_S
 
 

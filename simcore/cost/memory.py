@@ -2,7 +2,10 @@
 
 Model states (Rajbhandari et al., ZeRO, §3; mixed-precision Adam): 2 bytes of 16-bit weights, 2 of 16-bit
 gradients and 12 of optimizer states (fp32 master weights, two moments) per parameter = 16 bytes. ZeRO 1 divides
-the optimizer states by dp, ZeRO 2 the gradients too, ZeRO 3 the weights too.
+the optimizer states by dp, ZeRO 2 the gradients too, ZeRO 3 the weights too. FP8 training adds, to the
+weights, the FP8 copies of the GEMM weights that its recipe keeps over an iteration (simcore/cost/fp8.py); its
+activations are counted at 16 bits as in BF16 training (Transformer Engine keeps some GEMM inputs as FP8 copies
+instead, which is not modelled: an upper bound).
 
 Activations per transformer layer per microbatch (Korthikanti et al. 2022, §4, 16-bit activations, 1-byte
 dropout masks), written out per stored tensor so that GQA, gated MLPs and ffn != 4h are counted:
@@ -26,7 +29,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
-from simcore.cost.workload import Workload
+from simcore.cost.fp8 import FP8_WEIGHT_COPY_BYTES
+from simcore.cost.workload import Workload, fp8_gemm_weights
 from simcore.domain.layout import Layout, Recompute, Schedule
 from simcore.domain.model import AttentionKind, LayerType, ModelShape
 from simcore.domain.schedules import BACKWARD, POLICIES
@@ -159,8 +163,11 @@ def stage_memory(model: ModelShape, layout: Layout, workload: Workload) -> tuple
         largest_layer = max((c.parameters / max(c.layers, 1) for c in chunks), default=0.0)
         if zero >= 3:
             buffers += 2 * WEIGHT_BYTES * largest_layer  # the gathered layer and the prefetched next one
+        weights = float(WEIGHT_BYTES * params)
+        if layout.fp8 is not None:  # the FP8 copies (and transposes) of the GEMM weights the recipe keeps
+            weights += FP8_WEIGHT_COPY_BYTES[layout.fp8] * fp8_gemm_weights(model, workload.chunks, rank, t)
         out.append(StageMemory(
-            weights=WEIGHT_BYTES * params / (dp if zero >= 3 else 1),
+            weights=weights / (dp if zero >= 3 else 1),
             gradients=GRADIENT_BYTES * params / (dp if zero >= 2 else 1),
             optimizer_states=OPTIMIZER_BYTES * params / (dp if zero >= 1 else 1),
             activations=activations,

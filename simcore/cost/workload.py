@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simcore.cost.collectives import Collective, CollectiveModel
+from simcore.cost.fp8 import WEIGHT_QUANTIZE_BYTES, fp8_weight_elements
 from simcore.cost.kernels import (
     ATTENTION_CORE,
     BYTES,
@@ -113,7 +114,7 @@ class _Kernels:
 
 
 def _kernels(model: ModelShape, layer: LayerType, layout: Layout, gpu: GpuSpec, params: CostParameters) -> _Kernels:
-    ops = layer_forward_ops(model, layout.microbatch_size, layout.tp, layout.sequence_parallel, layer)
+    ops = layer_forward_ops(model, layout.microbatch_size, layout.tp, layout.sequence_parallel, layer, layout.fp8)
     return _Kernels(
         forward=ops_time(ops, gpu, params), backward=ops_time(_bwd(ops), gpu, params),
         core=ops_time(tuple(op for op in ops if op.name in ATTENTION_CORE), gpu, params),
@@ -277,8 +278,21 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
     shards = layout.dp if layout.zero_stage >= 1 else 1  # ZeRO 1: each rank updates 1/dp of the parameters
     fp16 = layout.precision is Precision.FP16
     optimizer = tuple(optimizer_step_s(n / shards, gpu, params, fp16) for n in params_per_rank)
+    recipe = layout.fp8
+    if recipe is not None:
+        # FP8: each rank quantizes its GEMM weights once per iteration (cached over the microbatches).
+        optimizer = tuple(seconds + fp8_gemm_weights(model, chunks, r, t) * WEIGHT_QUANTIZE_BYTES[recipe]
+                          / (gpu.hbm_bandwidth_bytes_per_s * params.memory_efficiency)
+                          for r, seconds in enumerate(optimizer))
     grads = tuple(float(n * layout.grad_reduce_bytes) if layout.dp > 1 else 0.0 for n in params_per_rank)
     return Workload(tuple(chunks), optimizer, grads, encoder_stages)
+
+
+def fp8_gemm_weights(model: ModelShape, chunks: list[ChunkCost] | tuple[ChunkCost, ...], rank: int, t: int) -> float:
+    """Weights of pipeline rank `rank`'s FP8 GEMMs, per tensor-parallel rank (its layers' projections)."""
+    layers = {layer.kind: layer for layer, _ in model.layer_stacks()}
+    return sum(n * fp8_weight_elements(model, layers[kind], t) for c in chunks if c.rank == rank
+               for kind, n in c.layer_counts)
 
 
 def _one(model: CollectiveModel | None, kind: Collective, groups: list[tuple[int, ...]], size: float) -> float:

@@ -7,10 +7,12 @@ from enum import StrEnum
 
 from simcore.domain.model import ModelShape
 from topology.errors import SpecError
+from topology.hardware import GpuSpec
 
 # Bytes per gradient element in the data-parallel reduction: Megatron reduces bf16 training's gradients in fp32
-# (it forces --accumulate-allreduce-grads-in-fp32 for bf16) and fp16 training's in fp16 (its default).
-GRAD_REDUCE_BYTES = {"bf16": 4, "fp16": 2}
+# (it forces --accumulate-allreduce-grads-in-fp32 for bf16) and fp16 training's in fp16 (its default). FP8
+# training is bf16 training whose GEMMs run in FP8 (Transformer Engine): its gradients are bf16's.
+GRAD_REDUCE_BYTES = {"bf16": 4, "fp16": 2, "fp8": 4}
 
 
 class Partition(StrEnum):
@@ -35,6 +37,16 @@ class Recompute(StrEnum):
 class Precision(StrEnum):
     BF16 = "bf16"
     FP16 = "fp16"  # same speed; Megatron reduces fp16 gradients in fp16 (the 2020-2021 runs trained in fp16)
+    FP8 = "fp8"  # the transformer layers' GEMMs in FP8, Transformer Engine style (simcore/cost/fp8.py)
+
+
+class Fp8Recipe(StrEnum):
+    """How FP8 tensors are scaled (simcore/cost/fp8.py costs each recipe's kernels)."""
+
+    TENSORWISE = "tensorwise"  # one scale per tensor, delayed (from an amax history) or current
+    ROWWISE = "rowwise"  # one scale per row (torchao's float8 rowwise)
+    MXFP8 = "mxfp8"  # OCP microscaling: one 8-bit exponent scale per 32 elements (Blackwell tensor cores)
+    BLOCKWISE = "blockwise"  # 1x128 activation and 128x128 weight blocks with fp32 scales (DeepSeek-V3 style)
 
 
 class Fidelity(StrEnum):
@@ -67,6 +79,14 @@ class Layout:
     pipeline_partition: Partition | None = None  # how layers are cut into stages; None: cost/partition.py's default
     encoder_pipeline_stages: int | None = None  # encoder-decoder: stages holding the encoder; None: chosen
     zero3_gather_bucket_elements: int | None = None  # ZeRO 3 gathers in buckets this large; None: one per layer
+    fp8_recipe: Fp8Recipe | None = None  # precision fp8 only; None: tensorwise
+
+    @property
+    def fp8(self) -> Fp8Recipe | None:
+        """The FP8 recipe the GEMMs run with, or None when they run in 16 bits."""
+        if self.precision is not Precision.FP8:
+            return None
+        return self.fp8_recipe or Fp8Recipe.TENSORWISE
 
     @property
     def grad_reduce_bytes(self) -> int:
@@ -126,6 +146,20 @@ def validate_layout(layout: Layout, model: ModelShape, num_gpus: int) -> None:
             raise SpecError("layout.zero3_gather_bucket_elements", "applies to zero_stage 3 only")
         if layout.zero3_gather_bucket_elements < 1:
             raise SpecError("layout.zero3_gather_bucket_elements", "must be >= 1")
+
+
+def validate_precision(layout: Layout, gpu: GpuSpec) -> None:
+    """Raise SpecError when the layout's precision or FP8 recipe does not suit the GPU."""
+    if layout.fp8_recipe is not None and layout.precision is not Precision.FP8:
+        raise SpecError("layout.fp8_recipe", f"applies to precision fp8 only (this layout is {layout.precision})")
+    if layout.precision is not Precision.FP8:
+        return
+    if not gpu.has_fp8:
+        raise SpecError("layout.precision", f"fp8 needs a GPU with FP8 tensor cores (Hopper or later); "
+                        f"{gpu.label} has none")
+    if layout.fp8 is Fp8Recipe.MXFP8 and gpu.generation in ("volta", "ampere", "hopper"):
+        raise SpecError("layout.fp8_recipe", f"mxfp8 needs Blackwell tensor cores (block-scaled FP8); "
+                        f"{gpu.label} is {gpu.generation}")
 
 
 def _validate_encoder_decoder(layout: Layout, model: ModelShape) -> None:

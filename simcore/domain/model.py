@@ -20,6 +20,20 @@ class AttentionKind(StrEnum):
     FLASH = "flash"
 
 
+class Activation(StrEnum):
+    """The MLP's activation. A pointwise kernel either way (one read and one write per element, what
+    kernels.py costs); the gated ones (SwiGLU, GeGLU) need a third MLP matrix."""
+
+    GELU = "gelu"
+    RELU = "relu"
+    SQUARED_RELU = "squared_relu"  # Nemotron-4 (So et al. 2021, Primer): relu(x)^2
+    SWIGLU = "swiglu"
+    GEGLU = "geglu"
+
+
+GATED_ACTIVATIONS = (Activation.SWIGLU, Activation.GEGLU)
+
+
 @dataclass(frozen=True, slots=True)
 class LayerType:
     """What one transformer layer works on: `seq` tokens of its own (self-attention, causal or not, and the MLP)
@@ -51,6 +65,7 @@ class ModelShape:
     encoder_layers: int = 0
     decoder_layers: int = 0
     decoder_seq_length: int = 0
+    activation: Activation | None = None  # None: not stated (gated_mlp alone says how many matrices)
 
     @property
     def encoder_decoder(self) -> bool:
@@ -129,6 +144,13 @@ def model_from_fields(fields: Mapping[str, object]) -> ModelShape:
             raise SpecError("model.num_attention_heads", f"must divide hidden_size ({hidden}) unless head_dim is given")
         head_dim = hidden // heads
     ffn = fields.get("ffn_hidden_size")
+    activation = Activation(str(fields["activation"])) if fields.get("activation") is not None else None
+    gated = fields.get("gated_mlp")
+    if activation is not None:
+        if gated is not None and bool(gated) != (activation in GATED_ACTIVATIONS):
+            raise SpecError("model.activation", f"{activation} is {'' if activation in GATED_ACTIVATIONS else 'not '}"
+                            f"a gated activation, but gated_mlp is {str(bool(gated)).lower()}")
+        gated = activation in GATED_ACTIVATIONS
     shape = ModelShape(
         architecture=arch,
         num_layers=stacks["num_layers"],
@@ -137,7 +159,7 @@ def model_from_fields(fields: Mapping[str, object]) -> ModelShape:
         num_kv_heads=int(kv) if kv is not None else heads,  # type: ignore[call-overload]
         head_dim=int(head_dim),  # type: ignore[call-overload]
         ffn_hidden_size=int(ffn) if ffn is not None else 4 * hidden,  # type: ignore[call-overload]
-        gated_mlp=bool(fields.get("gated_mlp") or False),
+        gated_mlp=bool(gated or False),
         vocab_size=int(need("vocab_size")),  # type: ignore[call-overload]
         seq_length=int(need("seq_length")),  # type: ignore[call-overload]
         tied_embeddings=bool(fields.get("tied_embeddings", True)),
@@ -145,6 +167,7 @@ def model_from_fields(fields: Mapping[str, object]) -> ModelShape:
         encoder_layers=stacks["encoder_layers"],
         decoder_layers=stacks["decoder_layers"],
         decoder_seq_length=stacks["decoder_seq_length"],
+        activation=activation,
     )
     for name in _INT_FIELDS:
         if getattr(shape, name) < 1:

@@ -22,6 +22,7 @@ _T5_VOCAB = 32128
 _MT5_VOCAB = 250112
 _LLAMA2_VOCAB = 32000  # [unverified] in the reference notes; matches the released Llama-2 tokenizer.
 _LLAMA3_VOCAB = 128256
+_NEMOTRON4_VOCAB = 256000  # dgxc-benchmarking v24.11.1 nemotron/README_15b.md FLOP notes (modern reference)
 
 
 def _gpt(
@@ -70,6 +71,26 @@ def _llama(
         "gated_mlp": True,
         "vocab_size": vocab_size,
         "seq_length": seq_length,
+        "tied_embeddings": False,
+        "attention": "flash",
+    }
+
+
+def _nemotron4(num_layers: int, hidden_size: int, num_attention_heads: int, num_kv_heads: int,
+               ffn_hidden_size: int) -> dict[str, object]:
+    """A Nemotron-4 decoder (NeMo NemotronConfig): squared-ReLU MLP of two matrices, untied embeddings, RoPE,
+    grouped-query attention, no biases, sequence 4096; TE's fused (flash) attention."""
+    return {
+        "architecture": "decoder_only",
+        "num_layers": num_layers,
+        "hidden_size": hidden_size,
+        "num_attention_heads": num_attention_heads,
+        "num_kv_heads": num_kv_heads,
+        "ffn_hidden_size": ffn_hidden_size,
+        "gated_mlp": False,
+        "activation": "squared_relu",
+        "vocab_size": _NEMOTRON4_VOCAB,
+        "seq_length": 4096,
         "tied_embeddings": False,
         "attention": "flash",
     }
@@ -193,6 +214,10 @@ MODEL_PRESETS: dict[str, dict[str, object]] = {
     "llama3-70b": _llama(80, 8192, 64, 8, 28672, vocab_size=_LLAMA3_VOCAB, seq_length=8192),
     # The published 405B has 8 KV heads (NeMo's yaml uses 16 query groups; we follow the model card).
     "llama3-405b": _llama(126, 16384, 128, 8, 53248, vocab_size=_LLAMA3_VOCAB, seq_length=8192),
+    # ---- Nemotron-4 (NeMo nemotron.py Nemotron4Config15B / Nemotron4Config340B): layers / hidden / heads /
+    # query groups / ffn. Llama 3.1 405B has Llama 3 405B's shape (only the context stage differs): no preset.
+    "nemotron4-15b": _nemotron4(32, 6144, 48, 8, 24576),
+    "nemotron4-340b": _nemotron4(96, 18432, 96, 8, 73728),
 }
 
 
@@ -232,4 +257,8 @@ MODEL_PRESET_SOURCES: dict[str, str] = {
     "llama3-8b": "Meta Llama 3 paper (Dubey et al. 2024) Table 3; NeMo llama3_8b.yaml",
     "llama3-70b": "Meta Llama 3 paper (Dubey et al. 2024) Table 3; NeMo llama3_70b.yaml",
     "llama3-405b": "Meta Llama 3 paper (Dubey et al. 2024) Table 3 (8 KV heads)",
+    "nemotron4-15b": "NVIDIA/NeMo nemo/collections/llm/gpt/model/nemotron.py @8cfedd7203 (Nemotron4Config15B, "
+                     "squared ReLU, untied); vocab 256000 from dgxc-benchmarking v24.11.1 FLOP notes",
+    "nemotron4-340b": "NVIDIA/NeMo nemo/collections/llm/gpt/model/nemotron.py (Nemotron4Config340B, squared ReLU, "
+                      "untied); vocab 256000 as Nemotron-4 15B",
 }

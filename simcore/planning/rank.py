@@ -221,6 +221,8 @@ def describe(layout: Layout) -> str:
     parts.append(f"recompute {layout.recompute}")
     if layout.sequence_parallel:
         parts.append("SP" + (" + TP overlap" if layout.tp_comm_overlap else ""))
+    if layout.fp8 is not None:
+        parts.append(f"fp8 {layout.fp8}")
     if layout.placement != "tp,dp,pp":
         parts.append(f"placement {layout.placement}")
     if not layout.overlap_grad_reduce:

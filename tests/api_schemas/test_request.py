@@ -259,7 +259,7 @@ def test_zero_latency_and_full_bisection_are_allowed() -> None:
     [
         ("layout", "schedule", "gpip", "must be one of 'gpipe', '1f1b', 'interleaved_1f1b'"),
         ("layout", "recompute", "partial", "must be one of 'none', 'selective', 'full'"),
-        ("layout", "precision", "fp8", "must be one of 'bf16', 'fp16'"),
+        ("layout", "precision", "fp4", "must be one of 'bf16', 'fp16', 'fp8'"),
         ("layout", "zero_stage", 4, "must be one of 0, 1, 2, 3"),
         ("layout", "zero_stage", True, "must be one of 0, 1, 2, 3"),
         ("layout", "zero_stage", 1.0, "must be one of 0, 1, 2, 3"),
@@ -274,7 +274,8 @@ def test_zero_latency_and_full_bisection_are_allowed() -> None:
             "cluster",
             "gpu",
             "a100",
-            "must be one of 'v100-32gb', 'a100-40gb', 'a100-80gb', 'h100-80gb', 'h200-141gb'",
+            "must be one of 'v100-32gb', 'a100-40gb', 'a100-80gb', 'h100-80gb', 'h200-141gb', 'b200-180gb', "
+            "'gb200-186gb'",
         ),
         ("cluster", "fabric", "torus", "must be one of 'fat_tree', 'rail_optimized'"),
         ("options", "fidelity", "low", "must be one of 'representative', 'full'"),

@@ -14,12 +14,13 @@ CONTRACT_MODEL_PRESETS = [
     "gpt-100b", "t5-100b",
     "t5-small", "t5-base", "t5-large", "t5-3b", "t5-11b", "t5-v1_1-xl", "t5-v1_1-xxl", "mt5-xxl",
     "bert-base", "bert-large", "llama2-7b", "llama2-70b", "llama3-8b", "llama3-70b", "llama3-405b",
+    "nemotron4-15b", "nemotron4-340b",
 ]  # fmt: skip
 
 CONTRACT_MODEL_FIELDS = {
     "architecture", "num_layers", "encoder_layers", "decoder_layers", "hidden_size", "num_attention_heads",
     "num_kv_heads", "head_dim", "ffn_hidden_size", "gated_mlp", "vocab_size", "seq_length",
-    "decoder_seq_length", "tied_embeddings", "attention",
+    "decoder_seq_length", "tied_embeddings", "attention", "activation",
 }  # fmt: skip
 
 INT_FIELDS = {
