@@ -12,6 +12,7 @@ from api_schemas.request import (
     ModelIn,
     OptionsIn,
     SimulationRequest,
+    TrainingIn,
 )
 from api_schemas.result import (
     CommunicationBytes,
@@ -23,6 +24,7 @@ from api_schemas.result import (
     StageMemory,
     StageResult,
     TimeBreakdown,
+    TrainingResult,
 )
 
 __all__ = [
@@ -43,6 +45,8 @@ __all__ = [
     "StageMemory",
     "StageResult",
     "TimeBreakdown",
+    "TrainingIn",
+    "TrainingResult",
     "error_body",
     "from_validation_error",
     "load_request_file",
