@@ -78,3 +78,22 @@ def test_api_answers_the_training_section(tmp_path: Path) -> None:
         refused = client.post("/v1/simulations", json=bad)
         assert refused.status_code == 422
         assert any(d["field"].startswith("training.checkpoint.interval_s") for d in refused.json()["error"]["details"])
+
+
+def test_compare_shows_days_and_cost(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with_run = {**request_doc(), "training": TRAINING}
+    a = tmp_path / "a.yaml"
+    b = tmp_path / "b.yaml"
+    a.write_text(yaml.safe_dump(with_run), encoding="utf-8")
+    b.write_text(yaml.safe_dump(request_doc()), encoding="utf-8")
+    code, out, err = run_cli(capsys, "compare", str(a), str(b), "--json")
+    assert code == 0, err
+    rows = json.loads(out)["rows"]
+    single, _ = run_cli(capsys, "simulate", str(a))[1:]
+    training = json.loads(single)["training"]
+    assert rows[0]["training"] == {"days": training["with_failures"]["days"],
+                                   "gpu_hours": training["with_failures"]["gpu_hours"],
+                                   "cost_usd": training["with_failures"]["cost_usd"], "goodput": training["goodput"]}
+    assert "training" not in rows[1]
+    code, table, _ = run_cli(capsys, "compare", str(a), str(b))
+    assert code == 0 and "training days" in table and "cost USD" in table
