@@ -13,6 +13,7 @@ from api_schemas.request import (
     ModelIn,
     OptionsIn,
     SimulationRequest,
+    TrainingIn,
 )
 from api_schemas.result import (
     CommunicationBytes,
@@ -24,6 +25,7 @@ from api_schemas.result import (
     StageMemory,
     StageResult,
     TimeBreakdown,
+    TrainingResult,
 )
 
 __all__ = [
@@ -45,6 +47,8 @@ __all__ = [
     "StageMemory",
     "StageResult",
     "TimeBreakdown",
+    "TrainingIn",
+    "TrainingResult",
     "error_body",
     "from_validation_error",
     "load_request_file",

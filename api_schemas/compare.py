@@ -160,6 +160,13 @@ class ComparisonMemory(_Out):
     fits: bool | None = None
 
 
+class ComparisonTraining(_Out):
+    days: float = Field(description="wall-clock days of the whole run, checkpoints and failures included")
+    gpu_hours: float
+    cost_usd: float | None = None
+    goodput: float
+
+
 class ComparisonRow(_Out):
     """One request's headline figures (the full result is what POST /v1/simulations answers)."""
 
@@ -178,6 +185,9 @@ class ComparisonRow(_Out):
     exposed_communication_s: ComparisonExposed
     memory: ComparisonMemory
     warnings: list[str]
+    training: ComparisonTraining | None = Field(
+        default=None, description="the whole run, where the request has a training section; absent otherwise"
+    )
 
 
 class ComparisonResult(_Out):

@@ -32,6 +32,7 @@ __all__ = [
     "ModelIn",
     "OptionsIn",
     "SimulationRequest",
+    "TrainingIn",
 ]
 
 Size = Annotated[StrictInt, Field(ge=1)]
@@ -222,6 +223,49 @@ class OptionsIn(BaseModel):
     )
 
 
+class CheckpointIn(BaseModel):
+    """How checkpoints are written: an interval (seconds of training between checkpoints, or `auto` for Daly's
+    optimum) and the write speed (per node, every node writing its shard at once) or the write time."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    interval_s: PositiveFloat | Literal["auto"] = Field(
+        default="auto", description="seconds of training between checkpoints, or auto (Daly 2006's optimum)"
+    )
+    write_gb_per_s_per_node: PositiveFloat | None = Field(
+        default=None, description="write bandwidth per node, GB/s; every node writes its shard at once"
+    )
+    write_s: NonNegativeFloat | None = Field(default=None, description="the write time of one checkpoint, seconds")
+
+
+class FailuresIn(BaseModel):
+    """Interruptions: a mean time between failures per GPU or per node, and the restart time."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    mtbf_hours_per_gpu: PositiveFloat | None = None
+    mtbf_hours_per_node: PositiveFloat | None = None
+    restart_s: NonNegativeFloat = Field(description="time to restart the job and reload the last checkpoint, seconds")
+
+
+class TrainingIn(BaseModel):
+    """A whole training run: the result then carries a `training` section (days, GPU-hours, cost, energy)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tokens: PositiveFloat | None = Field(default=None, description="tokens to train on")
+    tokens_per_parameter: PositiveFloat | None = Field(
+        default=None, description="tokens per model parameter (20 is Chinchilla's)"
+    )
+    gpu_hour_usd: NonNegativeFloat | None = Field(default=None, description="price of one GPU-hour, USD")
+    gpu_power_w: PositiveFloat | None = Field(default=None, description="power per GPU, W; default the GPU's TDP")
+    pue: Annotated[StrictFloat, Field(ge=1, allow_inf_nan=False)] = Field(
+        default=1.0, description="power usage effectiveness; 1 counts the GPUs' own draw only"
+    )
+    checkpoint: CheckpointIn | None = None
+    failures: FailuresIn | None = None
+
+
 class SimulationRequest(BaseModel):
     """One request document; the CLI (JSON or YAML file) and the HTTP API take the same."""
 
@@ -242,3 +286,4 @@ class SimulationRequest(BaseModel):
     cluster: ClusterIn
     layout: LayoutIn
     options: OptionsIn = Field(default_factory=OptionsIn)
+    training: TrainingIn | None = Field(default=None, description="optional: a whole training run")

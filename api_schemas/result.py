@@ -15,11 +15,13 @@ __all__ = [
     "CommunicationTimes",
     "MemoryBreakdown",
     "MemoryResult",
+    "RunTotalsResult",
     "SimulationResult",
     "SimulatorInfo",
     "StageMemory",
     "StageResult",
     "TimeBreakdown",
+    "TrainingResult",
 ]
 
 
@@ -111,6 +113,37 @@ class SimulatorInfo(_Out):
     wall_time_s: float
 
 
+class RunTotalsResult(_Out):
+    """A whole run's totals: wall-clock days, GPU-hours, cost (when a price is given) and energy."""
+
+    days: float
+    gpu_hours: float
+    cost_usd: float | None = Field(default=None, description="GPU-hours x training.gpu_hour_usd; absent without")
+    energy_mwh: float = Field(description="wall time x GPUs x power per GPU x PUE")
+
+
+class TrainingResult(_Out):
+    """The whole training run (request section `training`); formulas in the README, "A whole training run"."""
+
+    tokens: float
+    iterations: int = Field(description="optimizer steps: tokens over tokens per iteration, rounded up")
+    without_failures: RunTotalsResult = Field(description="the training work alone: tokens / tokens_per_s")
+    with_failures: RunTotalsResult = Field(description="checkpoints, expected failures and restarts included")
+    checkpoint_size_gb: float = Field(description="14 bytes per parameter: 16-bit weights, fp32 master and Adam")
+    checkpoint_write_s: float | None = None
+    checkpoint_interval_s: float | None = Field(default=None, description="seconds of training between checkpoints")
+    young_interval_s: float | None = Field(default=None, description="sqrt(2 x write time x job MTBF), Young 1974")
+    daly_interval_s: float | None = Field(default=None, description="Daly 2006's higher-order optimum (auto)")
+    job_mtbf_hours: float | None = None
+    expected_interruptions: float
+    checkpoint_overhead_days: float
+    lost_work_days: float = Field(description="recomputed work and restarts, expected")
+    lost_work_per_failure_s: float | None = Field(
+        default=None, description="(interval + write time) / 2 + restart time, to first order"
+    )
+    goodput: float = Field(description="training work over wall time")
+
+
 class SimulationResult(_Out):
     """One optimizer step of the requested layout, as simulated."""
 
@@ -134,4 +167,7 @@ class SimulationResult(_Out):
     trace: dict[str, Any] | None = Field(
         default=None,
         description="Chrome trace (Trace Event Format) when options.trace is true; absent otherwise",
+    )
+    training: TrainingResult | None = Field(
+        default=None, description="the whole training run when the request has a training section; absent otherwise"
     )

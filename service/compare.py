@@ -91,7 +91,18 @@ def comparison_row(label: str, request: SimulationRequest, result: Mapping[str, 
         "memory": {"peak_gib_per_gpu": memory.get("peak_gib_per_gpu"), "capacity_gib": memory.get("capacity_gib"),
                    "fits": memory.get("fits")},
         "warnings": list(result.get("warnings", [])),
+        **_training_row(result.get("training")),
     }
+
+
+def _training_row(training: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The whole run's headline figures (with checkpoints and failures), where the request has a training section."""
+    if not training:
+        return {}
+    run = training["with_failures"]
+    figures = {"days": run["days"], "gpu_hours": run["gpu_hours"], "cost_usd": run.get("cost_usd"),
+               "goodput": training["goodput"]}
+    return {"training": {key: value for key, value in figures.items() if value is not None}}
 
 
 def comparison(rows: Iterable[tuple[str, SimulationRequest, Mapping[str, Any]]]) -> dict[str, Any]:

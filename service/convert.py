@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from api_schemas import GpuSpecIn, RequestError, SimulationRequest
+from api_schemas import GpuSpecIn, RequestError, SimulationRequest, TrainingIn
 from simcore import (
     GB,
     GIB,
@@ -21,9 +21,11 @@ from simcore import (
     NODE_PRESET_NOTES,
     NODE_PRESETS,
     VERSION,
+    Checkpointing,
     ClusterSpec,
     CollectiveAlgorithm,
     Fabric,
+    Failures,
     Fidelity,
     Fp8Recipe,
     GpuKind,
@@ -34,16 +36,20 @@ from simcore import (
     Partition,
     Precision,
     Recompute,
+    RunTotals,
     Scenario,
     Schedule,
     SpecError,
     StageMemory,
+    TrainingPlan,
+    TrainingRun,
     chrome_trace,
     model_from_fields,
     nearest_catalog_gpu,
 )
 
-__all__ = ["chrome_trace", "presets", "replace_spans", "request_error", "to_cluster", "to_response", "to_scenario"]
+__all__ = ["chrome_trace", "presets", "replace_spans", "request_error", "to_cluster", "to_response", "to_scenario",
+           "to_training"]
 
 
 def request_error(err: SpecError | RequestError) -> RequestError:
@@ -188,7 +194,49 @@ def to_scenario(request: SimulationRequest, free_communication: bool = False) ->
         keep_spans=opts.trace,
         free_communication=free_communication,
         seed=opts.seed,
+        training=to_training(request.training) if request.training is not None else None,
     )
+
+
+def to_training(doc: TrainingIn) -> TrainingRun:
+    """The request's `training` section -> the domain's whole run (hours and GB/s to seconds and bytes/s)."""
+    ckpt = fail = None
+    if doc.checkpoint is not None:
+        c = doc.checkpoint
+        ckpt = Checkpointing(
+            interval_s=None if c.interval_s == "auto" else float(c.interval_s),
+            write_bytes_per_s_per_node=None if c.write_gb_per_s_per_node is None else c.write_gb_per_s_per_node * GB,
+            write_s=c.write_s)
+    if doc.failures is not None:
+        f = doc.failures
+        fail = Failures(restart_s=f.restart_s,
+                        mtbf_s_per_gpu=None if f.mtbf_hours_per_gpu is None else f.mtbf_hours_per_gpu * 3600.0,
+                        mtbf_s_per_node=None if f.mtbf_hours_per_node is None else f.mtbf_hours_per_node * 3600.0)
+    return TrainingRun(tokens=doc.tokens, tokens_per_parameter=doc.tokens_per_parameter,
+                       gpu_hour_usd=doc.gpu_hour_usd, gpu_power_w=doc.gpu_power_w, pue=doc.pue,
+                       checkpoint=ckpt, failures=fail)
+
+
+def _training_json(plan: TrainingPlan) -> dict[str, Any]:
+    def totals(t: RunTotals) -> dict[str, Any]:
+        out: dict[str, Any] = {"days": t.days, "gpu_hours": t.gpu_hours, "cost_usd": t.cost_usd,
+                               "energy_mwh": t.energy_mwh}
+        return {key: value for key, value in out.items() if value is not None}
+
+    body: dict[str, Any] = {
+        "tokens": plan.tokens, "iterations": plan.iterations,
+        "without_failures": totals(plan.without_failures), "with_failures": totals(plan.with_failures),
+        "checkpoint_size_gb": plan.checkpoint_bytes / GB,
+        "checkpoint_write_s": plan.checkpoint_write_s, "checkpoint_interval_s": plan.checkpoint_interval_s,
+        "young_interval_s": plan.young_interval_s, "daly_interval_s": plan.daly_interval_s,
+        "job_mtbf_hours": None if plan.job_mtbf_s is None else plan.job_mtbf_s / 3600.0,
+        "expected_interruptions": plan.expected_interruptions,
+        "checkpoint_overhead_days": plan.checkpoint_overhead_s / 86_400.0,
+        "lost_work_days": plan.lost_work_s / 86_400.0,
+        "lost_work_per_failure_s": plan.lost_work_per_failure_s,
+        "goodput": plan.goodput,
+    }
+    return {key: value for key, value in body.items() if value is not None}
 
 
 def replace_spans(scenario: Scenario) -> Scenario:
@@ -270,4 +318,6 @@ def to_response(outcome: Outcome, include_trace: bool = False) -> dict[str, Any]
     }
     if include_trace:
         body["trace"] = chrome_trace(outcome.spans)
+    if outcome.training is not None:
+        body["training"] = _training_json(outcome.training)
     return body

@@ -29,18 +29,21 @@ from simcore.domain.layout import (
 )
 from simcore.domain.model import Activation, Architecture, AttentionKind, ModelShape, model_from_fields
 from simcore.domain.presets import MODEL_PRESET_SOURCES, MODEL_PRESETS
+from simcore.domain.training import Checkpointing, Failures, TrainingRun
 from simcore.errors import SpecError
 from simcore.metrics import Metrics, StageReport
 from simcore.simulate import VERSION, Network, Outcome, Scenario, build_network, check, estimate_events, simulate
 from simcore.trace import chrome_trace
+from simcore.training import RunTotals, TrainingPlan, plan_training
 from topology.cluster_spec import NODE_PRESET_NOTES, NODE_PRESETS, ClusterSpec, Fabric, sized
 from topology.hardware import GB, GIB, GPUS, GpuKind, GpuSpec, nearest_catalog_gpu
 
 __all__ = [
     "FITTED", "GB", "GIB", "GPUS", "MODEL_PRESETS", "MODEL_PRESET_SOURCES", "NODE_PRESETS", "NODE_PRESET_NOTES",
-    "VERSION", "Activation", "Architecture", "AttentionKind", "ClusterSpec", "CollectiveAlgorithm",
-    "CostParameters", "Fabric", "Fidelity", "Fp8Recipe", "GpuKind", "GpuSpec", "Layout", "Metrics", "ModelShape",
-    "Network", "Outcome", "Partition", "Precision", "Recompute", "Scenario", "Schedule", "SpecError", "StageMemory",
-    "StageReport", "build_network", "check", "chrome_trace", "estimate_events", "model_from_fields",
-    "nearest_catalog_gpu", "simulate", "sized", "validate_layout",
+    "VERSION", "Activation", "Architecture", "AttentionKind", "Checkpointing", "ClusterSpec", "CollectiveAlgorithm",
+    "CostParameters", "Fabric", "Failures", "Fidelity", "Fp8Recipe", "GpuKind", "GpuSpec", "Layout", "Metrics",
+    "ModelShape", "Network", "Outcome", "Partition", "Precision", "Recompute", "RunTotals", "Scenario", "Schedule",
+    "SpecError", "StageMemory", "StageReport", "TrainingPlan", "TrainingRun", "build_network", "check",
+    "chrome_trace", "estimate_events", "model_from_fields", "nearest_catalog_gpu", "plan_training", "simulate",
+    "sized", "validate_layout",
 ]

@@ -20,9 +20,11 @@ from simcore.domain.layout import (
 from simcore.domain.model import ModelShape
 from simcore.domain.placement import place
 from simcore.domain.schedules import POLICIES, Pass
+from simcore.domain.training import TrainingRun, validate_training
 from simcore.engine.pipeline import Engine, EngineConfig
 from simcore.engine.recorder import Span
 from simcore.metrics import Metrics, compute_metrics
+from simcore.training import TrainingPlan, plan_training
 from topology.cluster_spec import ClusterSpec
 from topology.graph import build_cluster
 from topology.hardware import GIB
@@ -42,6 +44,7 @@ class Scenario:
     free_communication: bool = False
     seed: int = 0  # the engine is deterministic; the seed is kept for future stochastic models
     cost_parameters: CostParameters = FITTED
+    training: TrainingRun | None = None  # a whole run: the outcome then carries its plan
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +56,7 @@ class Outcome:
     fidelity: Fidelity
     wall_time_s: float
     spans: tuple[Span, ...]
+    training: TrainingPlan | None = None
 
 
 def check(scenario: Scenario) -> None:
@@ -60,6 +64,8 @@ def check(scenario: Scenario) -> None:
     scenario.cluster.validate()
     validate_layout(scenario.layout, scenario.model, scenario.cluster.num_gpus)
     validate_precision(scenario.layout, scenario.cluster.hardware)
+    if scenario.training is not None:
+        validate_training(scenario.training)
 
 
 # Engine events per pipeline pass: the pass itself, its wait, its send and the flow network's start and finish.
@@ -141,5 +147,9 @@ def simulate(scenario: Scenario, network: Network | None = None) -> Outcome:
     if layout.pp > 1 and layout.num_microbatches < layout.pp:
         warnings.append(f"only {layout.num_microbatches} microbatches for {layout.pp} pipeline stages: "
                         "the pipeline never fills")
+    training = None if scenario.training is None else plan_training(
+        scenario.training, tokens_per_s=metrics.tokens_per_s,
+        tokens_per_iteration=metrics.tokens_per_s * metrics.iteration_time_s, parameters=model.total_parameters(),
+        num_gpus=scenario.cluster.num_gpus, num_nodes=scenario.cluster.num_nodes, gpu_power_w=gpu.tdp_w)
     return Outcome(metrics, tuple(warnings), result.events, result.simulated_ranks, scenario.fidelity,
-                   time.perf_counter() - started, tuple(result.recorder.spans))
+                   time.perf_counter() - started, tuple(result.recorder.spans), training)

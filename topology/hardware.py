@@ -5,6 +5,8 @@ and GB200 figures (and H100's FP8 rate) are the `hardware` section of
 ../shared/reference/training-runs-modern.json, which transcribes NVIDIA/dgxc-benchmarking README.md
 @841f5466cd86b66abd48049e839c563776f6d716 ("B200 / GB200 Reference Architecture"). As for the older entries,
 the marketed HBM size is taken as GiB (H100 "80 GB" = 80 GiB).
+TDP (SXM modules, W): V100 SXM2 300 (NVIDIA V100 datasheet), A100 SXM4 40 and 80 GB 400 (NVIDIA A100 datasheet),
+H100 and H200 SXM 700, B200 1,000 (the modern reference); GB200 has none in the sources.
 """
 
 from __future__ import annotations
@@ -56,9 +58,12 @@ class GpuSpec:
 # 18 links), 900 GB/s per direction. The NIC path keeps Hopper's PCIe Gen5 x16 figure (64 GB/s per direction):
 # the reference names 400 Gbit/s NICs (50 GB/s), which that path carries.
 GPUS: dict[GpuKind, GpuSpec] = {
-    GpuKind.V100_32GB: GpuSpec(GpuKind.V100_32GB, 125e12, 32 * GIB, 900 * GB, 150 * GB, 16 * GB, "volta"),
-    GpuKind.A100_40GB: GpuSpec(GpuKind.A100_40GB, 312e12, 40 * GIB, 1555 * GB, 300 * GB, 32 * GB, "ampere"),
-    GpuKind.A100_80GB: GpuSpec(GpuKind.A100_80GB, 312e12, 80 * GIB, 2039 * GB, 300 * GB, 32 * GB, "ampere"),
+    GpuKind.V100_32GB: GpuSpec(GpuKind.V100_32GB, 125e12, 32 * GIB, 900 * GB, 150 * GB, 16 * GB, "volta",
+                               tdp_w=300.0),
+    GpuKind.A100_40GB: GpuSpec(GpuKind.A100_40GB, 312e12, 40 * GIB, 1555 * GB, 300 * GB, 32 * GB, "ampere",
+                               tdp_w=400.0),
+    GpuKind.A100_80GB: GpuSpec(GpuKind.A100_80GB, 312e12, 80 * GIB, 2039 * GB, 300 * GB, 32 * GB, "ampere",
+                               tdp_w=400.0),
     # H100 SXM: FP8 1978.9 dense (README §4; the modern reference rounds it to 1979), 700 W (both).
     GpuKind.H100_80GB: GpuSpec(GpuKind.H100_80GB, 989.4e12, 80 * GIB, 3350 * GB, 450 * GB, 64 * GB, "hopper",
                                1978.9e12, 700.0),

@@ -70,6 +70,14 @@ METRICS: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
     ("fits", lambda r: _fits(r["memory"]["fits"])),
 ]
 
+# Rows shown where a request has a training section (the whole run, checkpoints and failures included).
+TRAINING_METRICS: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
+    ("training days", lambda t: f"{t['days']:.1f}"),
+    ("GPU-hours", lambda t: f"{t['gpu_hours']:,.0f}"),
+    ("cost USD", lambda t: "-" if t.get("cost_usd") is None else f"{t['cost_usd']:,.0f}"),
+    ("goodput", lambda t: f"{t['goodput']:.3f}"),
+]
+
 
 def labels_for(files: Sequence[str]) -> list[str]:
     """A column label per file: its name without the extension, or its path where names repeat (and a #n suffix
@@ -93,6 +101,9 @@ def render_comparison(result: dict[str, Any]) -> None:
         table.add_column(row["label"], justify="right")
     for name, show in METRICS:
         table.add_row(name, *(show(row) for row in result["rows"]))
+    if any("training" in row for row in result["rows"]):
+        for name, show in TRAINING_METRICS:
+            table.add_row(name, *(show(row["training"]) if "training" in row else "-" for row in result["rows"]))
     out.print(table)
     for row in result["rows"]:
         for warning in row["warnings"]:
