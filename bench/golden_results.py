@@ -26,8 +26,8 @@ from api_schemas.search import search_request_from
 from service import convert as adapters
 from service.search import to_space
 from simcore.domain.layout import Layout, Recompute
-from simcore.planning.rank import Estimator
-from simcore.planning.space import plan_search
+from simcore.planning.estimate import Estimator
+from simcore.planning.prune import plan_search
 from simcore.simulate import simulate
 from topology.hardware import GPUS
 

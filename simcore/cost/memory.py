@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
-from simcore.cost.workload import Workload
+from simcore.cost.workload import ChunkCost, Workload
 from simcore.domain.layout import Layout, Recompute, Schedule
 from simcore.domain.model import AttentionKind, LayerType, ModelShape
 from simcore.domain.schedules import BACKWARD, POLICIES
@@ -108,10 +108,13 @@ def walk_in_flight(layout: Layout, rank: int, bytes_of_chunk: Mapping[int, float
 @lru_cache(maxsize=4096)
 def _held_counts(schedule: Schedule, rank: int, pp: int, m: int, v: int,
                  chunks: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
-    """The distinct numbers of microbatches a rank holds per chunk (in `chunks` order) after each of its
-    forward passes: what it holds in bytes at its peak is the largest of these weighted by each chunk's bytes,
-    whatever those are (the same peak as walking the passes with the bytes, up to the rounding of the sums), so
-    one walk of the schedule serves every microbatch size and recomputation."""
+    """The numbers of microbatches a rank holds per chunk (in `chunks` order) after each of its forward passes,
+    those that no other one holds at least as many of in every chunk: what it holds in bytes at its peak is the
+    largest of these weighted by each chunk's bytes, whatever those are (the same peak as walking the passes with
+    the bytes, up to the rounding of the sums), so one walk of the schedule serves every microbatch size and
+    recomputation. A dominated count is dropped because it can never weigh more: with weights >= 0 each product
+    and each partial sum of the dominating count is at least as large, in floating point too (rounding is
+    monotone), so the maximum is the same number."""
     index = {c: i for i, c in enumerate(chunks)}
     held = [0] * len(chunks)
     seen: dict[tuple[int, ...], None] = {}
@@ -121,12 +124,29 @@ def _held_counts(schedule: Schedule, rank: int, pp: int, m: int, v: int,
         else:
             held[index[ps.chunk]] += 1
             seen[tuple(held)] = None
-    return tuple(seen)
+    front: list[tuple[int, ...]] = []
+    for count in sorted(seen, key=sum, reverse=True):  # a dominating count sums to more: it comes first
+        if not any(all(a <= b for a, b in zip(count, kept)) for kept in front):
+            front.append(count)
+    return tuple(front)
 
 
-def stage_memory(model: ModelShape, layout: Layout, workload: Workload) -> tuple[StageMemory, ...]:
-    """Per pipeline rank, the peak memory the iteration needs."""
-    b, t, dp, zero = layout.microbatch_size, layout.tp, layout.dp, layout.zero_stage
+@dataclass(frozen=True, slots=True)
+class RankHolding:
+    """What one pipeline rank holds per GPU before ZeRO shards its model states (see `sharded`)."""
+
+    parameters: int  # per tensor rank
+    largest_layer_parameters: float  # of its largest layer: what ZeRO 3 gathers at once
+    activations: float  # bytes at its peak
+    buffers: float  # bytes: runtime and pipeline send and receive buffers
+
+
+def rank_holdings(model: ModelShape, layout: Layout, workload: Workload) -> tuple[RankHolding, ...]:
+    """Per pipeline rank, its parameters and its peak activations and buffers. Of the layout it reads the
+    microbatch size, tp, sequence parallelism, recomputation, schedule, pp, virtual stages and number of
+    microbatches, not dp or the ZeRO stage (`sharded` applies those), so that a search can share it between
+    layouts that differ only there; of the workload, each chunk's rank, layers, parameters and input message."""
+    b, t = layout.microbatch_size, layout.tp
     sp = layout.sequence_parallel
     kinds = {layer.kind: layer for layer, _ in model.layer_stacks()}
     per_layer = {kind: layer_activation_bytes(model, b, t, sp, layout.recompute, layer)
@@ -134,10 +154,12 @@ def stage_memory(model: ModelShape, layout: Layout, workload: Workload) -> tuple
     # A decoder stage keeps each microbatch's encoder output, which all its layers' cross-attention read.
     encoder_output = BYTES * b * model.seq_length * model.hidden_size / (t if sp else 1)
     largest_message = max((c.input_bytes for c in workload.chunks), default=0.0)
+    buffers = RUNTIME_BYTES + (2 * largest_message if layout.pp > 1 else 0.0)  # send and receive buffers
+    of_rank: list[list[ChunkCost]] = [[] for _ in range(layout.pp)]
+    for c in workload.chunks:
+        of_rank[c.rank].append(c)
     out = []
-    for rank in range(layout.pp):
-        chunks = [c for c in workload.chunks if c.rank == rank]
-        params = sum(c.parameters for c in chunks)
+    for rank, chunks in enumerate(of_rank):
         held = {c.chunk: sum(n * per_layer[kind] for kind, n in c.layer_counts)
                 + (encoder_output if any(kind == "decoder" for kind, _ in c.layer_counts) else 0.0) for c in chunks}
         activations = in_flight(layout, rank, held)
@@ -151,15 +173,26 @@ def stage_memory(model: ModelShape, layout: Layout, workload: Workload) -> tuple
             activations += b * model.decoder_seq_length * model.hidden_size
         if any(c.has_logits for c in chunks):
             activations += 4.0 * b * model.output_seq_length * model.vocab_size / t  # fp32 logits for the loss
-        buffers = RUNTIME_BYTES + (2 * largest_message if layout.pp > 1 else 0.0)  # send and receive buffers
-        largest_layer = max((c.parameters / max(c.layers, 1) for c in chunks), default=0.0)
-        if zero >= 3:
-            buffers += 2 * WEIGHT_BYTES * largest_layer  # the gathered layer and the prefetched next one
-        out.append(StageMemory(
-            weights=WEIGHT_BYTES * params / (dp if zero >= 3 else 1),
-            gradients=GRADIENT_BYTES * params / (dp if zero >= 2 else 1),
-            optimizer_states=OPTIMIZER_BYTES * params / (dp if zero >= 1 else 1),
-            activations=activations,
-            buffers=buffers,
-        ))
+        out.append(RankHolding(
+            parameters=sum(c.parameters for c in chunks),
+            largest_layer_parameters=max((c.parameters / max(c.layers, 1) for c in chunks), default=0.0),
+            activations=activations, buffers=buffers))
     return tuple(out)
+
+
+def sharded(holdings: tuple[RankHolding, ...], layout: Layout) -> tuple[StageMemory, ...]:
+    """Each rank's memory once ZeRO shards its model states over the layout's dp data-parallel ranks."""
+    dp, zero = layout.dp, layout.zero_stage
+    return tuple(StageMemory(
+        weights=WEIGHT_BYTES * h.parameters / (dp if zero >= 3 else 1),
+        gradients=GRADIENT_BYTES * h.parameters / (dp if zero >= 2 else 1),
+        optimizer_states=OPTIMIZER_BYTES * h.parameters / (dp if zero >= 1 else 1),
+        activations=h.activations,
+        # ZeRO 3: the gathered layer and the prefetched next one
+        buffers=h.buffers + (2 * WEIGHT_BYTES * h.largest_layer_parameters if zero >= 3 else 0.0),
+    ) for h in holdings)
+
+
+def stage_memory(model: ModelShape, layout: Layout, workload: Workload) -> tuple[StageMemory, ...]:
+    """Per pipeline rank, the peak memory the iteration needs."""
+    return sharded(rank_holdings(model, layout, workload), layout)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simcore.cost.collectives import Collective, CollectiveModel
+from simcore.cost.collectives import Collective, CollectiveModel, ring_factor
 from simcore.cost.kernels import (
     ATTENTION_CORE,
     BYTES,
@@ -274,10 +274,16 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
         previous = runs[-1][0]
     params_per_rank = [sum(c.parameters for c in chunks if c.rank == r) for r in range(p)]
     shards = layout.dp if layout.zero_stage >= 1 else 1  # ZeRO 1: each rank updates 1/dp of the parameters
-    optimizer = tuple(n / shards * OPTIMIZER_BYTES_PER_PARAMETER
-                      / (gpu.hbm_bandwidth_bytes_per_s * params.memory_efficiency) for n in params_per_rank)
+    optimizer = tuple(optimizer_step_s(n, shards, gpu, params) for n in params_per_rank)
     grads = tuple(float(n * layout.grad_reduce_bytes) if layout.dp > 1 else 0.0 for n in params_per_rank)
     return Workload(tuple(chunks), optimizer, grads, encoder_stages)
+
+
+def optimizer_step_s(parameters: float, shards: int, gpu: GpuSpec, params: CostParameters = FITTED) -> float:
+    """Seconds of one optimizer step over `parameters` (per tensor rank) updated by `shards` ranks (ZeRO 1+: dp),
+    memory-bound at OPTIMIZER_BYTES_PER_PARAMETER."""
+    return parameters / shards * OPTIMIZER_BYTES_PER_PARAMETER / (
+        gpu.hbm_bandwidth_bytes_per_s * params.memory_efficiency)
 
 
 def _one(model: CollectiveModel | None, kind: Collective, groups: list[tuple[int, ...]], size: float) -> float:
@@ -296,4 +302,4 @@ def _tp_bytes(t: int, size: float) -> float:
     ring: 2(t-1)/t S."""
     if t < 2:
         return 0.0
-    return 2 * (t - 1) / t * size
+    return ring_factor(Collective.ALL_REDUCE, t) * size
