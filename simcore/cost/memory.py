@@ -132,6 +132,46 @@ def _held_counts(schedule: Schedule, rank: int, pp: int, m: int, v: int,
 
 
 @dataclass(frozen=True, slots=True)
+class RankChunks:
+    """What memory reads of one pipeline rank's model chunks in a workload."""
+
+    chunks: tuple[tuple[int, tuple[tuple[str, int], ...], bool], ...]  # chunk, its layers by kind, holds a decoder
+    kinds: tuple[str, ...]  # the kinds of layer the rank holds
+    parameters: int  # per tensor rank
+    largest_layer_parameters: float  # of its largest layer: what ZeRO 3 gathers at once
+    embeds_tokens: bool  # it holds the first virtual stage
+    embeds_target: bool  # it embeds an encoder-decoder model's target tokens
+    has_logits: bool
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryShape:
+    """What memory reads of a workload: each rank's chunks and the largest message between stages (bytes)."""
+
+    ranks: tuple[RankChunks, ...]
+    largest_message_bytes: float
+
+
+def memory_shape(workload: Workload, pp: int) -> MemoryShape:
+    """The workload's chunks by pipeline rank, as memory reads them (each chunk's rank, layers, parameters, input
+    message and what it embeds): the same for every schedule, microbatch count, ZeRO stage and dp."""
+    of_rank: list[list[ChunkCost]] = [[] for _ in range(pp)]
+    for c in workload.chunks:
+        of_rank[c.rank].append(c)
+    ranks = tuple(RankChunks(
+        chunks=tuple((c.chunk, c.layer_counts, any(kind == "decoder" for kind, _ in c.layer_counts))
+                     for c in chunks),
+        kinds=tuple(dict.fromkeys(kind for c in chunks for kind, _ in c.layer_counts)),
+        parameters=sum(c.parameters for c in chunks),
+        largest_layer_parameters=max((c.parameters / max(c.layers, 1) for c in chunks), default=0.0),
+        embeds_tokens=any(c.virtual_stage == 0 for c in chunks),
+        embeds_target=any(c.embeds_target for c in chunks),
+        has_logits=any(c.has_logits for c in chunks),
+    ) for chunks in of_rank)
+    return MemoryShape(ranks, max((c.input_bytes for c in workload.chunks), default=0.0))
+
+
+@dataclass(frozen=True, slots=True)
 class RankHolding:
     """What one pipeline rank holds per GPU before ZeRO shards its model states (see `sharded`)."""
 
@@ -141,42 +181,37 @@ class RankHolding:
     buffers: float  # bytes: runtime and pipeline send and receive buffers
 
 
-def rank_holdings(model: ModelShape, layout: Layout, workload: Workload) -> tuple[RankHolding, ...]:
+def rank_holdings(model: ModelShape, layout: Layout, shape: MemoryShape) -> tuple[RankHolding, ...]:
     """Per pipeline rank, its parameters and its peak activations and buffers. Of the layout it reads the
     microbatch size, tp, sequence parallelism, recomputation, schedule, pp, virtual stages and number of
     microbatches, not dp or the ZeRO stage (`sharded` applies those), so that a search can share it between
-    layouts that differ only there; of the workload, each chunk's rank, layers, parameters and input message."""
+    layouts that differ only there."""
     b, t = layout.microbatch_size, layout.tp
     sp = layout.sequence_parallel
     kinds = {layer.kind: layer for layer, _ in model.layer_stacks()}
     per_layer = {kind: layer_activation_bytes(model, b, t, sp, layout.recompute, layer)
                  for kind, layer in kinds.items()}
+    full = layout.recompute is Recompute.FULL
+    # with full recomputation, the layer being recomputed keeps all its activations
+    recomputed = {kind: _full_layer_bytes(model, layout, layer) for kind, layer in kinds.items()} if full else {}
     # A decoder stage keeps each microbatch's encoder output, which all its layers' cross-attention read.
     encoder_output = BYTES * b * model.seq_length * model.hidden_size / (t if sp else 1)
-    largest_message = max((c.input_bytes for c in workload.chunks), default=0.0)
-    buffers = RUNTIME_BYTES + (2 * largest_message if layout.pp > 1 else 0.0)  # send and receive buffers
-    of_rank: list[list[ChunkCost]] = [[] for _ in range(layout.pp)]
-    for c in workload.chunks:
-        of_rank[c.rank].append(c)
+    buffers = RUNTIME_BYTES + (2 * shape.largest_message_bytes if layout.pp > 1 else 0.0)  # send and receive
     out = []
-    for rank, chunks in enumerate(of_rank):
-        held = {c.chunk: sum(n * per_layer[kind] for kind, n in c.layer_counts)
-                + (encoder_output if any(kind == "decoder" for kind, _ in c.layer_counts) else 0.0) for c in chunks}
+    for rank, r in enumerate(shape.ranks):
+        held = {chunk: sum(n * per_layer[kind] for kind, n in counts) + (encoder_output if decoder else 0.0)
+                for chunk, counts, decoder in r.chunks}
         activations = in_flight(layout, rank, held)
-        if layout.recompute is Recompute.FULL:  # the layer being recomputed
-            activations += max(_full_layer_bytes(model, layout, kinds[kind]) for c in chunks
-                               for kind, _ in c.layer_counts)
+        if full:
+            activations += max(recomputed[kind] for kind in r.kinds)
         # Embedding dropout masks: the first stage's on the (encoder's) tokens, the decoder's on the target's.
-        if any(c.virtual_stage == 0 for c in chunks):
+        if r.embeds_tokens:
             activations += b * model.seq_length * model.hidden_size
-        if any(c.embeds_target for c in chunks):
+        if r.embeds_target:
             activations += b * model.decoder_seq_length * model.hidden_size
-        if any(c.has_logits for c in chunks):
+        if r.has_logits:
             activations += 4.0 * b * model.output_seq_length * model.vocab_size / t  # fp32 logits for the loss
-        out.append(RankHolding(
-            parameters=sum(c.parameters for c in chunks),
-            largest_layer_parameters=max((c.parameters / max(c.layers, 1) for c in chunks), default=0.0),
-            activations=activations, buffers=buffers))
+        out.append(RankHolding(r.parameters, r.largest_layer_parameters, activations, buffers))
     return tuple(out)
 
 
@@ -195,4 +230,4 @@ def sharded(holdings: tuple[RankHolding, ...], layout: Layout) -> tuple[StageMem
 
 def stage_memory(model: ModelShape, layout: Layout, workload: Workload) -> tuple[StageMemory, ...]:
     """Per pipeline rank, the peak memory the iteration needs."""
-    return sharded(rank_holdings(model, layout, workload), layout)
+    return sharded(rank_holdings(model, layout, memory_shape(workload, layout.pp)), layout)

@@ -86,9 +86,9 @@ class Estimator:
         if model.encoder_decoder:
             stage = self._encoder_decoder_stage(layout, tp_layer, pp_send)
         else:
-            layer = self.main_layer
+            layer = costs.layer[self.main_layer] + tp_layer
             per_rank = self._layers_per_rank(layout)
-            stage = max(per_rank[r] * (costs.layer[layer] + tp_layer) + (costs.embedding if r == 0 else 0.0)
+            stage = max(per_rank[r] * layer + (costs.embedding if r == 0 else 0.0)
                         + (costs.logits if r == p - 1 else 0.0) + pp_send * v for r in range(p))
         pipeline = (m + (p - 1) / v) * stage
         params = model.total_parameters() / (t * p)

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from simcore.cost.memory import RankHolding, StageMemory, rank_holdings, sharded
+from simcore.cost.memory import MemoryShape, RankHolding, StageMemory, memory_shape, rank_holdings, sharded
 from simcore.cost.parameters import FITTED, CostParameters
 from simcore.cost.partition import default_partition
-from simcore.cost.workload import Workload, build_workload
+from simcore.cost.workload import build_workload
 from simcore.domain.layout import Layout, Partition, validate_layout
 from simcore.domain.model import ModelShape
 from simcore.errors import SpecError
@@ -27,14 +27,14 @@ INVALID, MEMORY = "invalid", "memory"  # the two kinds of discard
 
 class MemoryModel:
     """Memory per GPU of every pipeline stage of a layout, without simulating it: `simcore.cost.memory`'s
-    `stage_memory`, in its two steps (`rank_holdings`, then `sharded`), each cached by the layout fields it reads,
-    since a search asks for tens of thousands of layouts that differ only in some of them (dp and the ZeRO stage
-    change only the sharding; the microbatch size, schedule and recomputation change neither the split of the
-    layers nor the parameters)."""
+    `stage_memory`, in its three steps (`memory_shape`, `rank_holdings`, `sharded`), each cached by the layout
+    fields it reads,
+    since a search asks for tens of thousands of layouts that differ only in some of them: dp and the ZeRO stage
+    change only the sharding, the schedule and the number of microbatches only the activations in flight."""
 
     def __init__(self, model: ModelShape, gpu: GpuSpec, params: CostParameters = FITTED) -> None:
         self.model, self.gpu, self.params = model, gpu, params
-        self._workloads: dict[tuple[object, ...], Workload] = {}
+        self._shapes: dict[tuple[object, ...], MemoryShape] = {}
         self._holdings: dict[tuple[object, ...], tuple[RankHolding, ...]] = {}
         self._entries: dict[tuple[object, ...], tuple[tuple[StageMemory, ...], tuple[int, StageMemory]]] = {}
 
@@ -65,21 +65,21 @@ class MemoryModel:
         key = self._holding_key(layout)
         found = self._holdings.get(key)
         if found is None:
-            found = self._holdings[key] = rank_holdings(self.model, layout, self._workload(layout))
+            found = self._holdings[key] = rank_holdings(self.model, layout, self._shape(layout))
         return found
 
-    def _workload(self, layout: Layout) -> Workload:
-        """The layout's workload without communication. What memory reads of it (each chunk's layers, parameters
-        and input message) depends on tp, pp, virtual stages, the microbatch size and the split; the split
-        depends on the kernels' costs (so on sequence parallelism and recomputation too) only when it balances
-        cost (simcore.cost.partition)."""
+    def _shape(self, layout: Layout) -> MemoryShape:
+        """`memory_shape` of the layout's workload without communication. What memory reads of a workload (each
+        chunk's layers, parameters and input message) depends on tp, pp, virtual stages, the microbatch size and
+        the split; the split depends on the kernels' costs (so on sequence parallelism and recomputation too) only
+        when it balances cost (simcore.cost.partition)."""
         by_cost = (layout.pipeline_partition or default_partition(self.model)) is Partition.BALANCED
         key = (layout.tp, layout.pp, layout.virtual_stages, layout.microbatch_size, layout.pipeline_partition,
                layout.encoder_pipeline_stages, *((layout.sequence_parallel, layout.recompute) if by_cost else ()))
-        found = self._workloads.get(key)
+        found = self._shapes.get(key)
         if found is None:
-            found = self._workloads[key] = build_workload(self.model, layout, self.gpu, None, None, True,
-                                                          self.params)
+            workload = build_workload(self.model, layout, self.gpu, None, None, True, self.params)
+            found = self._shapes[key] = memory_shape(workload, layout.pp)
         return found
 
 
