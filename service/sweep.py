@@ -27,10 +27,9 @@ from typing import Any
 from api_schemas import RequestError, SimulationRequest
 from api_schemas.search import SweepRequest
 from service import convert as adapters
+from simcore import Scenario, SpecError, check, simulate
 from simcore.engine.recorder import CATEGORIES, COMM_KINDS
 from simcore.planning.executors import make_executor
-from simcore.simulate import Scenario, check, simulate
-from topology.errors import SpecError
 
 RESULTS_JSONL = "results.jsonl"
 RESULTS_CSV = "results.csv"
@@ -139,7 +138,8 @@ class _OrderedWriter:
 
 def run_sweep(request: SweepRequest, out_dir: str | Path, *, executor: str = "local", address: str | None = None,
               workers: int | None = None, progress: Progress | None = None) -> dict[str, Any]:
-    """Run (or resume) a sweep into out_dir; returns a summary. Raises RequestError or SpecError."""
+    """Run (or resume) a sweep into out_dir; returns a summary. Raises RequestError or SpecError for invalid input,
+    ExecutorError when the executor cannot start or fails."""
     points = request.requests()
     paths = list(request.grid)
     keys = [point_key(r) for _, r in points]

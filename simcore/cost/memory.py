@@ -218,14 +218,16 @@ def rank_holdings(model: ModelShape, layout: Layout, shape: MemoryShape) -> tupl
 def sharded(holdings: tuple[RankHolding, ...], layout: Layout) -> tuple[StageMemory, ...]:
     """Each rank's memory once ZeRO shards its model states over the layout's dp data-parallel ranks."""
     dp, zero = layout.dp, layout.zero_stage
-    return tuple(StageMemory(
-        weights=WEIGHT_BYTES * h.parameters / (dp if zero >= 3 else 1),
-        gradients=GRADIENT_BYTES * h.parameters / (dp if zero >= 2 else 1),
-        optimizer_states=OPTIMIZER_BYTES * h.parameters / (dp if zero >= 1 else 1),
-        activations=h.activations,
+    weight_shards, gradient_shards, optimizer_shards = (dp if zero >= 3 else 1), (dp if zero >= 2 else 1), (
+        dp if zero >= 1 else 1)
+    return tuple([StageMemory(
+        WEIGHT_BYTES * h.parameters / weight_shards,
+        GRADIENT_BYTES * h.parameters / gradient_shards,
+        OPTIMIZER_BYTES * h.parameters / optimizer_shards,
+        h.activations,
         # ZeRO 3: the gathered layer and the prefetched next one
-        buffers=h.buffers + (2 * WEIGHT_BYTES * h.largest_layer_parameters if zero >= 3 else 0.0),
-    ) for h in holdings)
+        h.buffers + 2 * WEIGHT_BYTES * h.largest_layer_parameters if zero >= 3 else h.buffers,
+    ) for h in holdings])
 
 
 def stage_memory(model: ModelShape, layout: Layout, workload: Workload) -> tuple[StageMemory, ...]:

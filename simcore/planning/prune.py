@@ -50,7 +50,8 @@ class MemoryModel:
         found = self._entries.get(key)
         if found is None:
             stages = sharded(self._holding(layout), layout)
-            index = max(range(len(stages)), key=lambda i: (stages[i].total, -i))
+            totals = [stage.total for stage in stages]
+            index = totals.index(max(totals))
             found = self._entries[key] = (stages, (index, stages[index]))
         return found
 
