@@ -27,9 +27,10 @@ from typing import Any
 from api_schemas import RequestError, SimulationRequest
 from api_schemas.search import SweepRequest
 from service import convert as adapters
-from simcore import Scenario, SpecError, check, simulate
+from simcore import Scenario, SpecError, check
 from simcore.engine.recorder import CATEGORIES, COMM_KINDS
 from simcore.planning.executors import make_executor
+from simcore.planning.worker import simulate_in_worker
 
 RESULTS_JSONL = "results.jsonl"
 RESULTS_CSV = "results.csv"
@@ -47,9 +48,10 @@ def point_key(request: SimulationRequest) -> str:
 
 
 def simulate_point(task: tuple[int, Scenario]) -> tuple[int, dict[str, Any]]:
-    """Simulate one point; its result JSON without the wall time. Module level: process pools and Ray run it."""
+    """Simulate one point (on the worker's cached network: simcore.planning.worker); its result JSON without the
+    wall time. Module level: process pools and Ray run it."""
     index, scenario = task
-    result = adapters.to_response(simulate(scenario))
+    result = adapters.to_response(simulate_in_worker(scenario))
     result["simulator"].pop("wall_time_s", None)
     return index, result
 

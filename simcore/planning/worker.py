@@ -1,4 +1,5 @@
-"""What a search keeps in each worker process between candidates, and the function the executors run.
+"""What a search (or a sweep) keeps in each worker process between simulations, and the functions the executors
+run.
 
 A search simulates hundreds of candidates on one cluster. Each worker process (a process of the local pool, a Ray
 worker, or this process for the inline executor) keeps the built network of the cluster its last candidate ran
@@ -20,7 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from simcore.planning.rank import Evaluation, evaluate
-from simcore.simulate import Network, Scenario, build_network
+from simcore.simulate import Network, Outcome, Scenario, build_network, simulate
 
 
 class NetworkCache:
@@ -58,3 +59,10 @@ def evaluate_candidate(task: tuple[int, Scenario]) -> Evaluation:
     network = _CACHE.network_for(task[1])
     with gc_paused():
         return evaluate(task, network)
+
+
+def simulate_in_worker(scenario: Scenario) -> Outcome:
+    """`simulate` on this process's cached network with the collector paused (a sweep's points)."""
+    network = _CACHE.network_for(scenario)
+    with gc_paused():
+        return simulate(scenario, network)

@@ -20,7 +20,7 @@ from simcore import (
 from simcore.planning.estimate import Estimator
 from simcore.planning.search import Bounds, StoppedBy, search
 from simcore.planning.space import Space
-from simcore.planning.worker import NetworkCache, gc_paused
+from simcore.planning.worker import NetworkCache, gc_paused, simulate_in_worker
 
 BASE = Scenario(model=model_from_fields(MODEL_PRESETS["gpt3-350m"]), cluster=sized(NODE_PRESETS["dgx-a100"], 8),
                 layout=Layout(dp=1, tp=1, pp=1, microbatch_size=1, global_batch_size=16))
@@ -74,3 +74,14 @@ def test_the_collector_pauses_for_a_candidate_only() -> None:
     with gc_paused():
         assert not gc.isenabled()
     assert gc.isenabled()
+
+
+def test_a_reused_network_gives_the_same_results() -> None:
+    """Scenarios on one cluster, then another, then the first again: each as simulate gives it on its own."""
+    layouts = [Layout(dp=2, tp=4, pp=1, microbatch_size=1, global_batch_size=16, zero_stage=1),
+               Layout(dp=1, tp=2, pp=4, microbatch_size=1, global_batch_size=16)]
+    scenarios = [replace(BASE, layout=layouts[0]), replace(BASE, layout=layouts[1]),
+                 replace(BASE, layout=replace(layouts[0], dp=4), cluster=sized(BASE.cluster, 16)),
+                 replace(BASE, layout=layouts[0])]
+    for scenario in scenarios:
+        assert simulate_in_worker(scenario).metrics == simulate(scenario).metrics
