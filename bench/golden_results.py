@@ -25,11 +25,9 @@ from api_schemas import SimulationRequest, load_request_file
 from api_schemas.search import search_request_from
 from service import convert as adapters
 from service.search import to_space
-from simcore.domain.layout import Layout, Recompute
+from simcore import GPUS, Layout, Recompute, simulate
 from simcore.planning.estimate import Estimator
 from simcore.planning.prune import plan_search
-from simcore.simulate import simulate
-from topology.hardware import GPUS
 
 ROOT = Path(__file__).resolve().parent.parent
 SEARCH = ROOT / "examples" / "search" / "gpt3-175b-1024-a100.search.json"
