@@ -18,6 +18,11 @@ parallelism) plus one layer's full activations while it is recomputed.
 
 Microbatches in flight come from the schedule itself: the most forward passes a rank has run whose backward has
 not run yet (per chunk, weighted by the chunk's layers).
+
+`stage_memory` runs in three steps, each a function of fewer inputs than the last, so that a layout search
+(simcore.planning.prune) can share them between the layouts that agree on those inputs: `memory_shape` (what
+each rank holds of the workload), `rank_holdings` (its activations and buffers under the layout's schedule,
+microbatch and recomputation) and `sharded` (ZeRO's division of the model states over dp).
 """
 
 from __future__ import annotations
