@@ -32,8 +32,7 @@ import yaml
 
 from api_schemas import SimulationRequest, load_request_file
 from service import convert as adapters
-from simcore.domain.layout import Layout, Recompute
-from simcore.simulate import simulate
+from simcore import Layout, Recompute, simulate
 
 ROOT = Path(__file__).resolve().parent.parent
 SEARCH = ROOT / "examples" / "search" / "gpt3-175b-1024-a100.search.json"
@@ -118,9 +117,9 @@ def search_candidates() -> list[tuple[str, Layout]]:
     # Imported here: only writing the set needs the search, not comparing results with it.
     from api_schemas.search import search_request_from
     from service.search import to_space
-    from simcore.planning.rank import Estimator
-    from simcore.planning.space import plan_search
-    from topology.hardware import GPUS
+    from simcore import GPUS
+    from simcore.planning.estimate import Estimator
+    from simcore.planning.prune import plan_search
 
     document = _search_document()
     req = search_request_from(document)

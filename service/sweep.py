@@ -27,10 +27,10 @@ from typing import Any
 from api_schemas import RequestError, SimulationRequest
 from api_schemas.search import SweepRequest
 from service import convert as adapters
-from simcore import SpecError
+from simcore import Scenario, SpecError, check
 from simcore.engine.recorder import CATEGORIES, COMM_KINDS
 from simcore.planning.executors import make_executor
-from simcore.simulate import Scenario, check, simulate
+from simcore.planning.worker import simulate_in_worker
 
 RESULTS_JSONL = "results.jsonl"
 RESULTS_CSV = "results.csv"
@@ -48,9 +48,10 @@ def point_key(request: SimulationRequest) -> str:
 
 
 def simulate_point(task: tuple[int, Scenario]) -> tuple[int, dict[str, Any]]:
-    """Simulate one point; its result JSON without the wall time. Module level: process pools and Ray run it."""
+    """Simulate one point (on the worker's cached network: simcore.planning.worker); its result JSON without the
+    wall time. Module level: process pools and Ray run it."""
     index, scenario = task
-    result = adapters.to_response(simulate(scenario))
+    result = adapters.to_response(simulate_in_worker(scenario))
     result["simulator"].pop("wall_time_s", None)
     return index, result
 
@@ -139,7 +140,8 @@ class _OrderedWriter:
 
 def run_sweep(request: SweepRequest, out_dir: str | Path, *, executor: str = "local", address: str | None = None,
               workers: int | None = None, progress: Progress | None = None) -> dict[str, Any]:
-    """Run (or resume) a sweep into out_dir; returns a summary. Raises RequestError or SpecError."""
+    """Run (or resume) a sweep into out_dir; returns a summary. Raises RequestError or SpecError for invalid input,
+    ExecutorError when the executor cannot start or fails."""
     points = request.requests()
     paths = list(request.grid)
     keys = [point_key(r) for _, r in points]

@@ -36,9 +36,21 @@ class Collective(StrEnum):
     ALL_GATHER = "all_gather"
 
 
+def ring_factor(kind: Collective, n: int) -> float:
+    """Bytes each of n ranks sends (and receives) per byte of the buffer in a ring: 2(n-1)/n for all-reduce (a
+    reduce-scatter, then an all-gather), (n-1)/n for either half alone (Patarasuk and Yuan 2009; nccl-tests'
+    bus-bandwidth factor)."""
+    return 2 * (n - 1) / n if kind is Collective.ALL_REDUCE else (n - 1) / n
+
+
+def nccl_bandwidth(line_rate_bytes_per_s: float, link_kind: str) -> float:
+    """The bandwidth (bytes/s) NCCL's bulk protocol achieves on a link of this kind and line rate."""
+    return line_rate_bytes_per_s * LINK_EFFICIENCY[link_kind]
+
+
 def effective_capacity(cluster: Cluster) -> list[float]:
     """Per-link bandwidth (bytes/s) that NCCL's protocol achieves: line rate times the link kind's efficiency."""
-    return [bw * LINK_EFFICIENCY[kind] for bw, kind in zip(cluster.link_bandwidth_bytes_per_s, cluster.link_kind)]
+    return [nccl_bandwidth(bw, kind) for bw, kind in zip(cluster.link_bandwidth_bytes_per_s, cluster.link_kind)]
 
 
 class _Loads:
@@ -159,7 +171,7 @@ class CollectiveModel:
         if n < 2:
             return ()
         if kind is not Collective.ALL_REDUCE or self.algorithm is CollectiveAlgorithm.RING:
-            coef = 2 * (n - 1) / n if kind is Collective.ALL_REDUCE else (n - 1) / n
+            coef = ring_factor(kind, n)
             acc = _Loads(self.router)
             for group in groups:
                 self._ring(acc, group, coef)
@@ -246,5 +258,4 @@ class CollectiveModel:
 
 def bus_bandwidth(kind: Collective, n: int, size_bytes: float, time_s: float) -> float:
     """nccl-tests' bus bandwidth (bytes/s): algbw = S/t times 2(n-1)/n for all-reduce, (n-1)/n otherwise."""
-    factor = 2 * (n - 1) / n if kind is Collective.ALL_REDUCE else (n - 1) / n
-    return size_bytes / time_s * factor
+    return size_bytes / time_s * ring_factor(kind, n)

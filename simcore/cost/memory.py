@@ -21,6 +21,11 @@ parallelism) plus one layer's full activations while it is recomputed.
 
 Microbatches in flight come from the schedule itself: the most forward passes a rank has run whose backward has
 not run yet (per chunk, weighted by the chunk's layers).
+
+`stage_memory` runs in three steps, each a function of fewer inputs than the last, so that a layout search
+(simcore.planning.prune) can share them between the layouts that agree on those inputs: `memory_shape` (what
+each rank holds of the workload), `rank_holdings` (its activations and buffers under the layout's schedule,
+microbatch and recomputation) and `sharded` (ZeRO's division of the model states over dp).
 """
 
 from __future__ import annotations
@@ -29,8 +34,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
-from simcore.cost.fp8 import FP8_WEIGHT_COPY_BYTES
-from simcore.cost.workload import Workload, fp8_gemm_weights
+from simcore.cost.fp8 import FP8_WEIGHT_COPY_BYTES, fp8_weight_elements
+from simcore.cost.workload import ChunkCost, Workload
 from simcore.domain.layout import Layout, Recompute, Schedule
 from simcore.domain.model import AttentionKind, LayerType, ModelShape
 from simcore.domain.schedules import BACKWARD, POLICIES
@@ -116,10 +121,13 @@ def walk_in_flight(layout: Layout, rank: int, bytes_of_chunk: Mapping[int, float
 @lru_cache(maxsize=4096)
 def _held_counts(schedule: Schedule, rank: int, pp: int, m: int, v: int,
                  chunks: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
-    """The distinct numbers of microbatches a rank holds per chunk (in `chunks` order) after each of its
-    forward passes: what it holds in bytes at its peak is the largest of these weighted by each chunk's bytes,
-    whatever those are (the same peak as walking the passes with the bytes, up to the rounding of the sums), so
-    one walk of the schedule serves every microbatch size and recomputation."""
+    """The numbers of microbatches a rank holds per chunk (in `chunks` order) after each of its forward passes,
+    those that no other one holds at least as many of in every chunk: what it holds in bytes at its peak is the
+    largest of these weighted by each chunk's bytes, whatever those are (the same peak as walking the passes with
+    the bytes, up to the rounding of the sums), so one walk of the schedule serves every microbatch size and
+    recomputation. A dominated count is dropped because it can never weigh more: with weights >= 0 each product
+    and each partial sum of the dominating count is at least as large, in floating point too (rounding is
+    monotone), so the maximum is the same number."""
     index = {c: i for i, c in enumerate(chunks)}
     held = [0] * len(chunks)
     seen: dict[tuple[int, ...], None] = {}
@@ -129,48 +137,118 @@ def _held_counts(schedule: Schedule, rank: int, pp: int, m: int, v: int,
         else:
             held[index[ps.chunk]] += 1
             seen[tuple(held)] = None
-    return tuple(seen)
+    front: list[tuple[int, ...]] = []
+    for count in sorted(seen, key=sum, reverse=True):  # a dominating count sums to more: it comes first
+        if not any(all(a <= b for a, b in zip(count, kept)) for kept in front):
+            front.append(count)
+    return tuple(front)
 
 
-def stage_memory(model: ModelShape, layout: Layout, workload: Workload) -> tuple[StageMemory, ...]:
-    """Per pipeline rank, the peak memory the iteration needs."""
-    b, t, dp, zero = layout.microbatch_size, layout.tp, layout.dp, layout.zero_stage
+@dataclass(frozen=True, slots=True)
+class RankChunks:
+    """What memory reads of one pipeline rank's model chunks in a workload."""
+
+    chunks: tuple[tuple[int, tuple[tuple[str, int], ...], bool], ...]  # chunk, its layers by kind, holds a decoder
+    kinds: tuple[str, ...]  # the kinds of layer the rank holds
+    parameters: int  # per tensor rank
+    largest_layer_parameters: float  # of its largest layer: what ZeRO 3 gathers at once
+    embeds_tokens: bool  # it holds the first virtual stage
+    embeds_target: bool  # it embeds an encoder-decoder model's target tokens
+    has_logits: bool
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryShape:
+    """What memory reads of a workload: each rank's chunks and the largest message between stages (bytes)."""
+
+    ranks: tuple[RankChunks, ...]
+    largest_message_bytes: float
+
+
+def memory_shape(workload: Workload, pp: int) -> MemoryShape:
+    """The workload's chunks by pipeline rank, as memory reads them (each chunk's rank, layers, parameters, input
+    message and what it embeds): the same for every schedule, microbatch count, ZeRO stage and dp."""
+    of_rank: list[list[ChunkCost]] = [[] for _ in range(pp)]
+    for c in workload.chunks:
+        of_rank[c.rank].append(c)
+    ranks = tuple(RankChunks(
+        chunks=tuple((c.chunk, c.layer_counts, any(kind == "decoder" for kind, _ in c.layer_counts))
+                     for c in chunks),
+        kinds=tuple(dict.fromkeys(kind for c in chunks for kind, _ in c.layer_counts)),
+        parameters=sum(c.parameters for c in chunks),
+        largest_layer_parameters=max((c.parameters / max(c.layers, 1) for c in chunks), default=0.0),
+        embeds_tokens=any(c.virtual_stage == 0 for c in chunks),
+        embeds_target=any(c.embeds_target for c in chunks),
+        has_logits=any(c.has_logits for c in chunks),
+    ) for chunks in of_rank)
+    return MemoryShape(ranks, max((c.input_bytes for c in workload.chunks), default=0.0))
+
+
+@dataclass(frozen=True, slots=True)
+class RankHolding:
+    """What one pipeline rank holds per GPU before ZeRO shards its model states (see `sharded`)."""
+
+    parameters: int  # per tensor rank
+    largest_layer_parameters: float  # of its largest layer: what ZeRO 3 gathers at once
+    activations: float  # bytes at its peak
+    buffers: float  # bytes: runtime and pipeline send and receive buffers
+    fp8_weight_bytes: float = 0.0  # FP8 training: the FP8 copies of its GEMM weights (sharded like the weights)
+
+
+def rank_holdings(model: ModelShape, layout: Layout, shape: MemoryShape) -> tuple[RankHolding, ...]:
+    """Per pipeline rank, its parameters and its peak activations and buffers. Of the layout it reads the
+    microbatch size, tp, sequence parallelism, recomputation, schedule, pp, virtual stages, number of
+    microbatches and the FP8 recipe, not dp or the ZeRO stage (`sharded` applies those), so that a search can
+    share it between layouts that differ only there."""
+    b, t = layout.microbatch_size, layout.tp
     sp = layout.sequence_parallel
     kinds = {layer.kind: layer for layer, _ in model.layer_stacks()}
     per_layer = {kind: layer_activation_bytes(model, b, t, sp, layout.recompute, layer)
                  for kind, layer in kinds.items()}
+    full = layout.recompute is Recompute.FULL
+    # with full recomputation, the layer being recomputed keeps all its activations
+    recomputed = {kind: _full_layer_bytes(model, layout, layer) for kind, layer in kinds.items()} if full else {}
     # A decoder stage keeps each microbatch's encoder output, which all its layers' cross-attention read.
     encoder_output = BYTES * b * model.seq_length * model.hidden_size / (t if sp else 1)
-    largest_message = max((c.input_bytes for c in workload.chunks), default=0.0)
+    buffers = RUNTIME_BYTES + (2 * shape.largest_message_bytes if layout.pp > 1 else 0.0)  # send and receive
     out = []
-    for rank in range(layout.pp):
-        chunks = [c for c in workload.chunks if c.rank == rank]
-        params = sum(c.parameters for c in chunks)
-        held = {c.chunk: sum(n * per_layer[kind] for kind, n in c.layer_counts)
-                + (encoder_output if any(kind == "decoder" for kind, _ in c.layer_counts) else 0.0) for c in chunks}
+    for rank, r in enumerate(shape.ranks):
+        held = {chunk: sum(n * per_layer[kind] for kind, n in counts) + (encoder_output if decoder else 0.0)
+                for chunk, counts, decoder in r.chunks}
         activations = in_flight(layout, rank, held)
-        if layout.recompute is Recompute.FULL:  # the layer being recomputed
-            activations += max(_full_layer_bytes(model, layout, kinds[kind]) for c in chunks
-                               for kind, _ in c.layer_counts)
+        if full:
+            activations += max(recomputed[kind] for kind in r.kinds)
         # Embedding dropout masks: the first stage's on the (encoder's) tokens, the decoder's on the target's.
-        if any(c.virtual_stage == 0 for c in chunks):
+        if r.embeds_tokens:
             activations += b * model.seq_length * model.hidden_size
-        if any(c.embeds_target for c in chunks):
+        if r.embeds_target:
             activations += b * model.decoder_seq_length * model.hidden_size
-        if any(c.has_logits for c in chunks):
+        if r.has_logits:
             activations += 4.0 * b * model.output_seq_length * model.vocab_size / t  # fp32 logits for the loss
-        buffers = RUNTIME_BYTES + (2 * largest_message if layout.pp > 1 else 0.0)  # send and receive buffers
-        largest_layer = max((c.parameters / max(c.layers, 1) for c in chunks), default=0.0)
-        if zero >= 3:
-            buffers += 2 * WEIGHT_BYTES * largest_layer  # the gathered layer and the prefetched next one
-        weights = float(WEIGHT_BYTES * params)
+        fp8_copies = 0.0
         if layout.fp8 is not None:  # the FP8 copies (and transposes) of the GEMM weights the recipe keeps
-            weights += FP8_WEIGHT_COPY_BYTES[layout.fp8] * fp8_gemm_weights(model, workload.chunks, rank, t)
-        out.append(StageMemory(
-            weights=weights / (dp if zero >= 3 else 1),
-            gradients=GRADIENT_BYTES * params / (dp if zero >= 2 else 1),
-            optimizer_states=OPTIMIZER_BYTES * params / (dp if zero >= 1 else 1),
-            activations=activations,
-            buffers=buffers,
-        ))
+            fp8_copies = FP8_WEIGHT_COPY_BYTES[layout.fp8] * sum(
+                n * fp8_weight_elements(model, kinds[kind], t) for _chunk, counts, _decoder in r.chunks
+                for kind, n in counts)
+        out.append(RankHolding(r.parameters, r.largest_layer_parameters, activations, buffers, fp8_copies))
     return tuple(out)
+
+
+def sharded(holdings: tuple[RankHolding, ...], layout: Layout) -> tuple[StageMemory, ...]:
+    """Each rank's memory once ZeRO shards its model states over the layout's dp data-parallel ranks."""
+    dp, zero = layout.dp, layout.zero_stage
+    weight_shards, gradient_shards, optimizer_shards = (dp if zero >= 3 else 1), (dp if zero >= 2 else 1), (
+        dp if zero >= 1 else 1)
+    return tuple([StageMemory(
+        (WEIGHT_BYTES * h.parameters + h.fp8_weight_bytes) / weight_shards,
+        GRADIENT_BYTES * h.parameters / gradient_shards,
+        OPTIMIZER_BYTES * h.parameters / optimizer_shards,
+        h.activations,
+        # ZeRO 3: the gathered layer and the prefetched next one
+        h.buffers + 2 * WEIGHT_BYTES * h.largest_layer_parameters if zero >= 3 else h.buffers,
+    ) for h in holdings])
+
+
+def stage_memory(model: ModelShape, layout: Layout, workload: Workload) -> tuple[StageMemory, ...]:
+    """Per pipeline rank, the peak memory the iteration needs."""
+    return sharded(rank_holdings(model, layout, memory_shape(workload, layout.pp)), layout)

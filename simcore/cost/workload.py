@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simcore.cost.collectives import Collective, CollectiveModel
+from simcore.cost.collectives import Collective, CollectiveModel, ring_factor
 from simcore.cost.fp8 import WEIGHT_QUANTIZE_BYTES, fp8_weight_elements
 from simcore.cost.kernels import (
     ATTENTION_CORE,
@@ -311,4 +311,4 @@ def _tp_bytes(t: int, size: float) -> float:
     ring: 2(t-1)/t S."""
     if t < 2:
         return 0.0
-    return 2 * (t - 1) / t * size
+    return ring_factor(Collective.ALL_REDUCE, t) * size

@@ -5,6 +5,10 @@ Every executor runs a module-level function over (index, task) items and hands e
 so what a search or sweep returns never depends on which worker finished first: results are the same whichever
 executor ran them. Items are submitted a window at a time (twice the workers), so that a search bounded by time
 stops starting new simulations as soon as its time is up.
+
+An executor that cannot be set up (an unknown kind, Ray not installed, no Ray cluster at the address) or that
+fails while it runs (a worker process died, the Ray cluster went away) raises `ExecutorError`, not `SpecError`:
+nothing is wrong with the scenarios. An exception a task raises itself reaches the caller unchanged.
 """
 
 from __future__ import annotations
@@ -14,12 +18,21 @@ import os
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from types import TracebackType
 from typing import Any, Protocol
 
-from topology.errors import SpecError
-
 EXECUTORS = ("local", "ray")
+
+
+class ExecutorError(RuntimeError):
+    """An executor could not start or failed while running. `option` names the setting at fault when the caller
+    chose it (executor, address or workers), None when the executor failed on its own."""
+
+    def __init__(self, message: str, option: str | None = None) -> None:
+        super().__init__(f"{option}: {message}" if option else message)
+        self.option = option
+        self.message = message
 
 
 class Executor(Protocol):
@@ -79,7 +92,6 @@ def _ready() -> int:
     return os.getpid()
 
 
-
 def _windowed(submit: Callable[[Any], Any], wait_one: Callable[[list[Any]], tuple[list[Any], list[Any]]],
               cancel: Callable[[Any], Any], window: int, items: Iterator[Any], on_result: Callable[[Any], None],
               stop: Callable[[], bool]) -> None:
@@ -107,6 +119,7 @@ def _windowed(submit: Callable[[Any], Any], wait_one: Callable[[list[Any]], tupl
             cancel(task)
         raise
 
+
 class LocalExecutor(_Closing):
     """A pool of worker processes on this machine (default: one per CPU)."""
 
@@ -115,7 +128,11 @@ class LocalExecutor(_Closing):
     def __init__(self, workers: int | None = None) -> None:
         self.workers = max(1, workers or os.cpu_count() or 1)
         self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context(_start_method()))
-        self._pool.submit(_ready).result()  # start the workers now, before the caller starts any thread
+        try:
+            self._pool.submit(_ready).result()  # start the workers now, before the caller starts any thread
+        except BrokenProcessPool as err:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            raise ExecutorError(f"the local process pool could not start its workers: {err}") from err
 
     def run(self, fn: Callable[[Any], Any], items: Iterator[Any], on_result: Callable[[Any], None],
             stop: Callable[[], bool]) -> None:
@@ -123,8 +140,11 @@ class LocalExecutor(_Closing):
             done, rest = wait(pending, return_when=FIRST_COMPLETED)
             return [future.result() for future in done], list(rest)
 
-        _windowed(lambda item: self._pool.submit(fn, item), wait_one, lambda future: future.cancel(),
-                  2 * self.workers, items, on_result, stop)
+        try:
+            _windowed(lambda item: self._pool.submit(fn, item), wait_one, lambda future: future.cancel(),
+                      2 * self.workers, items, on_result, stop)
+        except BrokenProcessPool as err:  # a worker died (killed, out of memory): its task has no result
+            raise ExecutorError(f"a worker process of the local pool ended abruptly: {err}") from err
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
@@ -140,7 +160,7 @@ class RayExecutor(_Closing):
         try:
             import ray
         except ImportError:
-            raise SpecError("executor", "ray is not installed: pip install 'clustersim[ray]'") from None
+            raise ExecutorError("ray is not installed: pip install 'clustersim[ray]'", "executor") from None
         self._ray = ray
         self._owned = False
         if not ray.is_initialized():
@@ -151,7 +171,7 @@ class RayExecutor(_Closing):
             try:
                 ray.init(**kwargs)
             except ConnectionError as err:
-                raise SpecError("address", f"cannot reach a Ray cluster at {address!r}: {err}") from None
+                raise ExecutorError(f"cannot reach a Ray cluster at {address!r}: {err}", "address") from None
             self._owned = True
         cpus = int(ray.cluster_resources().get("CPU", 1))
         self.workers = max(1, min(workers, cpus) if workers else cpus)
@@ -165,8 +185,13 @@ class RayExecutor(_Closing):
             done, rest = ray.wait(pending, num_returns=1)
             return [ray.get(ref) for ref in done], list(rest)
 
-        _windowed(remote.remote, wait_one, lambda ref: ray.cancel(ref, force=True), 2 * self.workers, items,
-                  on_result, stop)
+        try:
+            _windowed(remote.remote, wait_one, lambda ref: ray.cancel(ref, force=True), 2 * self.workers, items,
+                      on_result, stop)
+        except ray.exceptions.RayTaskError:  # the task's own exception (ray.get raises it as its own type too)
+            raise
+        except ray.exceptions.RayError as err:  # a worker or node died, the cluster went away
+            raise ExecutorError(f"the Ray executor failed: {err}") from err
 
     def close(self) -> None:
         if self._owned:
@@ -178,8 +203,8 @@ def make_executor(kind: str = "local", address: str | None = None, workers: int 
     if kind == "ray":
         return RayExecutor(address, workers)
     if kind != "local":
-        raise SpecError("executor", f"must be one of {', '.join(EXECUTORS)}")
+        raise ExecutorError(f"must be one of {', '.join(EXECUTORS)}", "executor")
     if address is not None:
-        raise SpecError("address", "only applies to --executor ray")
+        raise ExecutorError("only applies to the ray executor", "address")
     count = max(1, workers or os.cpu_count() or 1)
     return InlineExecutor() if count == 1 else LocalExecutor(count)

@@ -1,6 +1,7 @@
-"""Layout search: the generated space, pruning (layout rules and the memory model, before any simulation),
-ranking by simulated tokens/s with the reasons, the bounds, the executors' agreement, the CLI, and the 1T
-acceptance case (a bounded search beats Narayanan et al.'s DP 6 x TP 8 x PP 64)."""
+"""Layout search through its documents: ranking by simulated tokens/s with the reasons, discarded families, the
+bounds, the executors' agreement, the baseline, input errors, the CLI, and the 1T acceptance case (a bounded
+search beats Narayanan et al.'s DP 6 x TP 8 x PP 64). The space, pruning and the estimate on their own:
+tests/simcore/planning/."""
 
 from __future__ import annotations
 
@@ -17,13 +18,9 @@ from api_schemas.search import parse_search_request, search_request_from
 from service import convert as adapters
 from service.cli.main import main
 from service.search import layout_json, run_search, to_space
-from simcore.cost.memory import stage_memory, walk_in_flight
-from simcore.domain.layout import Layout, Recompute, Schedule, validate_layout
-from simcore.planning.rank import evaluate
-from simcore.planning.space import MEMORY, MemoryModel, Space, distinct_placements, enumerate_layouts, plan_search
-from simcore.simulate import Scenario, simulate
-from topology.errors import SpecError
-from topology.hardware import GPUS
+from simcore import Layout, Recompute, Scenario, Schedule, SpecError, simulate
+from simcore.planning.executors import ExecutorError
+from simcore.planning.space import Space
 
 ROOT = Path(__file__).resolve().parents[2]
 ONE_T = ROOT / "examples" / "gpt-1t-3072-a100.yaml"
@@ -41,127 +38,6 @@ def scenario_of(doc: dict[str, Any]) -> Scenario:
 
 def without_run(result: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in result.items() if k != "run"}
-
-
-# -- the space ------------------------------------------------------------------------------------------------
-
-
-def test_generated_space_follows_the_rules() -> None:
-    base = scenario_of(SMALL)
-    layouts = list(enumerate_layouts(base.model, 16, 8, 64, Space()))
-    assert len(layouts) == len(set(layouts))
-    assert {lay.tp for lay in layouts} == {1, 2, 4, 8}  # TP stays inside a node
-    assert {lay.pp for lay in layouts} == {1, 2, 4, 8, 16}
-    assert {lay.zero_stage for lay in layouts} == {0, 1, 2, 3}
-    assert {str(lay.recompute) for lay in layouts} == {"none", "selective", "full"}
-    assert {lay.sequence_parallel for lay in layouts} == {False, True}
-    for lay in layouts:
-        assert lay.dp * lay.tp * lay.pp == 16
-        assert lay.microbatch_size <= 8 and 64 % (lay.dp * lay.microbatch_size) == 0
-        assert lay.overlap_grad_reduce and not lay.tp_comm_overlap
-        assert (lay.virtual_stages > 1) == (lay.schedule is Schedule.INTERLEAVED_1F1B)
-        if lay.virtual_stages > 1:
-            assert 24 % (lay.pp * lay.virtual_stages) == 0
-        if lay.pp == 1:
-            assert lay.schedule is Schedule.ONE_F_ONE_B
-        if lay.dp == 1:
-            assert lay.zero_stage == 0
-        if lay.tp == 1:
-            assert not lay.sequence_parallel
-    interleaved = {lay.virtual_stages for lay in layouts if lay.pp == 4}
-    assert interleaved == {1, 2, 3, 6}  # 24 layers / 4 stages = 6 per stage: v in 2..8 dividing it
-
-
-def test_placements_that_map_ranks_alike_are_generated_once() -> None:
-    assert distinct_placements(4, 2, 2) == ["tp,dp,pp", "tp,pp,dp", "dp,tp,pp", "dp,pp,tp", "pp,tp,dp", "pp,dp,tp"]
-    assert distinct_placements(16, 1, 1) == ["tp,dp,pp"]
-    assert distinct_placements(4, 4, 1) == ["tp,dp,pp", "dp,tp,pp"]  # where pp goes does not matter
-
-
-def test_space_can_be_narrowed_and_widened_by_the_request() -> None:
-    base = scenario_of(SMALL)
-    space = Space(tp=(16,), pp=(1,), recompute=(Recompute.FULL,), zero_stage=(3,), sequence_parallel=(True,))
-    layouts = list(enumerate_layouts(base.model, 16, 8, 64, space))
-    assert {(lay.dp, lay.tp, lay.pp, lay.zero_stage) for lay in layouts} == {(1, 16, 1, 3)}  # TP across nodes
-    # degrees that cannot multiply to the GPU count are kept as one layout that carries the rule
-    odd = list(enumerate_layouts(base.model, 16, 8, 64, Space(tp=(3,))))
-    assert len(odd) == 1
-    with pytest.raises(SpecError) as err:
-        validate_layout(odd[0], base.model, 16)
-    assert err.value.field == "layout.dp"
-
-
-# -- memory model and pruning ----------------------------------------------------------------------------------
-
-
-MEMORY_CASES = [
-    dict(dp=2, tp=2, pp=4, microbatch_size=2, global_batch_size=64),
-    dict(dp=1, tp=2, pp=8, microbatch_size=1, global_batch_size=64, schedule=Schedule.GPIPE),
-    dict(dp=4, tp=1, pp=4, microbatch_size=1, global_batch_size=64, schedule=Schedule.INTERLEAVED_1F1B,
-         virtual_stages=3, zero_stage=3, recompute=Recompute.SELECTIVE),
-    dict(dp=2, tp=4, pp=2, microbatch_size=4, global_batch_size=64, zero_stage=2, recompute=Recompute.FULL,
-         sequence_parallel=True),
-    dict(dp=16, tp=1, pp=1, microbatch_size=4, global_batch_size=64, zero_stage=1),
-    # uneven split: 24 layers over 5 x 2 chunks, interleaved
-    dict(dp=1, tp=2, pp=5, microbatch_size=1, global_batch_size=20, schedule=Schedule.INTERLEAVED_1F1B,
-         virtual_stages=2),
-    dict(dp=1, tp=2, pp=5, microbatch_size=1, global_batch_size=3),  # fewer microbatches than stages
-]
-
-
-@pytest.mark.parametrize("fields", MEMORY_CASES)
-def test_memory_model_equals_the_simulators(fields: dict[str, Any]) -> None:
-    base = scenario_of(SMALL)
-    layout = Layout(**fields)
-    gpus = layout.num_gpus
-    scenario = replace(base, layout=layout, cluster=replace(base.cluster, num_gpus=gpus))
-    outcome = simulate(scenario)
-    expected = tuple(stage.memory for stage in outcome.metrics.stages)
-    assert MemoryModel(base.model).stages(layout) == expected
-
-
-def test_memory_model_uses_the_schedules_microbatches_in_flight() -> None:
-    # the closed forms for 1F1B and GPipe against the schedules themselves
-    for schedule in (Schedule.ONE_F_ONE_B, Schedule.GPIPE):
-        for pp, m in ((1, 1), (4, 2), (4, 4), (8, 32), (5, 7)):
-            layout = Layout(dp=1, tp=1, pp=pp, microbatch_size=1, global_batch_size=m, schedule=schedule)
-            for rank in range(pp):
-                assert MemoryModel._held(layout, rank, {0: 3}) == walk_in_flight(layout, rank, {0: 3})
-
-
-def test_stage_memory_through_the_workload_matches() -> None:
-    """The parameters per chunk are counted as build_workload counts them (untied embeddings too)."""
-    from simcore.cost.collectives import CollectiveModel
-    from simcore.cost.workload import build_workload
-    from simcore.domain.placement import place
-    from topology.graph import build_cluster
-    from topology.routing import Router
-
-    base = scenario_of({**SMALL, "model": {"preset": "gpt3-1.3b", "tied_embeddings": False}})
-    layout = Layout(dp=2, tp=2, pp=4, microbatch_size=1, global_batch_size=64, zero_stage=3)
-    cluster = build_cluster(base.cluster)
-    workload = build_workload(base.model, layout, GPUS[base.cluster.gpu],
-                              place(2, 2, 4, layout.placement, 16),
-                              CollectiveModel(cluster, Router(cluster), base.algorithm))
-    assert MemoryModel(base.model).stages(layout) == stage_memory(base.model, layout, workload)
-
-
-def test_pruned_layouts_would_not_fit_and_kept_ones_do() -> None:
-    doc = {**SMALL, "model": {"preset": "gpt3-6.7b"}}
-    base = scenario_of(doc)
-    space = Space(zero_stage=(0,), recompute=(Recompute.NONE,), placement=("tp,dp,pp",))
-    plan = plan_search(base.model, 16, 8, GPUS[base.cluster.gpu], 64, space)
-    assert plan.discarded[MEMORY] > 0 and plan.candidates
-    kept = set(plan.candidates)
-    over = [lay for lay in enumerate_layouts(base.model, 16, 8, 64, space) if lay not in kept and lay.pp <= 2]
-    assert over
-    for layout in over[:3]:
-        validate_layout(layout, base.model, 16)  # a valid layout, discarded for memory only
-        outcome = simulate(replace(base, layout=layout))
-        assert not outcome.metrics.fits and outcome.warnings[0].startswith("does not fit")
-    kept = evaluate((0, replace(base, layout=plan.candidates[0])))
-    assert kept.fits
-    assert plan.generated == plan.pruned + len(plan.candidates)
 
 
 # -- the search ------------------------------------------------------------------------------------------------
@@ -256,16 +132,16 @@ def test_invalid_search_requests_name_the_field(doc: dict[str, Any], field: str)
     assert err.value.details[0].field == field
 
 
-def test_domain_errors_are_spec_errors() -> None:
+def test_domain_errors_are_spec_errors_and_executor_errors_are_not() -> None:
     with pytest.raises(SpecError) as err:
         run_search({**SMALL, "model": {"preset": "gpt-9t"}})
     assert err.value.field == "model.preset"
     with pytest.raises(SpecError) as err:
         run_search({**SMALL, "baseline": {"dp": 3, "tp": 4, "pp": 2, "global_batch_size": 64}})
     assert err.value.field == "baseline.dp"
-    with pytest.raises(SpecError) as err:
+    with pytest.raises(ExecutorError) as executor_err:
         run_search(SMALL, executor="slurm")
-    assert err.value.field == "executor"
+    assert executor_err.value.option == "executor" and not isinstance(executor_err.value, SpecError)
 
 
 def test_layout_json_round_trips_through_the_request_schema() -> None:

@@ -1,0 +1,154 @@
+"""A closed-form iteration time of a layout, only to decide which candidates a bounded search simulates first.
+It never ranks: every ranked figure comes from the simulator (simcore.planning.rank).
+
+Built on the cost model, with no formula of its own for what the cost model already computes: the compute of
+each layer type, the embedding and the logits per microbatch are `simcore.cost.partition.stage_costs` (the
+kernels' roofline times, forward + backward + recomputation), the layers of each stage are
+`simcore.cost.partition.partition`'s split, the optimizer step is `simcore.cost.kernels.optimizer_step_s`, ring
+traffic is `simcore.cost.collectives.ring_factor` and link bandwidths are NCCL's (`nccl_bandwidth`). What it adds
+is the schedule in closed form instead of events (Narayanan et al. 2021, §3): per microbatch a stage costs its
+layers' compute, its tensor-parallel all-reduces (4 per layer, 6 with full recomputation, each moving
+ring_factor x the activation over NVLink or, for a group that leaves the node, the node's NICs shared by its
+GPUs) and one activation send; an iteration costs (m + (p-1)/v) such stage times (the bubble), the exposed part
+of the data-parallel traffic and the optimizer step. No network is built: the estimate of tens of thousands of
+layouts takes well under a second.
+"""
+
+from __future__ import annotations
+
+from simcore.cost.collectives import Collective, nccl_bandwidth, ring_factor
+from simcore.cost.kernels import BYTES, optimizer_step_s
+from simcore.cost.parameters import FITTED, CostParameters
+from simcore.cost.partition import StageCosts, partition, stage_costs
+from simcore.domain.layout import Layout, Precision, Recompute
+from simcore.domain.model import ModelShape
+from topology.cluster_spec import ClusterSpec
+from topology.hardware import GPUS
+
+# Two heuristics of the ordering, not fitted and not figures of the simulator (which models both overlaps as
+# events): the share of overlappable data-parallel traffic counted as exposed, and the share of tensor-parallel
+# time that tp_comm_overlap leaves exposed. They only decide which candidates a bounded search simulates first.
+OVERLAPPED_DP_SHARE = 0.1
+OVERLAPPED_TP_SHARE = 0.5
+
+
+class Estimator:
+    """Closed-form tokens/s of layouts of one model on one cluster (for ordering only)."""
+
+    def __init__(self, model: ModelShape, cluster: ClusterSpec, params: CostParameters = FITTED) -> None:
+        self.model, self.cluster, self.params = model, cluster, params
+        self.gpu = GPUS[cluster.gpu]
+        self._costs: dict[tuple[int, int, bool, Recompute], StageCosts] = {}
+        self._stages: dict[tuple[object, ...], list[tuple[float, float, float]]] = {}
+        self.main_layer = model.main_layer()
+        self._ranks: dict[tuple[object, ...], tuple[int, ...]] = {}
+        self.nvlink_bytes_per_s = nccl_bandwidth(cluster.nvlink_bandwidth_bytes_per_s, "nvlink")
+        # A group that leaves the node shares the node's NICs among the node's GPUs.
+        self.network_bytes_per_s = min(
+            self.nvlink_bytes_per_s,
+            nccl_bandwidth(cluster.nics_per_node * cluster.nic_bandwidth_bytes_per_s, "ib") / cluster.gpus_per_node)
+
+    def stage_costs(self, layout: Layout) -> StageCosts:
+        """The cost model's compute per microbatch of each layer type, the embedding and the logits (cached)."""
+        key = (layout.microbatch_size, layout.tp, layout.sequence_parallel, layout.recompute)
+        found = self._costs.get(key)
+        if found is None:
+            found = self._costs[key] = stage_costs(self.model, layout.microbatch_size, layout.tp,
+                                                   layout.sequence_parallel, str(layout.recompute), self.gpu,
+                                                   self.params)
+        return found
+
+    def _bandwidth(self, layout: Layout, dim: str) -> float:
+        """Per-GPU bandwidth of a ring over the layout's `dim` group: NVLink if the group stays in a node."""
+        sizes = {"dp": layout.dp, "tp": layout.tp, "pp": layout.pp}
+        stride = 1
+        for name in layout.placement.split(","):
+            if name == dim:
+                break
+            stride *= sizes[name]
+        inside = stride * sizes[dim] <= self.cluster.gpus_per_node
+        return self.nvlink_bytes_per_s if inside else self.network_bytes_per_s
+
+    def iteration_s(self, layout: Layout) -> float:
+        model = self.model
+        b, t, p, v, d, m = (layout.microbatch_size, layout.tp, layout.pp, layout.virtual_stages, layout.dp,
+                            layout.num_microbatches)
+        costs = self.stage_costs(layout)
+        message = BYTES * b * model.seq_length * model.hidden_size
+        tp_layer = 0.0
+        if t > 1:
+            collectives = 6 if layout.recompute is Recompute.FULL else 4
+            tp_layer = collectives * ring_factor(Collective.ALL_REDUCE, t) * message / self._bandwidth(layout, "tp")
+            if layout.tp_comm_overlap:
+                tp_layer *= OVERLAPPED_TP_SHARE
+        pp_send = 2 * message / t / self._bandwidth(layout, "pp") if p > 1 else 0.0
+        if model.encoder_decoder:
+            stage = self._encoder_decoder_stage(layout, tp_layer, pp_send)
+        else:
+            layer = costs.layer[self.main_layer] + tp_layer
+            per_rank = self._layers_per_rank(layout)
+            stage = max(per_rank[r] * layer + (costs.embedding if r == 0 else 0.0)
+                        + (costs.logits if r == p - 1 else 0.0) + pp_send * v for r in range(p))
+        pipeline = (m + (p - 1) / v) * stage
+        params = model.total_parameters() / (t * p)
+        dp_s = 0.0
+        if d > 1:
+            ring = ring_factor(Collective.ALL_REDUCE, d) / self._bandwidth(layout, "dp")
+            grads = params * layout.grad_reduce_bytes
+            traffic = ring * grads  # an all-reduce (ZeRO 1: a reduce-scatter and a gather, the same bytes)
+            if layout.zero_stage >= 2:
+                traffic = ring / 2 * grads * m  # a reduce-scatter after every microbatch
+            if layout.zero_stage >= 3:
+                traffic += ring / 2 * params * BYTES * 2 * m  # a gather before every forward and backward
+            hidden = layout.overlap_grad_reduce or layout.zero_stage >= 2
+            dp_s = traffic * OVERLAPPED_DP_SHARE if hidden else traffic
+            if layout.zero_stage >= 2:
+                dp_s = max(dp_s, traffic - pipeline)  # what the passes cannot cover
+        shards = d if layout.zero_stage >= 1 else 1
+        return pipeline + dp_s + optimizer_step_s(params / shards, self.gpu, self.params,
+                                                         layout.precision is Precision.FP16)
+
+    def _layers_per_rank(self, layout: Layout) -> tuple[int, ...]:
+        """Layers each pipeline rank holds (all its chunks) in the simulator's split of a single stack."""
+        key = (layout.microbatch_size, layout.tp, layout.sequence_parallel, layout.recompute, layout.pp,
+               layout.virtual_stages, layout.pipeline_partition)
+        found = self._ranks.get(key)
+        if found is None:
+            chunks, _ = partition(self.model, layout.pp, layout.virtual_stages, layout.pipeline_partition,
+                                  self.stage_costs(layout))
+            per_rank = [0] * layout.pp
+            for vs, runs in enumerate(chunks):
+                per_rank[vs % layout.pp] += sum(n for _, n in runs)
+            found = self._ranks[key] = tuple(per_rank)
+        return found
+
+    def _encoder_decoder_stage(self, layout: Layout, tp_layer: float, pp_send: float) -> float:
+        """The slowest stage of an encoder-decoder layout: the simulator's own split with each layer type's
+        compute; `tp_layer` and `pp_send` are for seq_length tokens, scaled by what each layer type and stage
+        boundary really carries (a decoder layer: three collectives of the target's tokens a direction and one
+        of the encoder output in backward; between decoder stages: target plus encoder output)."""
+        key = (layout.microbatch_size, layout.tp, layout.sequence_parallel, layout.recompute, layout.pp,
+               layout.pipeline_partition, layout.encoder_pipeline_stages)
+        found = self._stages.get(key)
+        if found is None:
+            model = self.model
+            costs = self.stage_costs(layout)
+            chunks, _ = partition(model, layout.pp, 1, layout.pipeline_partition, costs,
+                                  layout.encoder_pipeline_stages)
+            enc, dec = model.seq_length, model.decoder_seq_length
+            found = self._stages[key] = []
+            decoder_started = False
+            for rank, runs in enumerate(chunks):
+                compute = sum(n * costs.layer[layer] for layer, n in runs)
+                compute += costs.embedding if rank == 0 else 0.0
+                decoder = any(layer.cross_seq for layer, _ in runs)
+                compute += costs.decoder_embedding if decoder and not decoder_started else 0.0
+                compute += costs.logits if rank == layout.pp - 1 else 0.0
+                tp_units = sum(n * ((6 * dec + enc) / (4 * enc) if layer.cross_seq else 1.0) for layer, n in runs)
+                sends = (dec + enc) / enc if decoder and decoder_started else 1.0
+                found.append((compute, tp_units, sends))
+                decoder_started = decoder_started or decoder
+        return max(compute + units * tp_layer + pp_send * sends for compute, units, sends in found)
+
+    def tokens_per_s(self, layout: Layout) -> float:
+        return layout.global_batch_size * self.model.tokens_per_sample / self.iteration_s(layout)

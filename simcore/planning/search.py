@@ -1,0 +1,161 @@
+"""Layout search over domain objects: enumerate a space (simcore.planning.space), discard what breaks a layout
+rule or does not fit in memory (simcore.planning.prune), order the rest by a closed-form estimate
+(simcore.planning.estimate), simulate the most promising ones up to the bounds on an executor
+(simcore.planning.executors, each worker as simcore.planning.worker describes), and rank what was simulated by
+tokens/s, saying why for each (simcore.planning.rank).
+
+    result = search(base, global_batch_size=1536, space=Space(), bounds=Bounds(max_candidates=50))
+    result.best.layout, result.best.evaluation.tokens_per_s
+
+What a search returns is the same whichever executor ran it and however many workers it had; only `run` (the
+executor, the workers, the times) and, under a time limit, how many candidates were simulated can differ.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from enum import StrEnum
+
+from simcore.domain.layout import Layout
+from simcore.planning.estimate import Estimator
+from simcore.planning.executors import make_executor
+from simcore.planning.prune import Plan, plan_search
+from simcore.planning.rank import Evaluation, explain, rank
+from simcore.planning.space import Space, family_of
+from simcore.planning.worker import evaluate_candidate
+from simcore.simulate import Scenario
+from topology.hardware import GPUS
+
+Progress = Callable[[int, int], None]  # (candidates done, candidates to simulate)
+
+BASELINE = -1  # the index of the baseline layout among the simulated tasks
+
+
+class StoppedBy(StrEnum):
+    COMPLETE = "complete"  # every feasible candidate was simulated
+    MAX_CANDIDATES = "max_candidates"
+    TIME_LIMIT = "time_limit"
+
+
+@dataclass(frozen=True, slots=True)
+class Bounds:
+    """How much a search simulates: at most `max_candidates` (None: all), starting none after `time_limit_s`
+    seconds from its start (planning included; at least one is always simulated), and how many it returns."""
+
+    top_k: int = 5
+    max_candidates: int | None = 500
+    time_limit_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Ranked:
+    """A simulated candidate: its layout, the simulator's figures, the estimate that ordered it, and why it
+    ranks where it does (for the baseline, why it is where it is)."""
+
+    layout: Layout
+    evaluation: Evaluation
+    estimated_tokens_per_s: float | None
+    why: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RunInfo:
+    executor: str
+    workers: int
+    planning_s: float  # enumerating, pruning and estimating
+    wall_time_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    plan: Plan
+    top: tuple[Ranked, ...]  # fastest first
+    simulated: int
+    stopped_by: StoppedBy
+    baseline: Ranked | None
+    baseline_family_discard: str | None  # why the baseline's family was discarded, when it was
+    run: RunInfo
+
+    @property
+    def best(self) -> Ranked | None:
+        return self.top[0] if self.top else None
+
+    @property
+    def best_speedup(self) -> float | None:
+        """The best candidate's tokens/s over the baseline's."""
+        if self.best is None or self.baseline is None:
+            return None
+        return self.best.evaluation.tokens_per_s / self.baseline.evaluation.tokens_per_s
+
+
+def search(base: Scenario, global_batch_size: int, space: Space, bounds: Bounds = Bounds(), *,
+           baseline: Scenario | None = None, executor: str = "local", address: str | None = None,
+           workers: int | None = None, progress: Progress | None = None) -> SearchResult:
+    """Search the layouts of `base`'s model and cluster (its options apply to every candidate; its layout is not
+    used) for `global_batch_size`. `baseline`, a scenario on the same model and cluster, is simulated too, to be
+    compared with. Raises ExecutorError when the executor cannot start or fails."""
+    started = time.perf_counter()
+    model, cluster = base.model, base.cluster
+    plan = plan_search(model, cluster.num_gpus, cluster.gpus_per_node, GPUS[cluster.gpu], global_batch_size,
+                       space, base.cost_parameters)
+    estimator = Estimator(model, cluster, base.cost_parameters)
+    estimates = [estimator.tokens_per_s(layout) for layout in plan.candidates]
+    order = sorted(range(len(plan.candidates)), key=lambda i: (-estimates[i], i))
+    limit = bounds.max_candidates
+    chosen = order if limit is None else order[:limit]
+    planning_s = time.perf_counter() - started
+
+    started_candidates = 0
+
+    def tasks() -> Iterator[tuple[int, Scenario]]:
+        nonlocal started_candidates
+        if baseline is not None:
+            yield BASELINE, baseline
+        for i in chosen:
+            started_candidates += 1
+            yield i, replace(base, layout=plan.candidates[i])
+
+    results: dict[int, Evaluation] = {}
+    total = len(chosen) + (baseline is not None)
+    timed_out = False
+
+    def stop() -> bool:
+        # The time limit counts from the start (planning included); at least one candidate is always simulated.
+        nonlocal timed_out
+        seconds = bounds.time_limit_s
+        if seconds is not None and started_candidates > 0 and time.perf_counter() - started >= seconds:
+            timed_out = True
+        return timed_out
+
+    def on_result(e: Evaluation) -> None:
+        results[e.index] = e
+        if progress is not None:
+            progress(len(results), total)
+
+    with make_executor(executor, address, workers) as runner:
+        if progress is not None:  # after the workers started: a progress bar's thread must not be forked
+            progress(0, total)
+        runner.run(evaluate_candidate, tasks(), on_result, stop)
+        executor_name, worker_count = runner.name, runner.workers
+
+    base_eval = results.pop(BASELINE, None)
+    top = rank(list(results.values()), bounds.top_k)
+    best = top[0] if top else None
+    if timed_out and len(results) < len(chosen):
+        stopped_by = StoppedBy.TIME_LIMIT
+    elif limit is not None and len(chosen) < len(plan.candidates):
+        stopped_by = StoppedBy.MAX_CANDIDATES
+    else:
+        stopped_by = StoppedBy.COMPLETE
+    ranked = tuple(Ranked(plan.candidates[e.index], e, estimates[e.index],
+                          tuple(explain(plan.candidates[e.index], e, best))) for e in top)
+    base_ranked, family_discard = None, None
+    if baseline is not None and base_eval is not None:
+        base_ranked = Ranked(baseline.layout, base_eval, None, tuple(explain(baseline.layout, base_eval)))
+        record = plan.families.get(family_of(baseline.layout))
+        if record is not None and record.feasible == 0 and record.first_discard is not None:
+            family_discard = record.first_discard.reason
+    return SearchResult(plan, ranked, len(results), stopped_by, base_ranked, family_discard,
+                        RunInfo(executor_name, worker_count, planning_s, time.perf_counter() - started))

@@ -1,0 +1,68 @@
+"""What a search (or a sweep) keeps in each worker process between simulations, and the functions the executors
+run.
+
+A search simulates hundreds of candidates on one cluster. Each worker process (a process of the local pool, a Ray
+worker, or this process for the inline executor) keeps the built network of the cluster its last candidate ran
+on, so that the next candidate on the same cluster does not build the graph, the routes and the collective
+phases again. This one slot is the only state simcore keeps between calls, and it is a cache: a candidate's
+result is the same whether the network was built for it or reused (`simulate` says so of its `network`).
+
+The cyclic garbage collector is paused while a candidate is simulated: the engine allocates hundreds of
+thousands of short-lived objects, which the collector would scan again and again (a quarter of the time of a
+large candidate), and it makes no reference cycles, so nothing waits for the collector meanwhile. It is turned
+back on (if it was on) when the candidate ends, so a process that runs candidates inline, a server's job worker
+say, collects as usual between them.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from simcore.planning.rank import Evaluation, evaluate
+from simcore.simulate import Network, Outcome, Scenario, build_network, simulate
+
+
+class NetworkCache:
+    """The built network of the last cluster and collective algorithm asked for."""
+
+    def __init__(self) -> None:
+        self._network: Network | None = None
+
+    def network_for(self, scenario: Scenario) -> Network:
+        network = self._network
+        if network is None or network.spec != scenario.cluster or network.algorithm is not scenario.algorithm:
+            network = self._network = build_network(scenario.cluster, scenario.algorithm)
+        return network
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """The cyclic garbage collector off for the block (back to how it was after it)."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
+
+
+# Per process: the cache of the process this module is imported in (each worker imports it once).
+_CACHE = NetworkCache()
+
+
+def evaluate_candidate(task: tuple[int, Scenario]) -> Evaluation:
+    """`evaluate` one (index, scenario) task on this process's cached network with the collector paused. A
+    module-level function, so that the process pool and Ray can run it."""
+    network = _CACHE.network_for(task[1])
+    with gc_paused():
+        return evaluate(task, network)
+
+
+def simulate_in_worker(scenario: Scenario) -> Outcome:
+    """`simulate` on this process's cached network with the collector paused (a sweep's points)."""
+    network = _CACHE.network_for(scenario)
+    with gc_paused():
+        return simulate(scenario, network)
