@@ -27,6 +27,7 @@ LAYERS: dict[str, int] = {
     "simcore.engine": 4,
     "simcore.metrics": 5,
     "simcore.trace": 5,
+    "simcore.training": 5,
     "simcore.simulate": 6,
     "simcore.planning": 7,
     "simcore.calibration": 7,

@@ -9,7 +9,8 @@ from simcore import FITTED, GPUS, MODEL_PRESETS, NODE_PRESETS, Layout, Recompute
 from simcore.cost.kernels import BYTES
 from simcore.cost.parameters import LINK_EFFICIENCY
 from simcore.cost.partition import stage_costs
-from simcore.cost.workload import optimizer_step_s
+from simcore.cost.kernels import optimizer_step_s
+from simcore.cost.parameters import FITTED
 from simcore.planning.estimate import Estimator
 
 GPT_1_3B = model_from_fields(MODEL_PRESETS["gpt3-1.3b"])  # 24 layers, hidden 2048, seq 2048
@@ -22,7 +23,7 @@ def test_one_gpu_per_replica_is_microbatches_times_the_cost_models_compute_plus_
     costs = stage_costs(GPT_1_3B, 2, 1, False, "selective", A100, FITTED)
     (layer, count), = GPT_1_3B.layer_stacks()
     stage = count * costs.layer[layer] + costs.embedding + costs.logits
-    expected = 4 * stage + optimizer_step_s(GPT_1_3B.total_parameters(), 1, A100)
+    expected = 4 * stage + optimizer_step_s(GPT_1_3B.total_parameters(), A100, FITTED, False)
     assert Estimator(GPT_1_3B, CLUSTER).iteration_s(layout) == pytest.approx(expected, rel=1e-12)
 
 
@@ -41,7 +42,7 @@ def test_tensor_parallel_all_reduces_ride_nvlink_and_gradients_the_shared_nics()
     tp = count * 4 * (2 * 7 / 8) * message / nvlink
     params = GPT_1_3B.total_parameters() / 8
     dp = (2 * 1 / 2) * params * layout.grad_reduce_bytes / nics
-    expected = compute + tp + dp + optimizer_step_s(params, 1, A100)
+    expected = compute + tp + dp + optimizer_step_s(params, A100, FITTED, False)
     assert estimator.iteration_s(layout) == pytest.approx(expected, rel=1e-12)
     hidden = Layout(dp=2, tp=8, pp=1, microbatch_size=1, global_batch_size=2, overlap_grad_reduce=True)
     assert estimator.iteration_s(hidden) == pytest.approx(expected - 0.9 * dp, rel=1e-12)
