@@ -22,6 +22,7 @@ from service.cli.serve import add_serve_commands
 from service.cli.simulate import add_simulate_commands
 from service.cli.usage import UsageError
 from simcore import SpecError
+from simcore.planning.executors import ExecutorError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -51,6 +52,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as err:
         sys.stderr.write(f"clustersim: invalid input: {err}\n")
         return 2
+    except ExecutorError as err:  # an executor flag at fault is invalid input; a failure of its own is not
+        if err.option is not None:
+            sys.stderr.write(f"clustersim: invalid input: --{err.option}: {err.message}\n")
+            return 2
+        sys.stderr.write(f"clustersim: executor failed: {err.message}\n")
+        return 1
     except BrokenPipeError:
         return 0
     except Exception:  # an internal error: say so, with the traceback for a bug report
