@@ -6,11 +6,9 @@ from __future__ import annotations
 import pytest
 
 from simcore import FITTED, GPUS, MODEL_PRESETS, NODE_PRESETS, Layout, Recompute, model_from_fields, sized
-from simcore.cost.kernels import BYTES
-from simcore.cost.parameters import LINK_EFFICIENCY
+from simcore.cost.kernels import BYTES, optimizer_step_s
+from simcore.cost.parameters import FITTED, LINK_EFFICIENCY
 from simcore.cost.partition import stage_costs
-from simcore.cost.kernels import optimizer_step_s
-from simcore.cost.parameters import FITTED
 from simcore.planning.estimate import Estimator
 
 GPT_1_3B = model_from_fields(MODEL_PRESETS["gpt3-1.3b"])  # 24 layers, hidden 2048, seq 2048
