@@ -7,7 +7,7 @@ import pytest
 
 from simcore import FITTED, GPUS, MODEL_PRESETS, NODE_PRESETS, Layout, Recompute, model_from_fields, sized
 from simcore.cost.kernels import BYTES, optimizer_step_s
-from simcore.cost.parameters import FITTED, LINK_EFFICIENCY
+from simcore.cost.parameters import LINK_EFFICIENCY
 from simcore.cost.partition import stage_costs
 from simcore.planning.estimate import Estimator
 
