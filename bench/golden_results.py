@@ -116,7 +116,7 @@ def search_candidates() -> list[tuple[str, Layout]]:
     it; then the 4 layouts a search simulates first (its estimate's order, on the default space)."""
     # Imported here: only writing the set needs the search, not comparing results with it.
     from api_schemas.search import search_request_from
-    from service.search import to_space
+    from service.convert import to_space
     from simcore import GPUS
     from simcore.planning.estimate import Estimator
     from simcore.planning.prune import plan_search

@@ -12,6 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 from api_schemas import GpuSpecIn, RequestError, SimulationRequest, TrainingIn
+from api_schemas.search import SearchSpaceIn
 from simcore import (
     GB,
     GIB,
@@ -47,9 +48,10 @@ from simcore import (
     model_from_fields,
     nearest_catalog_gpu,
 )
+from simcore.planning.space import Space
 
 __all__ = ["chrome_trace", "presets", "replace_spans", "request_error", "to_cluster", "to_response", "to_scenario",
-           "to_training"]
+           "to_training", "layout_json", "to_space"]
 
 
 def request_error(err: SpecError | RequestError) -> RequestError:
@@ -321,3 +323,40 @@ def to_response(outcome: Outcome, include_trace: bool = False) -> dict[str, Any]
     if outcome.training is not None:
         body["training"] = _training_json(outcome.training)
     return body
+
+
+def to_space(space: SearchSpaceIn) -> Space:
+    """The request's space as the domain's."""
+
+    def ints(values: list[int] | None) -> tuple[int, ...] | None:
+        return tuple(values) if values is not None else None
+
+    return Space(
+        dp=ints(space.dp), tp=ints(space.tp), pp=ints(space.pp), virtual_stages=ints(space.virtual_stages),
+        microbatch_size=ints(space.microbatch_size),
+        schedule=tuple(Schedule(s) for s in space.schedule) if space.schedule is not None else None,
+        zero_stage=tuple(space.zero_stage) if space.zero_stage is not None else None,
+        recompute=tuple(Recompute(r) for r in space.recompute) if space.recompute is not None else None,
+        sequence_parallel=tuple(space.sequence_parallel) if space.sequence_parallel is not None else None,
+        placement=tuple(space.placement) if space.placement is not None else None,
+        overlap_grad_reduce=tuple(space.overlap_grad_reduce), tp_comm_overlap=tuple(space.tp_comm_overlap),
+        precision=tuple(Precision(p) for p in space.precision),
+        max_microbatch_size=space.max_microbatch_size, max_virtual_stages=space.max_virtual_stages,
+        min_free_memory_bytes=space.min_free_memory_gib * GIB,
+    )
+
+
+def layout_json(layout: Layout) -> dict[str, Any]:
+    """A layout as the request's `layout` section (paste it into a simulation request)."""
+    return {
+        "dp": layout.dp, "tp": layout.tp, "pp": layout.pp, "virtual_stages": layout.virtual_stages,
+        "microbatch_size": layout.microbatch_size, "global_batch_size": layout.global_batch_size,
+        "schedule": str(layout.schedule), "sequence_parallel": layout.sequence_parallel,
+        "zero_stage": layout.zero_stage, "recompute": str(layout.recompute),
+        "overlap_grad_reduce": layout.overlap_grad_reduce, "placement": layout.placement,
+        "tp_comm_overlap": layout.tp_comm_overlap, "precision": str(layout.precision),
+        **({"pipeline_partition": str(layout.pipeline_partition)} if layout.pipeline_partition else {}),
+        **({"encoder_pipeline_stages": layout.encoder_pipeline_stages} if layout.encoder_pipeline_stages else {}),
+        **({"zero3_gather_bucket_elements": layout.zero3_gather_bucket_elements}
+           if layout.zero3_gather_bucket_elements else {}),
+    }

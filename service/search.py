@@ -11,53 +11,15 @@ from dataclasses import replace
 from typing import Any
 
 from api_schemas import LayoutIn, SimulationRequest
-from api_schemas.search import SearchRequest, SearchSpaceIn, search_request_from
+from api_schemas.search import SearchRequest, search_request_from
 from service import convert as adapters
-from simcore import GIB, VERSION, Layout, Precision, Recompute, Scenario, Schedule, SpecError, check
+from simcore import VERSION, Scenario, SpecError, check
 from simcore.planning.rank import Evaluation, describe
 from simcore.planning.search import Bounds, Progress, Ranked, SearchResult, search
-from simcore.planning.space import Space
 
-__all__ = ["Progress", "layout_json", "run_search", "to_space"]
+__all__ = ["Progress", "run_search"]
 
 ESTIMATE_ORDER = "closed-form estimate of tokens/s, most promising first; ranked by simulated tokens/s"
-
-
-def to_space(space: SearchSpaceIn) -> Space:
-    """The request's space as the domain's."""
-
-    def ints(values: list[int] | None) -> tuple[int, ...] | None:
-        return tuple(values) if values is not None else None
-
-    return Space(
-        dp=ints(space.dp), tp=ints(space.tp), pp=ints(space.pp), virtual_stages=ints(space.virtual_stages),
-        microbatch_size=ints(space.microbatch_size),
-        schedule=tuple(Schedule(s) for s in space.schedule) if space.schedule is not None else None,
-        zero_stage=tuple(space.zero_stage) if space.zero_stage is not None else None,
-        recompute=tuple(Recompute(r) for r in space.recompute) if space.recompute is not None else None,
-        sequence_parallel=tuple(space.sequence_parallel) if space.sequence_parallel is not None else None,
-        placement=tuple(space.placement) if space.placement is not None else None,
-        overlap_grad_reduce=tuple(space.overlap_grad_reduce), tp_comm_overlap=tuple(space.tp_comm_overlap),
-        precision=tuple(Precision(p) for p in space.precision),
-        max_microbatch_size=space.max_microbatch_size, max_virtual_stages=space.max_virtual_stages,
-        min_free_memory_bytes=space.min_free_memory_gib * GIB,
-    )
-
-
-def layout_json(layout: Layout) -> dict[str, Any]:
-    """A layout as the request's `layout` section (paste it into a simulation request)."""
-    return {
-        "dp": layout.dp, "tp": layout.tp, "pp": layout.pp, "virtual_stages": layout.virtual_stages,
-        "microbatch_size": layout.microbatch_size, "global_batch_size": layout.global_batch_size,
-        "schedule": str(layout.schedule), "sequence_parallel": layout.sequence_parallel,
-        "zero_stage": layout.zero_stage, "recompute": str(layout.recompute),
-        "overlap_grad_reduce": layout.overlap_grad_reduce, "placement": layout.placement,
-        "tp_comm_overlap": layout.tp_comm_overlap, "precision": str(layout.precision),
-        **({"pipeline_partition": str(layout.pipeline_partition)} if layout.pipeline_partition else {}),
-        **({"encoder_pipeline_stages": layout.encoder_pipeline_stages} if layout.encoder_pipeline_stages else {}),
-        **({"zero3_gather_bucket_elements": layout.zero3_gather_bucket_elements}
-           if layout.zero3_gather_bucket_elements else {}),
-    }
 
 
 def _scenario(request: SearchRequest, layout: LayoutIn) -> Scenario:
@@ -90,7 +52,8 @@ def _figures(e: Evaluation) -> dict[str, Any]:
 
 
 def _ranked(entry: Ranked) -> dict[str, Any]:
-    return {"layout": layout_json(entry.layout), "summary": describe(entry.layout), **_figures(entry.evaluation)}
+    return {"layout": adapters.layout_json(entry.layout), "summary": describe(entry.layout),
+            **_figures(entry.evaluation)}
 
 
 def result_document(req: SearchRequest, base: Scenario, result: SearchResult) -> dict[str, Any]:
@@ -151,6 +114,6 @@ def run_search(request: SearchRequest | Mapping[str, Any], *, top_k: int | None 
                     max_candidates=max_candidates if max_candidates is not None else given.max_candidates,
                     time_limit_s=time_limit_s if time_limit_s is not None else given.time_limit_s)
     base = _scenario(req, LayoutIn(dp=1, tp=1, pp=1, global_batch_size=req.global_batch_size))
-    result = search(base, req.global_batch_size, to_space(req.space), bounds, baseline=_baseline(req, base),
+    result = search(base, req.global_batch_size, adapters.to_space(req.space), bounds, baseline=_baseline(req, base),
                     executor=executor, address=address, workers=workers, progress=progress)
     return result_document(req, base, result)

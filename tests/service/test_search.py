@@ -17,7 +17,8 @@ from api_schemas import LayoutIn, RequestError, SimulationRequest
 from api_schemas.search import parse_search_request, search_request_from
 from service import convert as adapters
 from service.cli.main import main
-from service.search import layout_json, run_search, to_space
+from service.convert import layout_json, to_space
+from service.search import run_search
 from simcore import Layout, Recompute, Scenario, Schedule, SpecError, simulate
 from simcore.planning.executors import ExecutorError
 from simcore.planning.space import Space
