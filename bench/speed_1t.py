@@ -18,7 +18,7 @@ from pathlib import Path
 
 from api_schemas import load_request_file
 from service.convert import to_scenario
-from simcore.domain.layout import Fidelity
+from simcore import Fidelity
 from simcore.simulate import simulate
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "gpt-1t-3072-a100.yaml"

@@ -21,7 +21,7 @@ import yaml
 from api_schemas import SimulationRequest
 from service import convert as adapters
 from service.compare import stage_imbalance
-from simcore.domain.presets import MODEL_PRESETS
+from simcore import MODEL_PRESETS
 from simcore.simulate import simulate
 
 HERE = Path(__file__).resolve().parent

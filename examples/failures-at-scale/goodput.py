@@ -16,8 +16,7 @@ from pathlib import Path
 
 from api_schemas import load_request_file
 from service.convert import to_scenario
-from simcore import simulate
-from simcore.domain.training import Checkpointing, Failures, TrainingRun
+from simcore import Checkpointing, Failures, TrainingRun, simulate
 from simcore.training import TrainingPlan, plan_training
 
 HERE = Path(__file__).resolve().parent
