@@ -13,7 +13,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, ValidationInfo, field_validator
 
 from api_schemas.errors import WHOLE_REQUEST, FieldError, RequestError, from_validation_error
-from api_schemas.loading import _parse
+from api_schemas.loading import parse_document
 from api_schemas.request import SimulationRequest
 
 __all__ = [
@@ -116,7 +116,7 @@ def comparison_request_from(data: Any) -> ComparisonRequest:
 def parse_comparison_request(text: str, source: str = "<request>") -> ComparisonRequest:
     """Parse one YAML or JSON comparison request (duplicate keys refused, as for a simulation request)."""
     try:
-        data = _parse(text, source)
+        data = parse_document(text, source)
     except RequestError as err:  # a key given twice: requests.0.model.preset
         raise _named_items(err) from None
     return comparison_request_from(data)

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from api_schemas.errors import WHOLE_REQUEST, RequestError, from_validation_error
 from api_schemas.request import SimulationRequest
 
-__all__ = ["load_request_file", "parse_request"]
+__all__ = ["load_request_file", "parse_document", "parse_request"]
 
 _STR_TAG = "tag:yaml.org,2002:str"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
@@ -117,7 +117,7 @@ def _describe(value: Any) -> str:
     return f"a {type(value).__name__}"
 
 
-def _parse(text: str, source: str) -> Any:
+def parse_document(text: str, source: str) -> Any:
     try:
         return _load_yaml(text)
     except yaml.YAMLError as yaml_error:
@@ -139,7 +139,7 @@ def parse_request(text: str, source: str = "<request>") -> SimulationRequest:
 
     `source` names the document (a file path) in syntax errors.
     """
-    data = _parse(text, source)
+    data = parse_document(text, source)
     if not isinstance(data, dict):
         raise RequestError.for_field(
             WHOLE_REQUEST,

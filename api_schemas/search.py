@@ -31,7 +31,7 @@ from pydantic import (
 )
 
 from api_schemas.errors import WHOLE_REQUEST, FieldError, RequestError, from_validation_error
-from api_schemas.loading import _parse, read_request_text
+from api_schemas.loading import parse_document, read_request_text
 from api_schemas.request import (
     PARALLEL_DIMENSIONS,
     ClusterIn,
@@ -242,7 +242,7 @@ def _point_error(exc: ValidationError, index: int, point: dict[str, Any]) -> Req
 
 
 def _mapping(text: str, source: str, what: str) -> dict[str, Any]:
-    data = _parse(text, source)
+    data = parse_document(text, source)
     if not isinstance(data, dict):
         raise RequestError.for_field(WHOLE_REQUEST, f"{source} must be a mapping ({what})")
     return data
