@@ -96,7 +96,10 @@ class SearchSpaceIn(BaseModel):
         "default: every order that maps ranks differently")
     overlap_grad_reduce: list[StrictBool] = Field(default=[True], min_length=1)
     tp_comm_overlap: list[StrictBool] = Field(default=[False], min_length=1)
-    precision: list[Literal["bf16", "fp16"]] = Field(default=["bf16"], min_length=1)
+    precision: list[Literal["bf16", "fp16", "fp8"]] = Field(
+        default=["bf16"], min_length=1, description="fp8 needs a GPU with FP8 tensor cores (Hopper or later)")
+    fp8_recipe: list[Literal["tensorwise", "rowwise", "mxfp8", "blockwise"]] = Field(
+        default=["tensorwise"], min_length=1, description="the FP8 recipes tried where precision is fp8")
     max_microbatch_size: Size = 8
     max_virtual_stages: Size = 8
     min_free_memory_gib: NonNegativeFloat = Field(

@@ -341,6 +341,7 @@ def to_space(space: SearchSpaceIn) -> Space:
         placement=tuple(space.placement) if space.placement is not None else None,
         overlap_grad_reduce=tuple(space.overlap_grad_reduce), tp_comm_overlap=tuple(space.tp_comm_overlap),
         precision=tuple(Precision(p) for p in space.precision),
+        fp8_recipe=tuple(Fp8Recipe(r) for r in space.fp8_recipe),
         max_microbatch_size=space.max_microbatch_size, max_virtual_stages=space.max_virtual_stages,
         min_free_memory_bytes=space.min_free_memory_gib * GIB,
     )
@@ -355,6 +356,7 @@ def layout_json(layout: Layout) -> dict[str, Any]:
         "zero_stage": layout.zero_stage, "recompute": str(layout.recompute),
         "overlap_grad_reduce": layout.overlap_grad_reduce, "placement": layout.placement,
         "tp_comm_overlap": layout.tp_comm_overlap, "precision": str(layout.precision),
+        **({"fp8_recipe": str(layout.fp8_recipe)} if layout.fp8_recipe else {}),
         **({"pipeline_partition": str(layout.pipeline_partition)} if layout.pipeline_partition else {}),
         **({"encoder_pipeline_stages": layout.encoder_pipeline_stages} if layout.encoder_pipeline_stages else {}),
         **({"zero3_gather_bucket_elements": layout.zero3_gather_bucket_elements}

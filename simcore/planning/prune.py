@@ -16,7 +16,7 @@ from simcore.cost.memory import MemoryShape, RankHolding, StageMemory, memory_sh
 from simcore.cost.parameters import FITTED, CostParameters
 from simcore.cost.partition import default_partition
 from simcore.cost.workload import build_workload
-from simcore.domain.layout import Layout, Partition, validate_layout
+from simcore.domain.layout import Layout, Partition, validate_layout, validate_precision
 from simcore.domain.model import ModelShape
 from simcore.errors import SpecError
 from simcore.planning.space import Family, Space, enumerate_layouts, family_of
@@ -125,6 +125,7 @@ def judge(layout: Layout, model: ModelShape, num_gpus: int, gpu: GpuSpec, memory
     """Why the layout is discarded (None if it is kept) and its peak memory per GPU in bytes (0 if invalid)."""
     try:
         validate_layout(layout, model, num_gpus)
+        validate_precision(layout, gpu)  # FP8 needs FP8 tensor cores, MXFP8 Blackwell's
     except SpecError as err:
         return Discard(INVALID, err.field, err.rule), 0.0
     stage, peak = memory.peak(layout)

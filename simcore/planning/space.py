@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from simcore.domain.layout import Layout, Precision, Recompute, Schedule
+from simcore.domain.layout import Fp8Recipe, Layout, Precision, Recompute, Schedule
 from simcore.domain.model import ModelShape
 
 PLACEMENTS = ("tp,dp,pp", "tp,pp,dp", "dp,tp,pp", "dp,pp,tp", "pp,tp,dp", "pp,dp,tp")
@@ -43,6 +43,7 @@ class Space:
     overlap_grad_reduce: tuple[bool, ...] = (True,)
     tp_comm_overlap: tuple[bool, ...] = (False,)
     precision: tuple[Precision, ...] = (Precision.BF16,)
+    fp8_recipe: tuple[Fp8Recipe, ...] = (Fp8Recipe.TENSORWISE,)  # tried where precision is fp8
     max_microbatch_size: int = 8
     max_virtual_stages: int = 8
     min_free_memory_bytes: float = 0.0
@@ -117,6 +118,12 @@ def enumerate_layouts(model: ModelShape, num_gpus: int, gpus_per_node: int, glob
             yield from _family_members(model, dp, tp, pp, batch, space)
 
 
+def _precisions(space: Space) -> list[tuple[Precision, Fp8Recipe | None]]:
+    """The (precision, FP8 recipe) pairs of the space: every recipe for fp8, none for the 16-bit formats."""
+    return [(precision, recipe) for precision in space.precision
+            for recipe in (space.fp8_recipe if precision is Precision.FP8 else (None,))]
+
+
 def _family_members(model: ModelShape, dp: int, tp: int, pp: int, batch: int, space: Space) -> Iterator[Layout]:
     zeros = space.zero_stage if space.zero_stage is not None else ((0, 1, 2, 3) if dp > 1 else (0,))
     recomputes = space.recompute if space.recompute is not None else RECOMPUTE_ORDER
@@ -140,9 +147,10 @@ def _family_members(model: ModelShape, dp: int, tp: int, pp: int, batch: int, sp
                         for placement in placements:
                             for grad_overlap in space.overlap_grad_reduce:
                                 for tp_overlap in overlaps:
-                                    for precision in space.precision:
+                                    for precision, recipe in _precisions(space):
                                         yield Layout(
                                             dp=dp, tp=tp, pp=pp, microbatch_size=mb, global_batch_size=batch,
                                             virtual_stages=v, schedule=schedule, sequence_parallel=sp,
                                             zero_stage=zero, recompute=recompute, overlap_grad_reduce=grad_overlap,
-                                            placement=placement, tp_comm_overlap=tp_overlap, precision=precision)
+                                            placement=placement, tp_comm_overlap=tp_overlap, precision=precision,
+                                            fp8_recipe=recipe)

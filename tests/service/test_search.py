@@ -195,3 +195,24 @@ def test_1t_search_beats_the_published_layout() -> None:
     assert baseline["best_speedup"] >= 1.0
     assert best["memory"]["fits"] and r["search"]["pruned"] > 0
     assert len(best["why"]) >= 4 and "bubble" in best["why"][0]
+
+
+# -- precision ---------------------------------------------------------------------------------------------------
+
+
+def test_search_tries_fp8_where_the_gpu_has_it_and_discards_it_where_not() -> None:
+    space = {"dp": [2], "tp": [8], "pp": [1], "microbatch_size": [4], "zero_stage": [1], "recompute": ["none"],
+             "sequence_parallel": [True], "placement": ["tp,dp,pp"], "precision": ["bf16", "fp8"],
+             "fp8_recipe": ["tensorwise", "blockwise"]}
+    h100 = run_search({**SMALL, "cluster": {"preset": "dgx-h100", "num_nodes": 2}, "space": space,
+                       "bounds": {"top_k": 3}}, workers=1)
+    ranked = [(e["layout"]["precision"], e["layout"].get("fp8_recipe")) for e in h100["top"]]
+    assert sorted(ranked) == [("bf16", None), ("fp8", "blockwise"), ("fp8", "tensorwise")]
+    assert ranked[0][0] == "fp8"  # the FP8 GEMMs make it faster
+    h100_cluster = {"preset": "dgx-h100", "num_nodes": 2}
+    check = SimulationRequest.model_validate({"model": SMALL["model"], "cluster": h100_cluster,
+                                              "layout": h100["best"]["layout"]})
+    assert simulate(adapters.to_scenario(check)).metrics.tokens_per_s == h100["best"]["tokens_per_s"]
+    a100 = run_search({**SMALL, "space": space, "bounds": {"top_k": 3}}, workers=1)
+    assert [e["layout"]["precision"] for e in a100["top"]] == ["bf16"]
+    assert a100["search"]["discarded"]["invalid"] == 2  # the two FP8 layouts: A100 has no FP8 tensor cores
