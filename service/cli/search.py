@@ -18,14 +18,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from api_schemas.search import load_search_file, load_sweep_file
 from service.cli import rendering
 from service.cli.plot import check_plot_target
 from service.cli.usage import check_executor, writable_dir
-from service.plots import save, search_figure, sweep_rows_figure
-from service.search import run_search
-from service.sweep import read_rows, run_sweep
-from simcore.planning.executors import EXECUTORS
 
 DISCARDED_SHOWN = 12
 
@@ -51,7 +46,7 @@ def _positive_float(text: str) -> float:
 
 
 def _executor_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--executor", choices=EXECUTORS, default="local",
+    p.add_argument("--executor", default="local", metavar="{local,ray}",
                    help="local: a process pool on this machine (default); ray: Ray tasks (pip install clustersim[ray])")
     p.add_argument("--address", metavar="A", help="Ray cluster address (with --executor ray; default: a local Ray)")
     p.add_argument("--workers", type=_positive_int, metavar="N",
@@ -167,6 +162,10 @@ def render_search(result: dict[str, Any]) -> None:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
+    from api_schemas.search import load_search_file
+    from service.plots import save, search_figure
+    from service.search import run_search
+
     check_executor(args.executor, args.address)
     check_plot_target(args.plot)
     request = load_search_file(args.file)
@@ -184,6 +183,10 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
+    from api_schemas.search import load_sweep_file
+    from service.plots import save, sweep_rows_figure
+    from service.sweep import read_rows, run_sweep
+
     check_executor(args.executor, args.address)
     out = args.out or str(Path(args.file).with_suffix("")) + "-sweep"
     writable_dir("--out", out)
