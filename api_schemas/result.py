@@ -43,6 +43,8 @@ class TimeBreakdown(_Out):
     optimizer: float
     bubble: float
     other: float
+    cp_comm: float | None = Field(default=None, description="context parallelism (cp > 1) only: waits for the "
+                                  "K/V ring or all-gather that attention could not hide")
 
 
 class CommunicationTimes(_Out):
@@ -52,6 +54,7 @@ class CommunicationTimes(_Out):
     pp: float
     dp: float
     zero: float
+    cp: float | None = Field(default=None, description="context parallelism (cp > 1) only: the K/V exchanges")
 
 
 class CommunicationBytes(_Out):
@@ -61,6 +64,7 @@ class CommunicationBytes(_Out):
     pp: float
     dp: float
     zero: float
+    cp: float | None = Field(default=None, description="context parallelism (cp > 1) only: K/V and their gradients")
 
 
 class MemoryBreakdown(_Out):

@@ -18,6 +18,7 @@ from simcore.cost.memory import StageMemory
 from simcore.cost.parameters import FITTED, CostParameters
 from simcore.domain.layout import (
     CollectiveAlgorithm,
+    CpComm,
     Fidelity,
     Fp8Recipe,
     Layout,
@@ -41,9 +42,9 @@ from topology.hardware import GB, GIB, GPUS, GpuKind, GpuSpec, nearest_catalog_g
 __all__ = [
     "FITTED", "GB", "GIB", "GPUS", "MODEL_PRESETS", "MODEL_PRESET_SOURCES", "NODE_PRESETS", "NODE_PRESET_NOTES",
     "VERSION", "Activation", "Architecture", "AttentionKind", "Checkpointing", "ClusterSpec", "CollectiveAlgorithm",
-    "CostParameters", "Fabric", "Failures", "Fidelity", "Fp8Recipe", "GpuKind", "GpuSpec", "Layout", "Metrics",
-    "ModelShape", "Network", "Outcome", "Partition", "Precision", "Recompute", "RunTotals", "Scenario", "Schedule",
-    "SpecError", "StageMemory", "StageReport", "TrainingPlan", "TrainingRun", "build_network", "check",
+    "CostParameters", "CpComm", "Fabric", "Failures", "Fidelity", "Fp8Recipe", "GpuKind", "GpuSpec", "Layout",
+    "Metrics", "ModelShape", "Network", "Outcome", "Partition", "Precision", "Recompute", "RunTotals", "Scenario",
+    "Schedule", "SpecError", "StageMemory", "StageReport", "TrainingPlan", "TrainingRun", "build_network", "check",
     "chrome_trace", "estimate_events", "model_from_fields", "nearest_catalog_gpu", "plan_training", "simulate",
     "sized", "validate_layout",
 ]

@@ -83,7 +83,10 @@ def estimate_events(scenario: Scenario) -> int:
     layout = scenario.layout
     replicas = layout.dp if scenario.fidelity is Fidelity.FULL else 1
     passes = 2 * layout.num_microbatches * layout.virtual_stages
-    return int(EVENTS_PER_PASS * replicas * layout.pp * passes) + EVENTS_PER_RANK * layout.pp
+    per_pass = EVENTS_PER_PASS
+    if layout.cp > 1:  # context parallelism runs each layer's ring steps as events: a step and its send
+        per_pass += 2 * (layout.cp + 1) * scenario.model.num_layers / (layout.pp * layout.virtual_stages)
+    return int(per_pass * replicas * layout.pp * passes) + EVENTS_PER_RANK * layout.pp
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +127,7 @@ def simulate(scenario: Scenario, network: Network | None = None) -> Outcome:
     layout, model = scenario.layout, scenario.model
     if network is None or network.spec != scenario.cluster or network.algorithm is not scenario.algorithm:
         network = build_network(scenario.cluster, scenario.algorithm)
-    placement = place(layout.dp, layout.tp, layout.pp, layout.placement, scenario.cluster.num_gpus)
+    placement = place(layout.dp, layout.tp, layout.pp, layout.placement, scenario.cluster.num_gpus, layout.cp)
     collectives = network.collectives
     gpu = scenario.cluster.hardware
     workload = build_workload(model, layout, gpu, placement, collectives, scenario.free_communication,

@@ -34,6 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
+from simcore.cost.context_parallel import kv_buffer_bytes, local_model
 from simcore.cost.fp8 import FP8_WEIGHT_COPY_BYTES, fp8_weight_elements
 from simcore.cost.workload import ChunkCost, Workload
 from simcore.domain.layout import Layout, Recompute, Schedule
@@ -202,6 +203,10 @@ def rank_holdings(model: ModelShape, layout: Layout, shape: MemoryShape) -> tupl
     share it between layouts that differ only there."""
     b, t = layout.microbatch_size, layout.tp
     sp = layout.sequence_parallel
+    # Context parallelism: a rank keeps the activations of its s/cp tokens, plus the K/V blocks in flight while a
+    # layer's attention runs (simcore/cost/context_parallel.py).
+    ring_buffers = kv_buffer_bytes(model, layout)
+    model = local_model(model, layout.cp)
     kinds = {layer.kind: layer for layer, _ in model.layer_stacks()}
     per_layer = {kind: layer_activation_bytes(model, b, t, sp, layout.recompute, layer)
                  for kind, layer in kinds.items()}
@@ -211,6 +216,7 @@ def rank_holdings(model: ModelShape, layout: Layout, shape: MemoryShape) -> tupl
     # A decoder stage keeps each microbatch's encoder output, which all its layers' cross-attention read.
     encoder_output = BYTES * b * model.seq_length * model.hidden_size / (t if sp else 1)
     buffers = RUNTIME_BYTES + (2 * shape.largest_message_bytes if layout.pp > 1 else 0.0)  # send and receive
+    buffers += ring_buffers
     out = []
     for rank, r in enumerate(shape.ranks):
         held = {chunk: sum(n * per_layer[kind] for kind, n in counts) + (encoder_output if decoder else 0.0)
@@ -235,8 +241,8 @@ def rank_holdings(model: ModelShape, layout: Layout, shape: MemoryShape) -> tupl
 
 
 def sharded(holdings: tuple[RankHolding, ...], layout: Layout) -> tuple[StageMemory, ...]:
-    """Each rank's memory once ZeRO shards its model states over the layout's dp data-parallel ranks."""
-    dp, zero = layout.dp, layout.zero_stage
+    """Each rank's memory once ZeRO shards its model states over the layout's dp x cp data-parallel ranks."""
+    dp, zero = layout.dp_cp, layout.zero_stage
     weight_shards, gradient_shards, optimizer_shards = (dp if zero >= 3 else 1), (dp if zero >= 2 else 1), (
         dp if zero >= 1 else 1)
     return tuple([StageMemory(

@@ -60,9 +60,12 @@ class Estimator:
 
     def _bandwidth(self, layout: Layout, dim: str) -> float:
         """Per-GPU bandwidth of a ring over the layout's `dim` group: NVLink if the group stays in a node."""
-        sizes = {"dp": layout.dp, "tp": layout.tp, "pp": layout.pp}
+        sizes = {"dp": layout.dp, "tp": layout.tp, "pp": layout.pp, "cp": layout.cp}
         stride = 1
-        for name in layout.placement.split(","):
+        names = layout.placement.split(",")
+        if "cp" not in names:  # an order without cp puts it right after tp (simcore/domain/placement.py)
+            names.insert(names.index("tp") + 1, "cp")
+        for name in names:
             if name == dim:
                 break
             stride *= sizes[name]
