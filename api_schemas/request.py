@@ -25,6 +25,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 __all__ = [
+    "OPTIONAL_PARALLEL_DIMENSIONS",
     "PARALLEL_DIMENSIONS",
     "ClusterIn",
     "GpuSpecIn",
@@ -33,6 +34,7 @@ __all__ = [
     "OptionsIn",
     "SimulationRequest",
     "TrainingIn",
+    "placement_is_permutation",
 ]
 
 Size = Annotated[StrictInt, Field(ge=1)]

@@ -341,6 +341,7 @@ def to_space(space: SearchSpaceIn) -> Space:
         recompute=tuple(Recompute(r) for r in space.recompute) if space.recompute is not None else None,
         sequence_parallel=tuple(space.sequence_parallel) if space.sequence_parallel is not None else None,
         placement=tuple(space.placement) if space.placement is not None else None,
+        cp=ints(space.cp), cp_comm=tuple(CpComm(c) for c in space.cp_comm),
         overlap_grad_reduce=tuple(space.overlap_grad_reduce), tp_comm_overlap=tuple(space.tp_comm_overlap),
         precision=tuple(Precision(p) for p in space.precision),
         fp8_recipe=tuple(Fp8Recipe(r) for r in space.fp8_recipe),

@@ -60,7 +60,8 @@ class MemoryModel:
         # What `rank_holdings` reads of the layout (its docstring), and what the split of the layers depends on.
         return (layout.tp, layout.pp, layout.virtual_stages, layout.microbatch_size, layout.num_microbatches,
                 layout.schedule, layout.recompute, layout.sequence_parallel, layout.pipeline_partition,
-                layout.encoder_pipeline_stages, layout.fp8, layout.cp, layout.cp_comm)
+                layout.encoder_pipeline_stages, layout.fp8, layout.cp, layout.cp_comm,
+                layout.tp_comm_overlap and layout.tp > 1)  # userbuffers (simcore/cost/memory.py)
 
     def _holding(self, layout: Layout) -> tuple[RankHolding, ...]:
         key = self._holding_key(layout)
