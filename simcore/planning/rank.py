@@ -44,7 +44,8 @@ class Evaluation:
     def exposed_communication_s(self) -> dict[str, float]:
         """Communication the critical rank's compute stream waited for, by kind (ZeRO's gathers count as dp)."""
         b = self.time_breakdown_s
-        return {"tp": b["tp_comm"], "pp": b["pp_comm"], "dp": b["dp_comm"]}
+        return {"tp": b["tp_comm"], "pp": b["pp_comm"], "dp": b["dp_comm"],
+                **({"cp": b["cp_comm"]} if "cp_comm" in b else {})}
 
     @property
     def headroom_gib(self) -> float:

@@ -11,7 +11,7 @@ import pytest
 from simcore.cost.collectives import Collective, CollectiveModel
 from simcore.cost.context_parallel import Exchange, RingStep, kv_block_bytes
 from simcore.cost.workload import Workload, build_workload
-from simcore.domain.layout import CollectiveAlgorithm, CpComm, Layout, Recompute
+from simcore.domain.layout import CollectiveAlgorithm, CpComm, Fidelity, Layout, Recompute
 from simcore.domain.model import ModelShape, model_from_fields
 from simcore.domain.placement import Placement, place
 from simcore.domain.presets import MODEL_PRESETS
@@ -208,3 +208,30 @@ def test_cp_refuses_encoder_decoder_and_standard_attention() -> None:
     standard = dataclasses.replace(small(), attention=type(small().attention)("standard"))
     err = _check(standard, Layout(dp=1, tp=1, pp=1, cp=2, microbatch_size=1, global_batch_size=1), 2)
     assert err.field == "layout.cp" and "flash" in err.rule
+
+
+def test_full_fidelity_agrees_with_representative_on_a_symmetric_case() -> None:
+    """Every data-parallel replica simulated with its own ring flows gives the representative result."""
+    model = small(seq=4096, layers=4)
+    layout = Layout(dp=2, tp=2, pp=2, cp=2, microbatch_size=1, global_batch_size=8, zero_stage=1,
+                    overlap_grad_reduce=True, sequence_parallel=True)
+    cluster = sized(DGX_H100, 16)
+    representative = run(model, cluster, layout).metrics
+    full = run(model, cluster, layout, fidelity=Fidelity.FULL).metrics
+    assert full.iteration_time_s == pytest.approx(representative.iteration_time_s, rel=1e-9)
+    assert full.time_breakdown_s["cp_comm"] == pytest.approx(representative.time_breakdown_s["cp_comm"], abs=1e-12)
+    assert full.communication_bytes["cp"] == pytest.approx(representative.communication_bytes["cp"], rel=1e-12)
+
+
+@pytest.mark.parametrize("zero", [1, 3])
+def test_ring_passes_behind_parameter_gathers(zero: int) -> None:
+    """ZeRO 1's overlapped gathers and ZeRO 3's per-layer gathers gate a context-parallel pass layer by layer;
+    the breakdown still sums to the iteration and the ring sends the same bytes."""
+    model = small(seq=4096, layers=4)
+    layout = Layout(dp=2, tp=1, pp=1, cp=2, microbatch_size=1, global_batch_size=4, zero_stage=zero,
+                    overlap_grad_reduce=True)
+    outcome = run(model, sized(DGX_H100, 4), layout)
+    breakdown = outcome.metrics.time_breakdown_s
+    assert sum(breakdown.values()) == pytest.approx(outcome.metrics.iteration_time_s, rel=1e-9)
+    plain = run(model, sized(DGX_H100, 4), dataclasses.replace(layout, zero_stage=0))
+    assert outcome.metrics.communication_bytes["cp"] == pytest.approx(plain.metrics.communication_bytes["cp"])
