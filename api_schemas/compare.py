@@ -142,6 +142,8 @@ class ComparisonLayout(_Out):
     recompute: str
     precision: str = Field(default="bf16", description="shown when not bf16")
     fp8_recipe: str | None = Field(default=None, description="shown for fp8")
+    cp: int | None = Field(default=None, description="context parallelism, shown when cp > 1",
+                           exclude_if=lambda value: value is None)
 
 
 class ComparisonExposed(_Out):
@@ -150,6 +152,8 @@ class ComparisonExposed(_Out):
     tp: float
     pp: float
     dp: float = Field(description="DP and ZeRO")
+    cp: float | None = Field(default=None, description="context parallelism's K/V exchanges, where cp > 1",
+                             exclude_if=lambda value: value is None)
 
 
 class ComparisonMemory(_Out):

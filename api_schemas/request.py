@@ -25,6 +25,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 __all__ = [
+    "OPTIONAL_PARALLEL_DIMENSIONS",
     "PARALLEL_DIMENSIONS",
     "ClusterIn",
     "GpuSpecIn",
@@ -33,6 +34,7 @@ __all__ = [
     "OptionsIn",
     "SimulationRequest",
     "TrainingIn",
+    "placement_is_permutation",
 ]
 
 Size = Annotated[StrictInt, Field(ge=1)]
@@ -40,8 +42,22 @@ Size = Annotated[StrictInt, Field(ge=1)]
 PositiveFloat = Annotated[StrictFloat, Field(gt=0, allow_inf_nan=False)]
 NonNegativeFloat = Annotated[StrictFloat, Field(ge=0, allow_inf_nan=False)]
 
-# The parallel dimensions that `placement` orders, innermost first.
+# The parallel dimensions that `placement` orders, innermost first; cp may be left out (it then goes right after
+# tp, Megatron-Core's order tp-cp-dp-pp).
 PARALLEL_DIMENSIONS: tuple[str, ...] = ("dp", "tp", "pp")
+OPTIONAL_PARALLEL_DIMENSIONS: tuple[str, ...] = ("cp",)
+
+
+def placement_is_permutation(value: str) -> str:
+    """The placement spelled canonically, or ValueError: dp, tp, pp once each and cp at most once."""
+    parts = [part.strip() for part in value.split(",")]
+    if sorted(p for p in parts if p not in OPTIONAL_PARALLEL_DIMENSIONS) != sorted(PARALLEL_DIMENSIONS) or any(
+            parts.count(p) > 1 for p in OPTIONAL_PARALLEL_DIMENSIONS):
+        raise ValueError(
+            "must list dp, tp and pp once each (and cp at most once), comma-separated, innermost first "
+            "(e.g. 'tp,cp,dp,pp')"
+        )
+    return ",".join(parts)
 
 
 def _strict_zero_stage(value: Any) -> Any:
@@ -188,6 +204,14 @@ class LayoutIn(BaseModel):
     dp: Size
     tp: Size
     pp: Size
+    cp: Size = Field(
+        default=1, description="context parallelism: each sample's sequence split over cp GPUs (Megatron-Core's "
+        "--context-parallel-size); dp * tp * pp * cp = GPUs; seq_length divisible by 2 * cp"
+    )
+    cp_comm: Literal["p2p", "all_gather"] = Field(
+        default="p2p", description="how context-parallel ranks exchange keys and values: p2p = a ring of K/V sends "
+        "overlapped with attention (Megatron-Core), all_gather = K/V all-gathered before attention (Llama 3)"
+    )
     virtual_stages: Size = Field(
         default=1, description="model chunks per pipeline rank; > 1 only with interleaved_1f1b"
     )
@@ -199,7 +223,8 @@ class LayoutIn(BaseModel):
     recompute: Literal["none", "selective", "full"] = "none"
     overlap_grad_reduce: StrictBool = False
     placement: StrictStr = Field(
-        default="tp,dp,pp", description="order of the parallel dimensions onto GPUs, innermost first"
+        default="tp,cp,dp,pp", description="order of the parallel dimensions onto GPUs, innermost first (cp may "
+        "be left out: it then follows tp)"
     )
     tp_comm_overlap: StrictBool = Field(
         default=False,
@@ -231,12 +256,7 @@ class LayoutIn(BaseModel):
     @field_validator("placement")
     @classmethod
     def _placement_is_permutation(cls, value: str) -> str:
-        parts = [part.strip() for part in value.split(",")]
-        if sorted(parts) != sorted(PARALLEL_DIMENSIONS):
-            raise ValueError(
-                "must list dp, tp and pp once each, comma-separated, innermost first (e.g. 'tp,dp,pp')"
-            )
-        return ",".join(parts)
+        return placement_is_permutation(value)
 
 
 class OptionsIn(BaseModel):

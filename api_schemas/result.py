@@ -29,6 +29,12 @@ class _Out(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def _where_used(description: str) -> Any:
+    """An optional kind (context parallelism's) that appears only where used: absent from the document and from
+    model_dump() when None, as the result JSON leaves it out."""
+    return Field(default=None, description=description, exclude_if=lambda value: value is None)
+
+
 class TimeBreakdown(_Out):
     """Seconds of the critical rank's iteration, an exclusive split that sums to iteration_time_s.
 
@@ -43,6 +49,8 @@ class TimeBreakdown(_Out):
     optimizer: float
     bubble: float
     other: float
+    cp_comm: float | None = _where_used("context parallelism (cp > 1) only: waits for the K/V ring or all-gather "
+                                        "that attention could not hide")
 
 
 class CommunicationTimes(_Out):
@@ -52,6 +60,7 @@ class CommunicationTimes(_Out):
     pp: float
     dp: float
     zero: float
+    cp: float | None = _where_used("context parallelism (cp > 1) only: the K/V exchanges")
 
 
 class CommunicationBytes(_Out):
@@ -61,6 +70,7 @@ class CommunicationBytes(_Out):
     pp: float
     dp: float
     zero: float
+    cp: float | None = _where_used("context parallelism (cp > 1) only: K/V and their gradients")
 
 
 class MemoryBreakdown(_Out):

@@ -33,7 +33,6 @@ from pydantic import (
 from api_schemas.errors import WHOLE_REQUEST, FieldError, RequestError, from_validation_error
 from api_schemas.loading import parse_document, read_request_text
 from api_schemas.request import (
-    PARALLEL_DIMENSIONS,
     ClusterIn,
     LayoutIn,
     ModelIn,
@@ -44,6 +43,7 @@ from api_schemas.request import (
     Size,
     TrainingIn,
     ZeroStage,
+    placement_is_permutation,
 )
 
 __all__ = [
@@ -95,6 +95,11 @@ class SearchSpaceIn(BaseModel):
     sequence_parallel: list[StrictBool] | None = _choices()
     placement: list[StrictStr] | None = _choices(
         "default: every order that maps ranks differently")
+    cp: list[Size] | None = _choices(
+        "context parallelism; default: for a flash-attention model that is not encoder-decoder, the divisors of "
+        "GPUs / tp that keep seq_length / (2 cp) whole; else 1")
+    cp_comm: list[Literal["p2p", "all_gather"]] = Field(
+        default=["p2p"], min_length=1, description="how K/V are exchanged, tried where cp > 1")
     overlap_grad_reduce: list[StrictBool] = Field(default=[True], min_length=1)
     tp_comm_overlap: list[StrictBool] = Field(default=[False], min_length=1)
     precision: list[Literal["bf16", "fp16", "fp8"]] = Field(
@@ -120,10 +125,10 @@ class SearchSpaceIn(BaseModel):
             return None
         out = []
         for item in value:
-            parts = [part.strip() for part in item.split(",")]
-            if sorted(parts) != sorted(PARALLEL_DIMENSIONS):
-                raise ValueError(f"'{item}' must list dp, tp and pp once each, comma-separated, innermost first")
-            out.append(",".join(parts))
+            try:
+                out.append(placement_is_permutation(item))
+            except ValueError as err:
+                raise ValueError(f"'{item}' {err}") from None
         return _distinct(out)
 
 

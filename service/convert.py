@@ -25,6 +25,7 @@ from simcore import (
     Checkpointing,
     ClusterSpec,
     CollectiveAlgorithm,
+    CpComm,
     DegradedLink,
     Fabric,
     Failures,
@@ -193,6 +194,7 @@ def to_scenario(request: SimulationRequest, free_communication: bool = False) ->
         encoder_pipeline_stages=lay.encoder_pipeline_stages,
         zero3_gather_bucket_elements=lay.zero3_gather_bucket_elements,
         fp8_recipe=Fp8Recipe(lay.fp8_recipe) if lay.fp8_recipe else None,
+        cp=lay.cp, cp_comm=CpComm(lay.cp_comm),
     )
     opts = request.options
     return Scenario(
@@ -347,6 +349,7 @@ def to_space(space: SearchSpaceIn) -> Space:
         recompute=tuple(Recompute(r) for r in space.recompute) if space.recompute is not None else None,
         sequence_parallel=tuple(space.sequence_parallel) if space.sequence_parallel is not None else None,
         placement=tuple(space.placement) if space.placement is not None else None,
+        cp=ints(space.cp), cp_comm=tuple(CpComm(c) for c in space.cp_comm),
         overlap_grad_reduce=tuple(space.overlap_grad_reduce), tp_comm_overlap=tuple(space.tp_comm_overlap),
         precision=tuple(Precision(p) for p in space.precision),
         fp8_recipe=tuple(Fp8Recipe(r) for r in space.fp8_recipe),
@@ -365,6 +368,7 @@ def layout_json(layout: Layout) -> dict[str, Any]:
         "overlap_grad_reduce": layout.overlap_grad_reduce, "placement": layout.placement,
         "tp_comm_overlap": layout.tp_comm_overlap, "precision": str(layout.precision),
         **({"fp8_recipe": str(layout.fp8_recipe)} if layout.fp8_recipe else {}),
+        **({"cp": layout.cp, "cp_comm": str(layout.cp_comm)} if layout.cp > 1 else {}),
         **({"pipeline_partition": str(layout.pipeline_partition)} if layout.pipeline_partition else {}),
         **({"encoder_pipeline_stages": layout.encoder_pipeline_stages} if layout.encoder_pipeline_stages else {}),
         **({"zero3_gather_bucket_elements": layout.zero3_gather_bucket_elements}

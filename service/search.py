@@ -118,7 +118,7 @@ def result_document(req: SearchRequest, base: Scenario, result: SearchResult) ->
         },
         "discarded_families": [
             {"family": {"dp": f[0], "tp": f[1], "pp": f[2], "zero_stage": f[3], "recompute": f[4],
-                        "sequence_parallel": f[5]},
+                        "sequence_parallel": f[5], **({"cp": f[6]} if f[6] > 1 else {})},
              "layouts": record.layouts, "kind": record.first_discard.kind, "reason": record.first_discard.reason}
             for f, record in plan.discarded_families() if record.first_discard is not None
         ],

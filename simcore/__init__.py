@@ -18,6 +18,7 @@ from simcore.cost.memory import StageMemory
 from simcore.cost.parameters import FITTED, CostParameters
 from simcore.domain.layout import (
     CollectiveAlgorithm,
+    CpComm,
     Fidelity,
     Fp8Recipe,
     Layout,
@@ -42,9 +43,9 @@ from topology.health import DegradedLink, Health, SlowGpu
 __all__ = [
     "FITTED", "GB", "GIB", "GPUS", "MODEL_PRESETS", "MODEL_PRESET_SOURCES", "NODE_PRESETS", "NODE_PRESET_NOTES",
     "VERSION", "Activation", "Architecture", "AttentionKind", "Checkpointing", "ClusterSpec", "CollectiveAlgorithm",
-    "CostParameters", "DegradedLink", "Fabric", "Failures", "Fidelity", "Fp8Recipe", "GpuKind", "GpuSpec", "Health",
-    "Layout", "Metrics", "ModelShape", "Network", "Outcome", "Partition", "Precision", "Recompute", "RunTotals",
-    "Scenario", "Schedule", "SlowGpu", "SpecError", "StageMemory", "StageReport", "TrainingPlan", "TrainingRun",
-    "build_network", "check", "chrome_trace", "estimate_events", "model_from_fields", "nearest_catalog_gpu",
-    "plan_training", "simulate", "sized", "validate_layout",
+    "CostParameters", "CpComm", "DegradedLink", "Fabric", "Failures", "Fidelity", "Fp8Recipe", "GpuKind", "GpuSpec",
+    "Health", "Layout", "Metrics", "ModelShape", "Network", "Outcome", "Partition", "Precision", "Recompute",
+    "RunTotals", "Scenario", "Schedule", "SlowGpu", "SpecError", "StageMemory", "StageReport", "TrainingPlan",
+    "TrainingRun", "build_network", "check", "chrome_trace", "estimate_events", "model_from_fields",
+    "nearest_catalog_gpu", "plan_training", "simulate", "sized", "validate_layout",
 ]

@@ -10,7 +10,7 @@ from simcore.cost.workload import Workload
 from simcore.domain.layout import Layout
 from simcore.domain.model import ModelShape
 from simcore.engine.pipeline import EngineResult
-from simcore.engine.recorder import CATEGORIES, COMM_KINDS, RankRecord
+from simcore.engine.recorder import CATEGORIES, COMM_KINDS, CP_CATEGORY, CP_KIND, RankRecord
 from topology.hardware import GIB, GpuSpec
 
 
@@ -84,8 +84,11 @@ def compute_metrics(model: ModelShape, layout: Layout, gpu: GpuSpec, workload: W
     breakdown["other"] = max(0.0, T - sum(v for k, v in breakdown.items() if k != "other"))
 
     representatives = [min(rs, key=lambda r: r.gpu) for _s, rs in sorted(by_stage.items())]
-    comm_s = {k: sum(r.comm_busy_s[k] for r in representatives) for k in COMM_KINDS}
-    comm_bytes = {k: sum(r.comm_bytes[k] for r in representatives) for k in COMM_KINDS}
+    # Context parallelism's figures appear where it is used (contract: "cp_comm", "cp" where used).
+    categories, kinds = (CATEGORIES, COMM_KINDS) if layout.cp == 1 else (
+        (*CATEGORIES, CP_CATEGORY), (*COMM_KINDS, CP_KIND))
+    comm_s = {k: sum(r.comm_busy_s[k] for r in representatives) for k in kinds}
+    comm_bytes = {k: sum(r.comm_bytes[k] for r in representatives) for k in kinds}
 
     stages = []
     for s, rs in sorted(by_stage.items()):
@@ -117,7 +120,7 @@ def compute_metrics(model: ModelShape, layout: Layout, gpu: GpuSpec, workload: W
         hfu=hardware_flops / T / gpus / gpu.peak_flops_per_s,
         bubble_fraction=bubble_mean / T,
         pipeline_overhead=bubble_mean / stage_mean(passes),
-        time_breakdown_s={k: breakdown[k] for k in CATEGORIES},
+        time_breakdown_s={k: breakdown[k] for k in categories},
         communication_s=comm_s,
         communication_bytes=comm_bytes,
         stages=tuple(stages),

@@ -84,7 +84,10 @@ def estimate_events(scenario: Scenario) -> int:
     full = scenario.fidelity is Fidelity.FULL or scenario.cluster.health.uneven_compute
     replicas = layout.dp if full else 1
     passes = 2 * layout.num_microbatches * layout.virtual_stages
-    return int(EVENTS_PER_PASS * replicas * layout.pp * passes) + EVENTS_PER_RANK * layout.pp
+    per_pass = EVENTS_PER_PASS
+    if layout.cp > 1:  # context parallelism runs each layer's ring steps as events: a step and its send
+        per_pass += 2 * (layout.cp + 1) * scenario.model.num_layers / (layout.pp * layout.virtual_stages)
+    return int(per_pass * replicas * layout.pp * passes) + EVENTS_PER_RANK * layout.pp
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +117,8 @@ class Network:
 
 def straggler_factors(scenario: Scenario, placement: Placement) -> dict[tuple[int, int], float]:
     """{(replica, pipeline rank): compute time factor} of the ranks whose factor is not 1: the slowest GPU of the
-    rank's tensor-parallel group (topology/health.py draws and names them; `options.seed` seeds the draws)."""
+    rank's tensor- and context-parallel groups, whose per-layer collectives and ring steps wait for it
+    (topology/health.py draws and names them; `options.seed` seeds the draws)."""
     health = scenario.cluster.health
     if not health.uneven_compute:
         return {}
@@ -122,7 +126,7 @@ def straggler_factors(scenario: Scenario, placement: Placement) -> dict[tuple[in
     factors = {}
     for d in range(placement.dp):
         for s in range(placement.pp):
-            factor = max(per_gpu[g] for g in placement.tp_group(d, s))
+            factor = max(per_gpu[g] for c in range(placement.cp) for g in placement.tp_group(d, s, c))
             if factor != 1.0:
                 factors[(d, s)] = factor
     return factors
@@ -141,7 +145,7 @@ def simulate(scenario: Scenario, network: Network | None = None) -> Outcome:
     layout, model = scenario.layout, scenario.model
     if network is None or network.spec != scenario.cluster or network.algorithm is not scenario.algorithm:
         network = build_network(scenario.cluster, scenario.algorithm)
-    placement = place(layout.dp, layout.tp, layout.pp, layout.placement, scenario.cluster.num_gpus)
+    placement = place(layout.dp, layout.tp, layout.pp, layout.placement, scenario.cluster.num_gpus, layout.cp)
     collectives = network.collectives
     gpu = scenario.cluster.hardware
     workload = build_workload(model, layout, gpu, placement, collectives, scenario.free_communication,

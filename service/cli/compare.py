@@ -51,7 +51,8 @@ def _schedule(layout: dict[str, Any]) -> str:
 
 # (row name, how to show it from a comparison row), in table order.
 METRICS: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
-    ("DP x TP x PP", lambda r: f"{r['layout']['dp']} x {r['layout']['tp']} x {r['layout']['pp']}"),
+    ("DP x TP x PP", lambda r: f"{r['layout']['dp']} x {r['layout']['tp']} x {r['layout']['pp']}"
+     + (f" x CP {r['layout']['cp']}" if r["layout"].get("cp") else "")),
     ("microbatch size", lambda r: str(r["layout"]["microbatch_size"])),
     ("schedule", lambda r: _schedule(r["layout"])),
     ("ZeRO stage", lambda r: str(r["layout"]["zero_stage"])),

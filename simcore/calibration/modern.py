@@ -5,11 +5,15 @@ Fitted and judged rows: FP8_GEMM_EFFICIENCY_RATIO (simcore/cost/fp8.py) is fitte
 Nemotron-4-15B BF16/FP8 pairs of dgxc-benchmarking v24.11.1 (`dgxc2411-nemotron4-15b-*`, both rows of each pair
 marked as calibration rows); every other row is judged: the Nemotron-4-15B pair of dgxc-benchmarking v25.05, NeMo
 24.07's FP8 rows, the Llama-3-8B rows of Megatron-Bridge 25.09 / 25.11 on H100, B200 and GB200, and torchtitan's
-Llama-3.1-8B rows. The Llama-3.1-8B pairs of v24.11.1 use context parallelism, which is not simulated: they are
-skipped, so the fit runs on the Nemotron pairs and the Llama rows judge it (the issue's "other way round").
+Llama-3.1-8B rows. The Llama-3.1-8B pairs of v24.11.1 and NeMo 24.07's Llama-3-8B row run with context parallelism
+2 (`layout.cp`, the ring of K/V sends, Megatron-Core's default): judged too, nothing is fitted on them. NeMo's
+long-sequence Llama-2-7B rows (`nemo-longseq-*`, CP 2 at 32K and 64K tokens) publish TFLOP/s per GPU only, without
+the FLOP formula: they simulate (with the microbatch of 1 their rows presume) but `validate` has no step time to
+judge them by.
 
 What each source leaves unstated is filled the same way for every row of that source, never per row:
-- dgxc-benchmarking (v24.11.1, v25.05) and NeMo 24.07 (DGX H100): NeMo's performance recipes of the time:
+- dgxc-benchmarking (v24.11.1, v25.05), NeMo 24.07 and NeMo's long-sequence page (DGX H100): NeMo's performance
+  recipes of the time:
   Transformer Engine's fused (flash) attention, no recomputation, sequence parallelism with TP and the TP
   collectives overlapped with the GEMMs (tp_comm_overlap), the distributed optimizer (ZeRO 1) with the gradient
   reduction overlapped; FP8 rows with TE's delayed per-tensor scaling (NeMo's default recipe then; the rows mark
@@ -43,7 +47,10 @@ REFERENCE = "training-runs-modern.json"
 
 # Source (the id's prefix) -> (recompute, ZeRO stage without fsdp); all use flash attention, SP and TP overlap.
 SOURCES = {"dgxc2411": ("none", 1), "dgxc2505": ("none", 1), "nemo2407": ("none", 1), "mb2509": ("none", 1),
-           "mb2511": ("none", 1), "tt2412": ("selective", 3)}
+           "mb2511": ("none", 1), "tt2412": ("selective", 3), "nemo-longseq": ("none", 1)}
+# Sources that publish no microbatch size, and the one taken: NeMo's long-sequence page (`nemo-longseq-*`, CP rows
+# with TFLOP/s only) lists none; its rows say "presumably 1" (NeMo's long-sequence recipes use 1).
+MICROBATCH_BY_SOURCE = {"nemo-longseq": 1}
 # The rows the FP8 efficiency is fitted on (bench/fit_fp8.py).
 CALIBRATION_PREFIX = "dgxc2411-nemotron4-15b-"
 
@@ -58,9 +65,15 @@ TORCHTITAN_H100 = GpuSpec(GpuKind.H100_80GB, _H100.peak_flops_per_s * _POWER_SCA
                           _H100.peak_fp8_flops_per_s * _POWER_SCALE, TORCHTITAN_POWER_W, "h100-96gb-hbm2e")
 
 
+def source_of(case: dict[str, Any]) -> str:
+    """A row's source: its id's first word (NeMo's long-sequence page: its first two)."""
+    case_id = str(case.get("id", ""))
+    return "nemo-longseq" if case_id.startswith("nemo-longseq-") else case_id.split("-", 1)[0]
+
+
 def handles(case: dict[str, Any]) -> bool:
     """Whether the row comes from a source this module fills in."""
-    return str(case.get("id", "")).split("-", 1)[0] in SOURCES
+    return source_of(case) in SOURCES
 
 
 def is_calibration(case: dict[str, Any]) -> bool:
@@ -99,10 +112,8 @@ def model_fields(m: dict[str, Any]) -> dict[str, Any]:
 
 def scenario_for(case: dict[str, Any]) -> Scenario:
     """The request a row describes; raises ValueError (with the reason) when it cannot be expressed."""
-    source = str(case["id"]).split("-", 1)[0]
+    source = source_of(case)
     m, c, lay = case["model"], case["cluster"], case["layout"]
-    if int(lay.get("cp") or 1) > 1:
-        raise ValueError("context parallelism is not simulated")
     if int(lay.get("ep") or 1) > 1:
         raise ValueError("expert parallelism is not simulated")
     model = model_from_fields(model_fields(m))
@@ -114,15 +125,16 @@ def scenario_for(case: dict[str, Any]) -> Scenario:
         cluster = sized(NODE_PRESETS[NODE_BY_GPU[gpu]], int(c["num_gpus"]))
     else:
         raise ValueError(f"GPU {gpu} has no rule")
-    if lay.get("microbatch_size") is None or lay.get("global_batch") is None:
+    microbatch = lay.get("microbatch_size", MICROBATCH_BY_SOURCE.get(source))
+    if microbatch is None or lay.get("global_batch") is None:
         raise ValueError("the microbatch or global batch size is not published")
     recompute, zero = SOURCES[source]
     if int(lay.get("fsdp") or 0) > 0:
         zero = 3
     precision, recipe = precision_of(lay)
     tp = int(lay["tp"])
-    layout = Layout(dp=int(lay["dp"]), tp=tp, pp=int(lay["pp"]), microbatch_size=int(lay["microbatch_size"]),
+    layout = Layout(dp=int(lay["dp"]), tp=tp, pp=int(lay["pp"]), microbatch_size=int(microbatch),
                     global_batch_size=int(lay["global_batch"]), recompute=Recompute(recompute),
                     sequence_parallel=tp > 1, tp_comm_overlap=tp > 1, overlap_grad_reduce=True, zero_stage=zero,
-                    precision=precision, fp8_recipe=recipe)
+                    precision=precision, fp8_recipe=recipe, cp=int(lay.get("cp") or 1))
     return Scenario(model, cluster, layout)

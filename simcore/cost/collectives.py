@@ -244,10 +244,32 @@ class CollectiveModel:
         key = (placement, src_rank, dst_rank, tuple(replicas))
         found = self._sends.get(key)
         if found is None:
-            pairs = [(placement.gpu(d, t, src_rank), placement.gpu(d, t, dst_rank))
-                     for d in replicas for t in range(placement.tp)]
+            pairs = [(placement.gpu(d, t, src_rank, c), placement.gpu(d, t, dst_rank, c))
+                     for d in replicas for c in range(placement.cp) for t in range(placement.tp)]
             found = self._sends[key] = self.p2p(pairs, mirrors=len(pairs) > placement.tp)
         return found
+
+    def context_parallel_send(self, placement: Placement, pp_rank: int, replicas: Sequence[int]) -> FlowPattern:
+        """`p2p` of one ring step of context parallelism on pipeline rank `pp_rank`: every context-parallel rank of
+        each tensor rank and replica in `replicas` sends to the next rank of its ring at once (the first pair,
+        replica replicas[0]'s tensor rank 0 from CP rank 0 to 1, is the simulated one; the rest its mirrors). A
+        step lasts until its slowest hop has delivered: every rank waits for its own receive before the next
+        step, so the ring moves at its slowest link's pace."""
+        key = (placement, -1 - pp_rank, -1, tuple(replicas))
+        found = self._sends.get(key)
+        if found is None:
+            cp = placement.cp
+            pairs = [(placement.gpu(d, t, pp_rank, c), placement.gpu(d, t, pp_rank, (c + 1) % cp))
+                     for d in replicas for t in range(placement.tp) for c in range(cp)]
+            found = self._sends[key] = self.p2p(pairs, mirrors=len(pairs) > 1)
+        return found
+
+    def context_parallel_phases(self, kind: Collective, placement: Placement, pp_rank: int,
+                                replicas: Sequence[int]) -> tuple[FlowPattern, ...]:
+        """`phases` of a collective on the context-parallel groups of pipeline rank `pp_rank` (every tensor rank
+        of each replica in `replicas` at once): all_gather's K/V gathers and dK/dV reduce-scatters."""
+        groups = [placement.cp_group(d, t, pp_rank) for d in replicas for t in range(placement.tp)]
+        return self.phases(kind, groups)
 
     def isolated_time(self, kind: Collective, groups: Sequence[Sequence[int]], size_bytes: float) -> float:
         """Seconds the collective takes when nothing else uses its links."""

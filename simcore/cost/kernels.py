@@ -162,8 +162,7 @@ def _attention_core(prefix: str, b: int, a: float, g: float, d: int, s_q: int, s
     """Scores, softmax and dropout, and values: `s_q` queries over `s_kv` keys, `a` heads (`g` key/value heads)."""
     if flash:
         # FLOPs of QK^T and AV; a causal kernel skips the masked half of the score blocks.
-        work = 4.0 * b * a * s_q * s_kv * d * (0.5 if causal else 1.0)
-        return [Op(prefix + "flash_attention", OpKind.FLASH, work, BYTES * b * d * (2 * a * s_q + 2 * g * s_kv))]
+        return [flash_attention_op(prefix + "flash_attention", b, a, g, d, s_q, s_kv, 0.5 if causal else 1.0)]
     scores = b * a * s_q * s_kv
     return [
         _gemm(prefix + "attention_scores", s_q, s_kv, d, batch=b * a),
@@ -172,6 +171,15 @@ def _attention_core(prefix: str, b: int, a: float, g: float, d: int, s_q: int, s
         _mem(prefix + "softmax_dropout", BYTES * scores * 4 + scores, _SOFTMAX_DROPOUT_BWD),
         _gemm(prefix + "attention_values", s_q, d, s_kv, batch=b * a),
     ]
+
+
+def flash_attention_op(name: str, b: int, a: float, g: float, d: int, s_q: float, s_kv: float,
+                       computed: float) -> Op:
+    """One fused attention kernel: `s_q` queries over `s_kv` keys of which the fraction `computed` of the (query,
+    key) pairs is computed (1 unmasked, 1/2 for a causal square), `a` heads (`g` key/value heads). It reads Q and
+    K/V and writes the output, never the score matrix: 4 b a d FLOPs per computed pair (QK^T and AV)."""
+    work = 4.0 * b * a * s_q * s_kv * d * computed
+    return Op(name, OpKind.FLASH, work, BYTES * b * d * (2 * a * s_q + 2 * g * s_kv))
 
 
 def embedding_forward_ops(model: ModelShape, b: int, t: int, tokens_per_sample: int | None = None) -> tuple[Op, ...]:

@@ -34,6 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
+from simcore.cost.context_parallel import kv_buffer_bytes, local_model
 from simcore.cost.fp8 import FP8_WEIGHT_COPY_BYTES, fp8_weight_elements
 from simcore.cost.workload import ChunkCost, Workload
 from simcore.domain.layout import Layout, Recompute, Schedule
@@ -49,6 +50,14 @@ WEIGHT_BYTES, GRADIENT_BYTES, OPTIMIZER_BYTES = 2, 2, 12
 # reproducibility notes), NCCL's buffers (NCCL_BUFFSIZE, 4 MiB per channel and peer: NCCL's environment
 # documentation) for each communicator; about a gibibyte in all.
 RUNTIME_BYTES = 1.0 * GIB
+# Tensor-parallel communication overlap (tp_comm_overlap) runs on Transformer Engine's userbuffers: Megatron-Core
+# calls te.module.base.initialize_ub(shape=[seq_length * micro_batch_size / cp, hidden_size]) once per process,
+# which registers one communicator, with a buffer of that shape, per overlapped GEMM: 4 ring-exchange (qkv_fprop,
+# fc1_fprop, proj_dgrad, fc2_dgrad), 2 pipelined (proj_fprop, fc2_fprop), 4 bulk (qkv/fc1 dgrad and wgrad) and
+# 2 external (proj_wgrad, fc2_wgrad); the 8 all-gather buffers hold FP8 (1 byte) in FP8 training, the rest 16
+# bits (TransformerEngine transformer_engine/pytorch/module/base.py @d0067d0, initialize_ub; Megatron-LM
+# _initialize_tp_communicators). Small at 4K tokens, 12 GiB at 128K tokens of h = 4096.
+USERBUFFER_GEMMS, USERBUFFER_ALL_GATHERS = 12, 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +211,10 @@ def rank_holdings(model: ModelShape, layout: Layout, shape: MemoryShape) -> tupl
     share it between layouts that differ only there."""
     b, t = layout.microbatch_size, layout.tp
     sp = layout.sequence_parallel
+    # Context parallelism: a rank keeps the activations of its s/cp tokens, plus the K/V blocks in flight while a
+    # layer's attention runs (simcore/cost/context_parallel.py).
+    ring_buffers = kv_buffer_bytes(model, layout)
+    model = local_model(model, layout.cp)
     kinds = {layer.kind: layer for layer, _ in model.layer_stacks()}
     per_layer = {kind: layer_activation_bytes(model, b, t, sp, layout.recompute, layer)
                  for kind, layer in kinds.items()}
@@ -211,6 +224,7 @@ def rank_holdings(model: ModelShape, layout: Layout, shape: MemoryShape) -> tupl
     # A decoder stage keeps each microbatch's encoder output, which all its layers' cross-attention read.
     encoder_output = BYTES * b * model.seq_length * model.hidden_size / (t if sp else 1)
     buffers = RUNTIME_BYTES + (2 * shape.largest_message_bytes if layout.pp > 1 else 0.0)  # send and receive
+    buffers += ring_buffers + userbuffer_bytes(model, layout)
     out = []
     for rank, r in enumerate(shape.ranks):
         held = {chunk: sum(n * per_layer[kind] for kind, n in counts) + (encoder_output if decoder else 0.0)
@@ -234,9 +248,19 @@ def rank_holdings(model: ModelShape, layout: Layout, shape: MemoryShape) -> tupl
     return tuple(out)
 
 
+def userbuffer_bytes(local: ModelShape, layout: Layout) -> float:
+    """Bytes of the userbuffers tp_comm_overlap registers per GPU (see USERBUFFER_GEMMS); `local` is the model a
+    rank runs (s/cp tokens a sample with context parallelism)."""
+    if not layout.tp_comm_overlap or layout.tp == 1:
+        return 0.0
+    elements = local.seq_length * layout.microbatch_size * local.hidden_size
+    fp8_gathers = USERBUFFER_ALL_GATHERS if layout.fp8 is not None else 0
+    return elements * (BYTES * (USERBUFFER_GEMMS - fp8_gathers) + 1 * fp8_gathers)
+
+
 def sharded(holdings: tuple[RankHolding, ...], layout: Layout) -> tuple[StageMemory, ...]:
-    """Each rank's memory once ZeRO shards its model states over the layout's dp data-parallel ranks."""
-    dp, zero = layout.dp, layout.zero_stage
+    """Each rank's memory once ZeRO shards its model states over the layout's dp x cp data-parallel ranks."""
+    dp, zero = layout.dp_cp, layout.zero_stage
     weight_shards, gradient_shards, optimizer_shards = (dp if zero >= 3 else 1), (dp if zero >= 2 else 1), (
         dp if zero >= 1 else 1)
     return tuple([StageMemory(

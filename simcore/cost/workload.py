@@ -15,6 +15,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from simcore.cost.collectives import Collective, CollectiveModel, ring_factor
+from simcore.cost.context_parallel import (
+    AttentionRing,
+    CpPass,
+    attention_ring,
+    local_model,
+    pass_plans,
+    split_at_attention,
+)
 from simcore.cost.fp8 import WEIGHT_QUANTIZE_BYTES, fp8_weight_elements
 from simcore.cost.kernels import (
     ATTENTION_CORE,
@@ -63,6 +71,10 @@ class ChunkCost:
     tp_hidden_backward_s: float  # the same for the backward pass, the recomputed forward included
     tp_bytes_forward: float  # bytes one tensor rank sends in tensor-parallel collectives, per microbatch
     tp_bytes_backward: float  # the same for the backward pass, the recomputed forward included
+    # Context parallelism (cp > 1): each pass as its layers' segments (compute, ring steps, exchanges) for the
+    # engine to run as events (simcore/cost/context_parallel.py); None without it.
+    cp_forward: CpPass | None = None
+    cp_backward: CpPass | None = None
 
     @property
     def forward_s(self) -> float:
@@ -75,7 +87,9 @@ class ChunkCost:
         recompute_kernels = self.recompute_s - self.recompute_tp_s
         return replace(self, forward_compute_s=self.forward_compute_s * factor,
                        backward_compute_s=self.backward_compute_s * factor,
-                       recompute_s=recompute_kernels * factor + self.recompute_tp_s)
+                       recompute_s=recompute_kernels * factor + self.recompute_tp_s,
+                       cp_forward=None if self.cp_forward is None else self.cp_forward.slowed(factor),
+                       cp_backward=None if self.cp_backward is None else self.cp_backward.slowed(factor))
 
     @property
     def backward_s(self) -> float:
@@ -120,15 +134,30 @@ class _Kernels:
     core: float  # the attention core's forward
     gemm_forward: float  # the projections, which tp_comm_overlap hides collectives under
     gemm_backward: float
+    ring: AttentionRing | None = None  # context parallelism: the attention core's ring (its time is in the above)
+    pre: tuple[float, float] = (0.0, 0.0)  # with a ring: (forward, backward) s of the kernels before the core
+    post: tuple[float, float] = (0.0, 0.0)  # and after it
 
 
 def _kernels(model: ModelShape, layer: LayerType, layout: Layout, gpu: GpuSpec, params: CostParameters) -> _Kernels:
+    """`model` is the one a rank runs (s/cp tokens a sample with context parallelism, whose attention core is
+    the ring's, costed on the whole sequence by simcore/cost/context_parallel.py)."""
     ops = layer_forward_ops(model, layout.microbatch_size, layout.tp, layout.sequence_parallel, layer, layout.fp8)
-    return _Kernels(
-        forward=ops_time(ops, gpu, params), backward=ops_time(_bwd(ops), gpu, params),
-        core=ops_time(tuple(op for op in ops if op.name in ATTENTION_CORE), gpu, params),
-        gemm_forward=ops_time(tuple(op for op in ops if op.name in PROJECTIONS), gpu, params),
-        gemm_backward=ops_time(tuple(op.backward() for op in ops if op.name in PROJECTIONS), gpu, params))
+    gemm_forward = ops_time(tuple(op for op in ops if op.name in PROJECTIONS), gpu, params)
+    gemm_backward = ops_time(tuple(op.backward() for op in ops if op.name in PROJECTIONS), gpu, params)
+    if layout.cp == 1:
+        return _Kernels(
+            forward=ops_time(ops, gpu, params), backward=ops_time(_bwd(ops), gpu, params),
+            core=ops_time(tuple(op for op in ops if op.name in ATTENTION_CORE), gpu, params),
+            gemm_forward=gemm_forward, gemm_backward=gemm_backward)
+    whole = replace(layer, seq=layer.seq * layout.cp)
+    ring = attention_ring(replace(model, seq_length=whole.seq), whole, layout, gpu, params)
+    before, after = split_at_attention(ops)
+    pre = (ops_time(before, gpu, params), ops_time(_bwd(before), gpu, params))
+    post = (ops_time(after, gpu, params), ops_time(_bwd(after), gpu, params))
+    return _Kernels(forward=pre[0] + ring.forward_s + post[0], backward=pre[1] + ring.backward_s + post[1],
+                    core=ring.forward_s, gemm_forward=gemm_forward, gemm_backward=gemm_backward, ring=ring,
+                    pre=pre, post=post)
 
 
 def _layer_cost(model: ModelShape, layer: LayerType, layout: Layout, kernels: _Kernels,
@@ -198,6 +227,7 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
     h = model.hidden_size
     vocab_params = model.vocab_size * h // t
     positions = 0 if model.encoder_decoder else model.seq_length * h // t
+    model = local_model(model, layout.cp)  # a context-parallel rank runs s/cp tokens of each sample
     emb_ops = embedding_forward_ops(model, b, t)
     dec_emb_ops = embedding_forward_ops(model, b, t, model.decoder_seq_length) if model.encoder_decoder else emb_ops
     logit_ops = logits_forward_ops(model, b, t, sp)
@@ -209,7 +239,7 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
         # Free communication needs no groups (nor a placement or a network: memory planning costs layouts so).
         if free or placement is None:
             return []
-        return [placement.tp_group(d, rank) for d in range(layout.dp)]
+        return [placement.tp_group(d, rank, c) for c in range(layout.cp) for d in range(layout.dp)]
 
     # Kernel times once per layer type; tensor-parallel time per rank, on its real groups (cached by the model).
     kernels = {layer: _kernels(model, layer, layout, gpu, params) for layer, _ in model.layer_stacks()}
@@ -264,15 +294,26 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
                    + (vocab_params + positions if first else 0)
                    + (vocab_params if decoder_embeds and not first else 0)
                    + (vocab_params if output_layer else 0))
+        forward_compute_s = total("forward") + embed_fwd + (logit_fwd if last else 0.0)
+        forward_tp_s = total("tp_forward") + emb_tp + logit_tp
+        backward_compute_s = total("backward") + embed_bwd + (logit_bwd if last else 0.0)
+        backward_tp_s = total("tp_backward") + logit_tp
+        recompute_s = sum(n * costs[layer].recompute(mode) for layer, n in runs)
+        cp_forward = cp_backward = None
+        ring_kernels = kernels[first_layer]
+        if ring_kernels.ring is not None:  # context parallelism: one kind of layer (no encoder-decoder)
+            one = costs[first_layer]
+            cp_forward, cp_backward = pass_plans(
+                ring_kernels.ring, ring_kernels.pre,
+                (ring_kernels.post[0] + one.tp_forward, ring_kernels.post[1] + one.tp_backward), mode,
+                sum(n for _, n in runs), forward_compute_s + forward_tp_s,
+                recompute_s + backward_compute_s + backward_tp_s)
         chunks.append(ChunkCost(
             virtual_stage=vs, rank=rank, chunk=chunk, layers=sum(n for _, n in runs),
             layer_counts=tuple((layer.kind, n) for layer, n in runs),
             has_embedding=first or decoder_embeds, embeds_target=decoder_embeds, has_logits=last,
-            forward_compute_s=total("forward") + embed_fwd + (logit_fwd if last else 0.0),
-            forward_tp_s=total("tp_forward") + emb_tp + logit_tp,
-            backward_compute_s=total("backward") + embed_bwd + (logit_bwd if last else 0.0),
-            backward_tp_s=total("tp_backward") + logit_tp,
-            recompute_s=sum(n * costs[layer].recompute(mode) for layer, n in runs),
+            forward_compute_s=forward_compute_s, forward_tp_s=forward_tp_s,
+            backward_compute_s=backward_compute_s, backward_tp_s=backward_tp_s, recompute_s=recompute_s,
             recompute_tp_s=total("tp_forward") if full else 0.0,
             tp_hidden_forward_s=total("tp_hidden_forward"),
             tp_hidden_backward_s=total("tp_hidden_backward") + (total("tp_hidden_forward") if full else 0.0),
@@ -281,10 +322,11 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
             input_bytes=b * input_tokens * h * BYTES / t if vs > 0 else 0.0,
             tp_bytes_forward=total("tp_bytes_forward") + emb_bytes,
             tp_bytes_backward=total("tp_bytes_backward") + (total("tp_bytes_forward") if full else 0.0),
+            cp_forward=cp_forward, cp_backward=cp_backward,
         ))
         previous = runs[-1][0]
     params_per_rank = [sum(c.parameters for c in chunks if c.rank == r) for r in range(p)]
-    shards = layout.dp if layout.zero_stage >= 1 else 1  # ZeRO 1: each rank updates 1/dp of the parameters
+    shards = layout.dp_cp if layout.zero_stage >= 1 else 1  # ZeRO 1: each rank updates 1/(dp*cp) of them
     fp16 = layout.precision is Precision.FP16
     optimizer = tuple(optimizer_step_s(n / shards, gpu, params, fp16) for n in params_per_rank)
     recipe = layout.fp8
@@ -293,7 +335,7 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
         optimizer = tuple(seconds + fp8_gemm_weights(model, chunks, r, t) * WEIGHT_QUANTIZE_BYTES[recipe]
                           / (gpu.hbm_bandwidth_bytes_per_s * params.memory_efficiency)
                           for r, seconds in enumerate(optimizer))
-    grads = tuple(float(n * layout.grad_reduce_bytes) if layout.dp > 1 else 0.0 for n in params_per_rank)
+    grads = tuple(float(n * layout.grad_reduce_bytes) if layout.dp_cp > 1 else 0.0 for n in params_per_rank)
     return Workload(tuple(chunks), optimizer, grads, encoder_stages)
 
 

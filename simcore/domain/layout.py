@@ -49,6 +49,13 @@ class Fp8Recipe(StrEnum):
     BLOCKWISE = "blockwise"  # 1x128 activation and 128x128 weight blocks with fp32 scales (DeepSeek-V3 style)
 
 
+class CpComm(StrEnum):
+    """How context-parallel ranks exchange keys and values (simcore/cost/context_parallel.py)."""
+
+    P2P = "p2p"  # Megatron-Core / Transformer Engine's ring: K/V blocks passed to the next rank, under attention
+    ALL_GATHER = "all_gather"  # Llama 3: K/V all-gathered before attention, their gradients reduce-scattered
+
+
 class Fidelity(StrEnum):
     REPRESENTATIVE = "representative"
     FULL = "full"
@@ -73,13 +80,15 @@ class Layout:
     zero_stage: int = 0
     recompute: Recompute = Recompute.NONE
     overlap_grad_reduce: bool = False
-    placement: str = "tp,dp,pp"
+    placement: str = "tp,cp,dp,pp"
     tp_comm_overlap: bool = False  # Megatron-Core's --tp-comm-overlap: TP collectives hidden under the GEMMs
     precision: Precision = Precision.BF16
     pipeline_partition: Partition | None = None  # how layers are cut into stages; None: cost/partition.py's default
     encoder_pipeline_stages: int | None = None  # encoder-decoder: stages holding the encoder; None: chosen
     zero3_gather_bucket_elements: int | None = None  # ZeRO 3 gathers in buckets this large; None: one per layer
     fp8_recipe: Fp8Recipe | None = None  # precision fp8 only; None: tensorwise
+    cp: int = 1  # context parallelism: each sample's sequence split over cp ranks (Megatron-Core's CP)
+    cp_comm: CpComm = CpComm.P2P
 
     @property
     def fp8(self) -> Fp8Recipe | None:
@@ -99,17 +108,22 @@ class Layout:
 
     @property
     def num_gpus(self) -> int:
-        return self.dp * self.tp * self.pp
+        return self.dp * self.tp * self.pp * self.cp
+
+    @property
+    def dp_cp(self) -> int:
+        """The ranks that hold the same weights and reduce their gradients together: DP x CP (Megatron-Core's
+        data-parallel group with context parallelism; the distributed optimizer shards over it too)."""
+        return self.dp * self.cp
 
 
 def validate_layout(layout: Layout, model: ModelShape, num_gpus: int) -> None:
     """Raise SpecError naming the first rule the layout breaks for this model and cluster."""
-    for name in ("dp", "tp", "pp", "microbatch_size", "global_batch_size", "virtual_stages"):
+    for name in ("dp", "tp", "pp", "cp", "microbatch_size", "global_batch_size", "virtual_stages"):
         if getattr(layout, name) < 1:
             raise SpecError(f"layout.{name}", "must be >= 1")
     if layout.num_gpus != num_gpus:
-        raise SpecError("layout.dp", f"dp*tp*pp = {layout.dp}*{layout.tp}*{layout.pp} = {layout.num_gpus} "
-                        f"must equal the number of GPUs ({num_gpus})")
+        raise SpecError("layout.dp", f"{gpu_product(layout)} must equal the number of GPUs ({num_gpus})")
     if model.num_attention_heads % layout.tp:
         raise SpecError("layout.tp", f"must divide num_attention_heads ({model.num_attention_heads})")
     if model.num_kv_heads % layout.tp and layout.tp % model.num_kv_heads:
@@ -121,6 +135,7 @@ def validate_layout(layout: Layout, model: ModelShape, num_gpus: int) -> None:
         raise SpecError("layout.global_batch_size",
                         f"must be divisible by dp*microbatch_size = {per_replica} (microbatches must divide the batch)")
     _validate_encoder_decoder(layout, model)
+    validate_context_parallel(layout, model)
     chunks = layout.pp * layout.virtual_stages
     if chunks > model.num_layers:
         raise SpecError("layout.pp", f"pp*virtual_stages = {chunks} exceeds num_layers ({model.num_layers})")
@@ -146,6 +161,33 @@ def validate_layout(layout: Layout, model: ModelShape, num_gpus: int) -> None:
             raise SpecError("layout.zero3_gather_bucket_elements", "applies to zero_stage 3 only")
         if layout.zero3_gather_bucket_elements < 1:
             raise SpecError("layout.zero3_gather_bucket_elements", "must be >= 1")
+
+
+def gpu_product(layout: Layout) -> str:
+    """The GPU count a layout asks for, written out: "dp*tp*pp = 2*8*8 = 128" (with cp when cp > 1)."""
+    names = ("dp", "tp", "pp", "cp") if layout.cp > 1 else ("dp", "tp", "pp")
+    return f"{'*'.join(names)} = {'*'.join(str(getattr(layout, n)) for n in names)} = {layout.num_gpus}"
+
+
+def validate_context_parallel(layout: Layout, model: ModelShape) -> None:
+    """Context parallelism's rules (Megatron-Core and Transformer Engine's): the sequence splits into 2*cp equal
+    chunks (each rank takes chunks r and 2cp-1-r, which balances causal attention); the ring runs fused
+    attention kernels; encoder-decoder models are not split (Megatron-Core supports CP for GPT models only)."""
+    cp = layout.cp
+    if cp == 1:
+        return
+    if model.encoder_decoder:
+        raise SpecError("layout.cp", "context parallelism (cp > 1) is not supported for encoder_decoder models "
+                        "(Megatron-Core splits only decoder-only and encoder-only sequences)")
+    if model.seq_length % (2 * cp):
+        raise SpecError("layout.cp", f"seq_length ({model.seq_length}) must be divisible by 2*cp = {2 * cp} "
+                        "(each rank holds two of 2*cp equal chunks, for causal load balancing)")
+    if model.attention.value != "flash":
+        raise SpecError("layout.cp", "context parallelism needs model.attention flash (Transformer Engine runs "
+                        "the ring's attention blocks with fused attention kernels)")
+    if layout.sequence_parallel and (model.seq_length // cp) % layout.tp:
+        raise SpecError("layout.sequence_parallel",
+                        f"needs tp to divide seq_length / cp ({model.seq_length // cp})")
 
 
 def validate_precision(layout: Layout, gpu: GpuSpec) -> None:

@@ -66,7 +66,7 @@ class GradientSync:
         self.clock, self.workload, self.collectives, self.rec = clock, workload, collectives, recorder
         self.replicas = replicas
         self.events = 0
-        self.dp = layout.dp
+        self.dp = layout.dp_cp  # the gradient-reduction group: data-parallel x context-parallel ranks
         self.zero = layout.zero_stage
         self.overlap = layout.overlap_grad_reduce
         self.grad_reduce_bytes = layout.grad_reduce_bytes

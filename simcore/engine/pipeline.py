@@ -21,12 +21,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simcore.cost.collectives import CollectiveModel
+from simcore.cost.context_parallel import CpPass
 from simcore.cost.patterns import FlowPattern
 from simcore.cost.workload import ChunkCost, Workload
 from simcore.domain.layout import Fidelity, Layout
 from simcore.domain.placement import Placement
 from simcore.domain.schedules import BACKWARD, POLICIES, Pass
 from simcore.engine.clock import Clock, Event, Process, Signal, start
+from simcore.engine.context_parallel import ContextRing, CpTotals
 from simcore.engine.dp_collectives import DataParallelCollectives
 from simcore.engine.dp_sync import Gate, GradientSync
 from simcore.engine.flows import FlowNetwork
@@ -88,6 +90,8 @@ class Engine:
         self.dp_collectives = DataParallelCollectives(self.clock, self.net, config.collectives, config.placement,
                                                       config.free_communication)
         self.sync = GradientSync(self.clock, layout, config.workload, self.dp_collectives, self.rec, self.replicas)
+        self.ring = ContextRing(self.clock, self.net, config.collectives, config.placement,
+                                config.fidelity is Fidelity.REPRESENTATIVE, config.free_communication, self.rec)
 
     # -- helpers ---------------------------------------------------------------------------------------
     def _arrival(self, kind: str, replica: int, vstage: int, microbatch: int) -> _Arrival:
@@ -147,6 +151,7 @@ class Engine:
         # What the passes add to the record, summed here in pass order (the same sums as adding to the record's
         # dicts pass by pass, which nothing else adds to) and added once at the end.
         busy = compute = recompute = tp_comm = tp_busy = tp_bytes = 0.0
+        cp = CpTotals()
         for i, ps in enumerate(passes):
             vs = ps.chunk * p + rank
             cost = chunks[vs]
@@ -160,15 +165,28 @@ class Engine:
             start = clock.now
             duration = cost.forward_s if forward else cost.backward_s
             gates = self.sync.pass_gates(replica, rank, ps, cost.layers, cost.parameters, record)
+            plan = cost.cp_forward if forward else cost.cp_backward
             if gates:  # the pass runs slice by slice, each behind its parameter gather
-                yield from self._gated_pass(gates, duration, t, track, ps)
+                if plan is None:
+                    yield from self._gated_pass(gates, duration, t, track, ps)
+                else:
+                    yield from self._gated_ring_pass(gates, plan, cp, replica, rank, t, track, ps)
                 if not forward:
                     self.sync.backward_pass(replica, rank, i, clock.now, clock.now)
             else:
-                if not forward:
+                # With context parallelism a pass may end after its compute time (its exposed ring waits): its
+                # buckets are released at its end, or, when the reduction overlaps backward, over its compute
+                # time from its start (an approximation: they may be ready a little early).
+                ends_late = plan is not None and not layout.overlap_grad_reduce
+                if not forward and not ends_late:
                     self.sync.backward_pass(replica, rank, i, start, start + duration)
-                self.events += 1
-                yield duration
+                if plan is None:
+                    self.events += 1
+                    yield duration
+                else:
+                    yield from self.ring.run(replica, rank, plan, cp, track, _label(ps, layout.virtual_stages))
+                    if not forward and ends_late:
+                        self.sync.backward_pass(replica, rank, i, clock.now, clock.now)
             busy += duration
             if forward:
                 compute += cost.forward_compute_s
@@ -181,7 +199,7 @@ class Engine:
                 tp_comm += cost.backward_tp_s + cost.recompute_tp_s
                 tp_busy += cost.backward_tp_s + cost.recompute_tp_s + cost.tp_hidden_backward_s
                 tp_bytes += cost.tp_bytes_backward
-            if self.rec.keep_spans and not gates:
+            if self.rec.keep_spans and not gates and plan is None:
                 self._pass_spans(track, ps, cost, start)
             if forward and vs < last_vs:
                 self._send("act", replica, rank, (vs + 1) % p, vs + 1, ps.microbatch, record)
@@ -194,6 +212,9 @@ class Engine:
         t["tp_comm"] += tp_comm
         record.comm_busy_s["tp"] += tp_busy
         record.comm_bytes["tp"] += tp_bytes
+        t["cp_comm"] += cp.exposed_s
+        record.comm_busy_s["cp"] += cp.busy_s
+        record.comm_bytes["cp"] += cp.bytes
         yield from self._step(replica, rank, record, track, dp_done, factor)
 
     def _gated_pass(self, gates: list[Gate], duration: float, t: dict[str, float], track: str,
@@ -215,6 +236,24 @@ class Engine:
             yield duration / len(gates)
             self.rec.span(track, f"{'fwd' if ps.direction != BACKWARD else 'bwd'} mb{ps.microbatch} part {k + 1}",
                           "compute", clock.now - duration / len(gates), clock.now)
+
+    def _gated_ring_pass(self, gates: list[Gate], plan: CpPass, cp: CpTotals, replica: int, rank: int,
+                         t: dict[str, float], track: str, ps: Pass) -> Process:
+        """A context-parallel pass behind its gates: gate k opens before the k-th of len(gates) equal runs of its
+        layers (ZeRO 3: one gate a layer), the next gate's gather issued when a run starts."""
+        clock, n, layers = self.clock, len(gates), plan.layers
+        pending = gates[0]()
+        for k in range(n):
+            current = pending
+            if not current.triggered:
+                waited = clock.now
+                yield current
+                t["dp_comm"] += clock.now - waited
+                self.rec.span(track, "wait parameter gather", "dp_comm", waited, clock.now)
+            if k + 1 < n:
+                pending = gates[k + 1]()
+            yield from self.ring.run(replica, rank, plan, cp, track, _label(ps, self.c.layout.virtual_stages),
+                                     range(k * layers // n, (k + 1) * layers // n), extra=k == 0)
 
     def _step(self, replica: int, rank: int, record: RankRecord, track: str, dp_done: Event,
               factor: float = 1.0) -> Process:
@@ -254,9 +293,7 @@ class Engine:
 
     def _pass_spans(self, track: str, ps: Pass, cost: ChunkCost, start: float) -> None:
         """A pass as consecutive named spans: recomputation, compute and its tensor-parallel collectives."""
-        label = f"{'fwd' if ps.direction != BACKWARD else 'bwd'} mb{ps.microbatch}"
-        if self.c.layout.virtual_stages > 1:
-            label += f" chunk{ps.chunk}"
+        label = _label(ps, self.c.layout.virtual_stages)
         if ps.direction != BACKWARD:
             parts = [("compute", label, cost.forward_compute_s), ("tp_comm", "tp " + label, cost.forward_tp_s)]
         else:
@@ -283,5 +320,10 @@ class Engine:
                 start(self.clock, self._rank(replica, rank))
         self.clock.run()
         iteration = max(r.end_s for r in self.rec.ranks)
-        events = self.events + self.sync.events + self.dp_collectives.events + self.net.events
+        events = self.events + self.sync.events + self.dp_collectives.events + self.net.events + self.ring.events
         return EngineResult(iteration, self.rec, events, len(self.rec.ranks))
+
+
+def _label(ps: Pass, virtual_stages: int) -> str:
+    label = f"{'fwd' if ps.direction != BACKWARD else 'bwd'} mb{ps.microbatch}"
+    return label + (f" chunk{ps.chunk}" if virtual_stages > 1 else "")

@@ -6,6 +6,9 @@ from dataclasses import dataclass, field
 
 CATEGORIES = ("compute", "recompute", "tp_comm", "pp_comm", "dp_comm", "optimizer", "bubble", "other")
 COMM_KINDS = ("tp", "pp", "dp", "zero")
+# Context parallelism's (the result shows them only where cp > 1): the compute stream's waits for the K/V ring,
+# and the ring's own traffic.
+CP_CATEGORY, CP_KIND = "cp_comm", "cp"
 
 
 @dataclass(slots=True)
@@ -14,9 +17,9 @@ class RankRecord:
 
     gpu: int
     pipeline_rank: int
-    time_s: dict[str, float] = field(default_factory=lambda: dict.fromkeys(CATEGORIES, 0.0))
-    comm_busy_s: dict[str, float] = field(default_factory=lambda: dict.fromkeys(COMM_KINDS, 0.0))
-    comm_bytes: dict[str, float] = field(default_factory=lambda: dict.fromkeys(COMM_KINDS, 0.0))
+    time_s: dict[str, float] = field(default_factory=lambda: dict.fromkeys((*CATEGORIES, CP_CATEGORY), 0.0))
+    comm_busy_s: dict[str, float] = field(default_factory=lambda: dict.fromkeys((*COMM_KINDS, CP_KIND), 0.0))
+    comm_bytes: dict[str, float] = field(default_factory=lambda: dict.fromkeys((*COMM_KINDS, CP_KIND), 0.0))
     end_s: float = 0.0
     busy_s: float = 0.0  # compute stream busy (passes and optimizer)
 

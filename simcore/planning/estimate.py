@@ -20,7 +20,7 @@ from simcore.cost.collectives import Collective, nccl_bandwidth, ring_factor
 from simcore.cost.kernels import BYTES, optimizer_step_s
 from simcore.cost.parameters import FITTED, CostParameters
 from simcore.cost.partition import StageCosts, partition, stage_costs
-from simcore.domain.layout import Layout, Precision, Recompute
+from simcore.domain.layout import CpComm, Layout, Precision, Recompute
 from simcore.domain.model import ModelShape
 from topology.cluster_spec import ClusterSpec
 from topology.hardware import GPUS
@@ -60,9 +60,12 @@ class Estimator:
 
     def _bandwidth(self, layout: Layout, dim: str) -> float:
         """Per-GPU bandwidth of a ring over the layout's `dim` group: NVLink if the group stays in a node."""
-        sizes = {"dp": layout.dp, "tp": layout.tp, "pp": layout.pp}
+        sizes = {"dp": layout.dp, "tp": layout.tp, "pp": layout.pp, "cp": layout.cp}
         stride = 1
-        for name in layout.placement.split(","):
+        names = layout.placement.split(",")
+        if "cp" not in names:  # an order without cp puts it right after tp (simcore/domain/placement.py)
+            names.insert(names.index("tp") + 1, "cp")
+        for name in names:
             if name == dim:
                 break
             stride *= sizes[name]
@@ -74,7 +77,11 @@ class Estimator:
         b, t, p, v, d, m = (layout.microbatch_size, layout.tp, layout.pp, layout.virtual_stages, layout.dp,
                             layout.num_microbatches)
         costs = self.stage_costs(layout)
-        message = BYTES * b * model.seq_length * model.hidden_size
+        # Context parallelism: a rank does 1/cp of each layer's work (the causal chunks balance attention) on
+        # s/cp tokens; its K/V ring hides under attention (p2p) or costs three exposed ring collectives of the
+        # whole sequence's K/V per layer (all_gather); gradients reduce over dp x cp.
+        c = layout.cp
+        message = BYTES * b * model.seq_length * model.hidden_size / c
         tp_layer = 0.0
         if t > 1:
             collectives = 6 if layout.recompute is Recompute.FULL else 4
@@ -85,15 +92,15 @@ class Estimator:
         if model.encoder_decoder:
             stage = self._encoder_decoder_stage(layout, tp_layer, pp_send)
         else:
-            layer = costs.layer[self.main_layer] + tp_layer
+            layer = costs.layer[self.main_layer] / c + tp_layer + self._cp_exchange(layout)
             per_rank = self._layers_per_rank(layout)
-            stage = max(per_rank[r] * layer + (costs.embedding if r == 0 else 0.0)
-                        + (costs.logits if r == p - 1 else 0.0) + pp_send * v for r in range(p))
+            stage = max(per_rank[r] * layer + (costs.embedding / c if r == 0 else 0.0)
+                        + (costs.logits / c if r == p - 1 else 0.0) + pp_send * v for r in range(p))
         pipeline = (m + (p - 1) / v) * stage
         params = model.total_parameters() / (t * p)
         dp_s = 0.0
-        if d > 1:
-            ring = ring_factor(Collective.ALL_REDUCE, d) / self._bandwidth(layout, "dp")
+        if d * c > 1:
+            ring = ring_factor(Collective.ALL_REDUCE, d * c) / self._bandwidth(layout, "dp")
             grads = params * layout.grad_reduce_bytes
             traffic = ring * grads  # an all-reduce (ZeRO 1: a reduce-scatter and a gather, the same bytes)
             if layout.zero_stage >= 2:
@@ -104,9 +111,18 @@ class Estimator:
             dp_s = traffic * OVERLAPPED_DP_SHARE if hidden else traffic
             if layout.zero_stage >= 2:
                 dp_s = max(dp_s, traffic - pipeline)  # what the passes cannot cover
-        shards = d if layout.zero_stage >= 1 else 1
+        shards = d * c if layout.zero_stage >= 1 else 1
         return pipeline + dp_s + optimizer_step_s(params / shards, self.gpu, self.params,
                                                          layout.precision is Precision.FP16)
+
+    def _cp_exchange(self, layout: Layout) -> float:
+        """all_gather's exposed K/V collectives per layer (forward gather, backward gather and reduce-scatter)."""
+        if layout.cp == 1 or layout.cp_comm is CpComm.P2P:
+            return 0.0
+        model = self.model
+        kv = 2 * BYTES * layout.microbatch_size * model.seq_length * max(model.num_kv_heads / layout.tp, 1.0) \
+            * model.head_dim
+        return 3 * ring_factor(Collective.ALL_GATHER, layout.cp) * kv / self._bandwidth(layout, "cp")
 
     def _layers_per_rank(self, layout: Layout) -> tuple[int, ...]:
         """Layers each pipeline rank holds (all its chunks) in the simulator's split of a single stack."""

@@ -46,7 +46,7 @@ class MemoryModel:
         return self._entry(layout)[1]
 
     def _entry(self, layout: Layout) -> tuple[tuple[StageMemory, ...], tuple[int, StageMemory]]:
-        key = (layout.dp, layout.zero_stage, *self._holding_key(layout))
+        key = (layout.dp_cp, layout.zero_stage, *self._holding_key(layout))
         found = self._entries.get(key)
         if found is None:
             stages = sharded(self._holding(layout), layout)
@@ -60,7 +60,8 @@ class MemoryModel:
         # What `rank_holdings` reads of the layout (its docstring), and what the split of the layers depends on.
         return (layout.tp, layout.pp, layout.virtual_stages, layout.microbatch_size, layout.num_microbatches,
                 layout.schedule, layout.recompute, layout.sequence_parallel, layout.pipeline_partition,
-                layout.encoder_pipeline_stages, layout.fp8)
+                layout.encoder_pipeline_stages, layout.fp8, layout.cp, layout.cp_comm,
+                layout.tp_comm_overlap and layout.tp > 1)  # userbuffers (simcore/cost/memory.py)
 
     def _holding(self, layout: Layout) -> tuple[RankHolding, ...]:
         key = self._holding_key(layout)
@@ -75,8 +76,9 @@ class MemoryModel:
         the split; the split depends on the kernels' costs (so on sequence parallelism and recomputation too) only
         when it balances cost (simcore.cost.partition)."""
         by_cost = (layout.pipeline_partition or default_partition(self.model)) is Partition.BALANCED
-        key = (layout.tp, layout.pp, layout.virtual_stages, layout.microbatch_size, layout.pipeline_partition,
-               layout.encoder_pipeline_stages, *((layout.sequence_parallel, layout.recompute) if by_cost else ()))
+        key = (layout.tp, layout.pp, layout.cp, layout.virtual_stages, layout.microbatch_size,
+               layout.pipeline_partition, layout.encoder_pipeline_stages,
+               *((layout.sequence_parallel, layout.recompute) if by_cost else ()))
         found = self._shapes.get(key)
         if found is None:
             workload = build_workload(self.model, layout, self.gpu, None, None, True, self.params)

@@ -44,7 +44,8 @@ class Evaluation:
     def exposed_communication_s(self) -> dict[str, float]:
         """Communication the critical rank's compute stream waited for, by kind (ZeRO's gathers count as dp)."""
         b = self.time_breakdown_s
-        return {"tp": b["tp_comm"], "pp": b["pp_comm"], "dp": b["dp_comm"]}
+        return {"tp": b["tp_comm"], "pp": b["pp_comm"], "dp": b["dp_comm"],
+                **({"cp": b["cp_comm"]} if "cp_comm" in b else {})}
 
     @property
     def headroom_gib(self) -> float:
@@ -68,7 +69,8 @@ def evaluate(task: tuple[int, Scenario], network: Network | None = None) -> Eval
 
 def describe(layout: Layout) -> str:
     """A layout in one short line, e.g. 'DP 6 x TP 8 x PP 64, mb 1, 1f1b, ZeRO 1, recompute full'."""
-    parts = [f"DP {layout.dp} x TP {layout.tp} x PP {layout.pp}", f"mb {layout.microbatch_size}"]
+    parts = [f"DP {layout.dp} x TP {layout.tp} x PP {layout.pp}" + (f" x CP {layout.cp}" if layout.cp > 1 else ""),
+             f"mb {layout.microbatch_size}"]
     parts.append(f"{layout.schedule} v{layout.virtual_stages}" if layout.virtual_stages > 1 else str(layout.schedule))
     parts.append(f"ZeRO {layout.zero_stage}")
     parts.append(f"recompute {layout.recompute}")
@@ -76,7 +78,9 @@ def describe(layout: Layout) -> str:
         parts.append("SP" + (" + TP overlap" if layout.tp_comm_overlap else ""))
     if layout.fp8 is not None:
         parts.append(f"fp8 {layout.fp8}")
-    if layout.placement != "tp,dp,pp":
+    if layout.cp > 1 and layout.cp_comm != "p2p":
+        parts.append(f"CP {layout.cp_comm}")
+    if layout.placement not in ("tp,dp,pp", "tp,cp,dp,pp"):
         parts.append(f"placement {layout.placement}")
     if not layout.overlap_grad_reduce:
         parts.append("no grad overlap")

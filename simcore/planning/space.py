@@ -3,7 +3,9 @@ family each belongs to. Pure logic: no I/O.
 
 Generated from the request (every list can be narrowed or widened by the request's `space`):
 - tp: the divisors of the GPU count up to the GPUs of a node (tensor parallelism stays on NVLink);
-- pp: the divisors of GPUs / tp up to the number of layers; dp = GPUs / (tp * pp);
+- cp: for a model that context parallelism can split (flash attention, not encoder-decoder), the divisors of
+  GPUs / tp that keep seq_length / (2 cp) whole; else 1;
+- pp: the divisors of GPUs / (tp * cp) up to the number of layers; dp = GPUs / (tp * cp * pp);
 - microbatch size: the divisors of global batch / dp up to `max_microbatch_size`;
 - schedule: 1F1B, interleaved 1F1B with every v in 2..`max_virtual_stages` that divides the layers evenly
   (num_layers % (pp * v) == 0, as Megatron requires), and GPipe; a single stage (pp 1) runs 1F1B only;
@@ -19,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from simcore.domain.layout import Fp8Recipe, Layout, Precision, Recompute, Schedule
-from simcore.domain.model import ModelShape
+from simcore.domain.layout import CpComm, Fp8Recipe, Layout, Precision, Recompute, Schedule
+from simcore.domain.model import AttentionKind, ModelShape
 
 PLACEMENTS = ("tp,dp,pp", "tp,pp,dp", "dp,tp,pp", "dp,pp,tp", "pp,tp,dp", "pp,dp,tp")
 SCHEDULE_ORDER = (Schedule.ONE_F_ONE_B, Schedule.INTERLEAVED_1F1B, Schedule.GPIPE)
@@ -44,32 +46,47 @@ class Space:
     tp_comm_overlap: tuple[bool, ...] = (False,)
     precision: tuple[Precision, ...] = (Precision.BF16,)
     fp8_recipe: tuple[Fp8Recipe, ...] = (Fp8Recipe.TENSORWISE,)  # tried where precision is fp8
+    cp: tuple[int, ...] | None = None
+    cp_comm: tuple[CpComm, ...] = (CpComm.P2P,)  # tried where cp > 1
     max_microbatch_size: int = 8
     max_virtual_stages: int = 8
     min_free_memory_bytes: float = 0.0
 
 
-# A *family* is the layouts that share dp, tp, pp, ZeRO stage, recomputation and sequence parallelism.
-Family = tuple[int, int, int, int, str, bool]  # dp, tp, pp, zero_stage, recompute, sequence_parallel
+# A *family* is the layouts that share dp, tp, pp, ZeRO stage, recomputation, sequence parallelism and cp.
+Family = tuple[int, int, int, int, str, bool, int]  # dp, tp, pp, zero_stage, recompute, sequence_parallel, cp
 
 
 def family_of(layout: Layout) -> Family:
-    return (layout.dp, layout.tp, layout.pp, layout.zero_stage, str(layout.recompute), layout.sequence_parallel)
+    return (layout.dp, layout.tp, layout.pp, layout.zero_stage, str(layout.recompute), layout.sequence_parallel,
+            layout.cp)
+
+
+def context_parallel_sizes(model: ModelShape, gpus: int) -> tuple[int, ...]:
+    """The cp a search tries on `gpus` GPUs (GPUs / tp): the divisors that split each sample into 2 cp whole
+    chunks, for a model context parallelism applies to (flash attention, not encoder-decoder); else 1."""
+    if model.encoder_decoder or model.attention is not AttentionKind.FLASH:
+        return (1,)
+    return tuple(c for c in divisors(gpus) if model.seq_length % (2 * c) == 0 or c == 1)
 
 
 def divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
-def distinct_placements(dp: int, tp: int, pp: int, orders: tuple[str, ...] = PLACEMENTS) -> list[str]:
+def distinct_placements(dp: int, tp: int, pp: int, orders: tuple[str, ...] = PLACEMENTS, cp: int = 1) -> list[str]:
     """The orders that put ranks on different GPUs: two orders that differ only in where size-1 dimensions go
-    give the same strides for the others, so only the first of them is kept."""
-    sizes = {"dp": dp, "tp": tp, "pp": pp}
+    give the same strides for the others, so only the first of them is kept (an order without cp has it right
+    after tp)."""
+    sizes = {"dp": dp, "tp": tp, "pp": pp, "cp": cp}
     seen: set[tuple[tuple[str, int], ...]] = set()
     out = []
     for order in orders:
         stride, key = 1, []
-        for name in order.split(","):
+        names = order.split(",")
+        if "cp" not in names:
+            names.insert(names.index("tp") + 1, "cp")
+        for name in names:
             if sizes[name] > 1:
                 key.append((name, stride))
             stride *= sizes[name]
@@ -107,15 +124,22 @@ def enumerate_layouts(model: ModelShape, num_gpus: int, gpus_per_node: int, glob
         if n % tp:
             yield Layout(dp=1, tp=tp, pp=1, microbatch_size=1, global_batch_size=batch)
             continue
-        pps = space.pp if space.pp is not None else tuple(p for p in divisors(n // tp) if p <= model.num_layers)
-        for pp in pps:
-            if (n // tp) % pp:
-                yield Layout(dp=max(1, n // (tp * pp)), tp=tp, pp=pp, microbatch_size=1, global_batch_size=batch)
+        cps = space.cp if space.cp is not None else context_parallel_sizes(model, n // tp)
+        for cp in cps:
+            if (n // tp) % cp:
+                yield Layout(dp=1, tp=tp, pp=1, cp=cp, microbatch_size=1, global_batch_size=batch)
                 continue
-            dp = n // (tp * pp)
-            if space.dp is not None and dp not in space.dp:
-                continue
-            yield from _family_members(model, dp, tp, pp, batch, space)
+            rest = n // (tp * cp)
+            pps = space.pp if space.pp is not None else tuple(p for p in divisors(rest) if p <= model.num_layers)
+            for pp in pps:
+                if rest % pp:
+                    yield Layout(dp=max(1, rest // pp), tp=tp, pp=pp, cp=cp, microbatch_size=1,
+                                 global_batch_size=batch)
+                    continue
+                dp = rest // pp
+                if space.dp is not None and dp not in space.dp:
+                    continue
+                yield from _family_members(model, dp, tp, pp, batch, space, cp)
 
 
 def _precisions(space: Space) -> list[tuple[Precision, Fp8Recipe | None]]:
@@ -124,7 +148,8 @@ def _precisions(space: Space) -> list[tuple[Precision, Fp8Recipe | None]]:
             for recipe in (space.fp8_recipe if precision is Precision.FP8 else (None,))]
 
 
-def _family_members(model: ModelShape, dp: int, tp: int, pp: int, batch: int, space: Space) -> Iterator[Layout]:
+def _family_members(model: ModelShape, dp: int, tp: int, pp: int, batch: int, space: Space,
+                    cp: int = 1) -> Iterator[Layout]:
     zeros = space.zero_stage if space.zero_stage is not None else ((0, 1, 2, 3) if dp > 1 else (0,))
     recomputes = space.recompute if space.recompute is not None else RECOMPUTE_ORDER
     sps = space.sequence_parallel if space.sequence_parallel is not None else ((False, True) if tp > 1 else (False,))
@@ -135,7 +160,8 @@ def _family_members(model: ModelShape, dp: int, tp: int, pp: int, batch: int, sp
     else:
         mbs = (1,)  # no microbatch size divides the batch: one layout carries the reason
     schedules = _schedules(model, pp, space)
-    placements = distinct_placements(dp, tp, pp, space.placement if space.placement is not None else PLACEMENTS)
+    placements = distinct_placements(dp, tp, pp, space.placement if space.placement is not None else PLACEMENTS, cp)
+    cp_comms = space.cp_comm if cp > 1 else (CpComm.P2P,)
     for zero in zeros:
         for recompute in recomputes:
             for sp in sps:
@@ -148,9 +174,11 @@ def _family_members(model: ModelShape, dp: int, tp: int, pp: int, batch: int, sp
                             for grad_overlap in space.overlap_grad_reduce:
                                 for tp_overlap in overlaps:
                                     for precision, recipe in _precisions(space):
-                                        yield Layout(
-                                            dp=dp, tp=tp, pp=pp, microbatch_size=mb, global_batch_size=batch,
-                                            virtual_stages=v, schedule=schedule, sequence_parallel=sp,
-                                            zero_stage=zero, recompute=recompute, overlap_grad_reduce=grad_overlap,
-                                            placement=placement, tp_comm_overlap=tp_overlap, precision=precision,
-                                            fp8_recipe=recipe)
+                                        for cp_comm in cp_comms:
+                                            yield Layout(
+                                                dp=dp, tp=tp, pp=pp, microbatch_size=mb, global_batch_size=batch,
+                                                virtual_stages=v, schedule=schedule, sequence_parallel=sp,
+                                                zero_stage=zero, recompute=recompute,
+                                                overlap_grad_reduce=grad_overlap, placement=placement,
+                                                tp_comm_overlap=tp_overlap, precision=precision, fp8_recipe=recipe,
+                                                cp=cp, cp_comm=cp_comm)

@@ -63,6 +63,8 @@ FULL_REQUEST: dict[str, Any] = {
         "dp": 4,
         "tp": 8,
         "pp": 1,
+        "cp": 1,
+        "cp_comm": "p2p",
         "virtual_stages": 1,
         "microbatch_size": 2,
         "global_batch_size": 64,
@@ -110,6 +112,7 @@ SIZE_FIELDS: list[tuple[str, str]] = (
             "dp",
             "tp",
             "pp",
+            "cp",
             "virtual_stages",
             "microbatch_size",
             "global_batch_size",
@@ -147,7 +150,7 @@ def test_minimal_request_gets_the_contract_defaults() -> None:
     assert (layout.zero_stage, layout.recompute, layout.placement, layout.precision) == (
         0,
         "none",
-        "tp,dp,pp",
+        "tp,cp,dp,pp",
         "bf16",
     )
     assert not layout.sequence_parallel and not layout.overlap_grad_reduce
@@ -601,4 +604,4 @@ def test_result_rejects_unknown_and_missing_fields() -> None:
 
 def test_layout_model_can_be_built_directly() -> None:
     layout = LayoutIn(dp=1, tp=1, pp=1, global_batch_size=8)
-    assert layout.placement == "tp,dp,pp"
+    assert layout.placement == "tp,cp,dp,pp"

@@ -1,0 +1,138 @@
+"""Context parallelism's passes as events: each layer's attention ring steps, their K/V sends as flows on the ring's
+links, and all_gather's collectives on the context-parallel groups.
+
+A pass of a model chunk with cp > 1 runs its segments (simcore/cost/context_parallel.py) in order: compute is a
+timer; a ring step starts its send on the flow network, computes its attention block, and waits for the send
+(what the block could not hide is the step's exposed `cp_comm`); an exchange (all_gather) is a collective the
+compute stream waits for entirely. In representative fidelity a send carries the flows of every context-parallel
+rank, tensor rank and data-parallel replica of the pipeline rank (they run the same step at the same time), so
+link sharing counts every real flow; in full fidelity each replica sends its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simcore.cost.collectives import Collective, CollectiveModel, ring_factor
+from simcore.cost.context_parallel import CpPass, RingStep
+from simcore.cost.patterns import FlowPattern
+from simcore.domain.placement import Placement
+from simcore.engine.clock import Clock, Process, Signal
+from simcore.engine.flows import FlowNetwork
+from simcore.engine.recorder import Recorder
+
+
+@dataclass(slots=True)
+class CpTotals:
+    """What a rank's context-parallel passes add up to (seconds and bytes), added to its record at the end."""
+
+    exposed_s: float = 0.0  # the compute stream's waits for ring sends and exchanges
+    busy_s: float = 0.0  # the sends' and exchanges' own durations, overlapped or not
+    bytes: float = 0.0  # bytes one rank sent
+
+
+class _Done(Signal):
+    """A send or exchange on its way: fired when its last byte has arrived, which is `end_s`."""
+
+    __slots__ = ("end_s",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.end_s = 0.0
+
+
+class ContextRing:
+    """Runs context-parallel passes on `net` for the engine's ranks; counts the events it makes in `events`."""
+
+    def __init__(self, clock: Clock, net: FlowNetwork, collectives: CollectiveModel, placement: Placement,
+                 representative: bool, free_communication: bool, recorder: Recorder) -> None:
+        self.clock, self.net, self.collectives, self.placement = clock, net, collectives, placement
+        self.representative = representative
+        self.free = free_communication
+        self.rec = recorder
+        self.events = 0
+        self._sends: dict[tuple[int, int], FlowPattern] = {}
+        self._phases: dict[tuple[Collective, int, int], tuple[FlowPattern, ...]] = {}
+
+    def _replicas(self, replica: int) -> list[int]:
+        return list(range(self.placement.dp)) if self.representative else [replica]
+
+    def _send_pattern(self, replica: int, rank: int) -> tuple[FlowPattern, ...]:
+        key = (replica, rank)
+        found = self._sends.get(key)
+        if found is None:
+            found = self._sends[key] = self.collectives.context_parallel_send(
+                self.placement, rank, self._replicas(replica))
+        return (found,)
+
+    def _exchange_phases(self, kind: Collective, replica: int, rank: int) -> tuple[FlowPattern, ...]:
+        key = (kind, replica, rank)
+        found = self._phases.get(key)
+        if found is None:
+            found = self._phases[key] = self.collectives.context_parallel_phases(
+                kind, self.placement, rank, self._replicas(replica))
+        return found
+
+    def _transfer(self, patterns: tuple[FlowPattern, ...], size: float) -> _Done:
+        """Run `patterns` one after another on `size` units; the signal fires when the last ends."""
+        done = _Done()
+        clock = self.clock
+
+        def phase(index: int) -> None:
+            if index == len(patterns):
+                done.end_s = clock.now
+                done.fire(clock)
+                return
+            self.events += 1
+            self.net.start(patterns[index], size, lambda: phase(index + 1))
+
+        if self.free or size <= 0:
+            phase(len(patterns))
+        else:
+            phase(0)
+        return done
+
+    def run(self, replica: int, rank: int, plan: CpPass, totals: CpTotals, track: str, label: str,
+            layers: range | None = None, extra: bool = True) -> Process:
+        """Run one pass (a generator for the rank's process), or the `layers` of it (with its `extra` work first
+        or not): compute as timers, ring steps with their sends, exchanges. With spans kept, the compute between
+        two waits is one span, and each wait and each send its own."""
+        clock, spans = self.clock, self.rec.keep_spans
+        busy_from = clock.now
+        if extra and plan.extra_s > 0:
+            self.events += 1
+            yield plan.extra_s
+        for layer in layers if layers is not None else range(plan.layers):
+            for segment in plan.layer:
+                if isinstance(segment, float):
+                    self.events += 1
+                    yield segment
+                    continue
+                started = clock.now
+                if isinstance(segment, RingStep):
+                    if segment.send_bytes <= 0:
+                        self.events += 1
+                        yield segment.compute_s
+                        continue
+                    done = self._transfer(self._send_pattern(replica, rank), segment.send_bytes)
+                    totals.bytes += segment.send_bytes
+                    self.events += 1
+                    yield segment.compute_s
+                    name = f"kv send L{layer}"
+                else:  # an exchange: all_gather's collective, waited for entirely
+                    done = self._transfer(self._exchange_phases(segment.kind, replica, rank), segment.size_bytes)
+                    totals.bytes += ring_factor(segment.kind, self.placement.cp) * segment.size_bytes
+                    name = f"kv {segment.kind.value.replace('_', '-')} L{layer}"
+                waited = clock.now
+                if not done.fired:
+                    yield done
+                totals.exposed_s += clock.now - waited
+                totals.busy_s += done.end_s - started
+                if spans:
+                    self.rec.span(track + " cp", f"{name} {label}", "cp_comm", started, done.end_s)
+                    if clock.now > waited:
+                        self.rec.span(track, label, "compute", busy_from, waited)
+                        self.rec.span(track, f"wait {name} {label}", "cp_comm", waited, clock.now)
+                        busy_from = clock.now
+        if spans:
+            self.rec.span(track, label, "compute", busy_from, clock.now)
