@@ -150,7 +150,7 @@ class GradientSync:
             track = f"stage {rank} {'dp' if name == 'grad' else 'gather'}" + (f"{replica}" if many else "")
             stream = self._streams[key] = Stream(
                 self.clock, partial(self.collectives.run, rank), partial(self.collectives.instant, rank),
-                rendezvous, self.dp, record, self.rec, track)
+                rendezvous, self.dp, record, self.rec, track, partial(self.collectives.label, rank))
         return stream
 
     def _gather(self, replica: int, rank: int, parameters: float, record: RankRecord) -> Event:

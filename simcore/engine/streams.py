@@ -19,6 +19,7 @@ from simcore.engine.clock import Clock, Event
 from simcore.engine.recorder import RankRecord, Recorder
 
 RunCollective = Callable[[Collective, float, Callable[[], None]], None]  # (kind, bytes, on completion)
+Describe = Callable[[Collective, float], str]  # (kind, bytes) -> how it runs ("tree/LL"), for the trace
 
 # A job's readiness: not yet; from this instant on (the event that says so is due); ready.
 PENDING, RELEASED, READY = 0, 1, 2
@@ -71,12 +72,13 @@ class Stream:
     """
 
     __slots__ = ("clock", "run_collective", "instant", "rendezvous", "dp", "record", "recorder", "track", "jobs",
-                 "waiting", "count", "job", "blocked", "start", "comm")
+                 "waiting", "count", "job", "blocked", "start", "comm", "describe")
 
     def __init__(self, clock: Clock, run: RunCollective, instant: Callable[[Collective], bool],
                  rendezvous: Rendezvous | None, dp: int, record: RankRecord, recorder: Recorder,
-                 track: str) -> None:
+                 track: str, describe: Describe | None = None) -> None:
         self.clock, self.run_collective, self.instant, self.rendezvous = clock, run, instant, rendezvous
+        self.describe = describe
         self.dp = dp  # the data-parallel group's size, for the bytes each rank sends
         self.record, self.recorder, self.track = record, recorder, track
         self.jobs: deque[Job] = deque()
@@ -163,7 +165,9 @@ class Stream:
         assert job is not None
         self.record.comm_busy_s[self.comm] += now - start
         if self.recorder.keep_spans:
-            self.recorder.span(self.track, f"{job.kind.value.replace('_', '-')} {job.what}", "dp_comm", start, now)
+            name = f"{job.kind.value.replace('_', '-')} {job.what}"
+            how = self.describe(job.kind, job.size) if self.describe is not None else ""
+            self.recorder.span(self.track, f"{name} ({how})" if how else name, "dp_comm", start, now)
         self.job = None
         if job.done is not None:
             job.done.succeed()
