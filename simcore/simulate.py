@@ -130,7 +130,9 @@ def simulate(scenario: Scenario, network: Network | None = None) -> Outcome:
     workload = build_workload(model, layout, gpu, placement, collectives, scenario.free_communication,
                               scenario.cost_parameters)
     engine = Engine(EngineConfig(layout, placement, workload, collectives, scenario.fidelity,
-                                 scenario.free_communication, scenario.keep_spans, network.passes(layout)))
+                                 scenario.free_communication, scenario.keep_spans, gpu=gpu,
+                                 comm_sm_share=scenario.cost_parameters.comm_sm_share,
+                                 passes=network.passes(layout)))
     result = engine.run()
     memory = stage_memory(model, layout, workload)
     metrics = compute_metrics(model, layout, gpu, workload, result, memory)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from simcore.cost.collectives import Collective, CollectiveModel
+from simcore.cost.interference import CommLoad, comm_load
 from simcore.cost.patterns import FlowPattern
 from simcore.domain.placement import Placement
 from simcore.engine.clock import Clock
@@ -21,10 +22,12 @@ class DataParallelCollectives:
     once), on `net`. Counts the events it makes in `events`."""
 
     def __init__(self, clock: Clock, net: FlowNetwork, model: CollectiveModel, placement: Placement,
-                 free_communication: bool) -> None:
+                 free_communication: bool, sm_share: float = 0.0) -> None:
         self.clock, self.net, self.model, self.placement = clock, net, model, placement
         self.free = free_communication  # what-if: every collective takes no time
+        self.sm_share = sm_share  # of an SM, per channel, that compute beside a collective loses
         self.events = 0
+        self._loads: dict[tuple[int, Collective, float], CommLoad] = {}
         self._phases: dict[tuple[Collective, int, float], tuple[FlowPattern, ...]] = {}
         self._instant: dict[tuple[Collective, int], bool] = {}
 
@@ -50,6 +53,19 @@ class DataParallelCollectives:
         found = self._phases.get(key)
         if found is None:
             found = self._phases[key] = self.model.data_parallel_phases(kind, self.placement, rank, size_bytes)
+        return found
+
+    def load(self, rank: int, kind: Collective, size_bytes: float) -> CommLoad:
+        """What a collective of `size_bytes` on the rank's groups takes from each GPU it runs on: its channels'
+        SMs and the HBM bandwidth it moves at its pace alone on the links (simcore/cost/interference.py)."""
+        key = (rank, kind, size_bytes)
+        found = self._loads.get(key)
+        if found is None:
+            groups = [self.placement.dp_group(t, rank) for t in range(self.placement.tp)]
+            seconds = sum(p.latency_s + size_bytes / p.isolated_rate(self.model.capacity)
+                          for p in self.phases(rank, kind, size_bytes))
+            found = self._loads[key] = comm_load(kind, len(groups[0]), size_bytes, seconds,
+                                                 self.model.communicator(groups[0]).channels, self.sm_share)
         return found
 
     def label(self, rank: int, kind: Collective, size_bytes: float) -> str:
