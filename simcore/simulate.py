@@ -154,7 +154,8 @@ def simulate(scenario: Scenario, network: Network | None = None) -> Outcome:
     # Ranks that differ cannot stand for each other: with stragglers every replica is simulated.
     fidelity = Fidelity.FULL if factors else scenario.fidelity
     engine = Engine(EngineConfig(layout, placement, workload, collectives, fidelity, scenario.free_communication,
-                                 scenario.keep_spans, network.passes(layout), factors or None))
+                                 scenario.keep_spans, gpu=gpu, comm_sm_share=scenario.cost_parameters.comm_sm_share,
+                                 passes=network.passes(layout), compute_time_factors=factors or None))
     result = engine.run()
     memory = stage_memory(model, layout, workload)
     metrics = compute_metrics(model, layout, gpu, workload, result, memory)

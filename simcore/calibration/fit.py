@@ -159,6 +159,8 @@ def fit(rows: list[Row], progress: Callable[[str], None] = lambda _: None) -> Co
     for sweep in range(SWEEPS):
         for field in fields(CostParameters):
             name = field.name
+            if name not in BOUNDS:  # held at its value in START (the default of a parameter not fitted yet)
+                continue
             generation = generation_of(name)
             subset = [r for r in rows if generation in (None, r.generation)]
             if not subset:
@@ -175,7 +177,8 @@ def fit(rows: list[Row], progress: Callable[[str], None] = lambda _: None) -> Co
 
 def settings() -> dict[str, Any]:
     """Everything besides the rows and the code that decides the fit's result."""
-    return {"start": asdict(START), "bounds": BOUNDS, "log_scale": list(LOG_SCALE),
+    start = {name: value for name, value in asdict(START).items() if name in BOUNDS}
+    return {"start": start, "bounds": BOUNDS, "log_scale": list(LOG_SCALE),
             "prior_half_time_s": PRIOR_HALF_TIME_S, "prior_weight": PRIOR_WEIGHT, "sweeps": SWEEPS,
             "golden_steps": GOLDEN_STEPS, "significant_digits": SIGNIFICANT_DIGITS}
 

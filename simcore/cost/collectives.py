@@ -5,35 +5,46 @@ progress is one byte of S, so a phase lasts latency + S / rate. Within a phase e
 once, as NCCL pipelines its chunks: the time is set by the most loaded link, which is what the bus bandwidth of
 nccl-tests measures.
 
-- ring: NCCL's rings. A group inside one node forms one ring; a group spanning nodes forms one ring per channel,
-  channel c rotating each node's members by c so that every channel leaves a node through a different GPU and
-  NIC (NCCL builds one channel per NIC). All-reduce moves 2(n-1)/n S over every hop, reduce-scatter and
-  all-gather (n-1)/n S; 2(n-1) or n-1 steps of latency.
-- tree: NCCL's double binary tree between nodes (each tree carries half the buffer up and down) with a chain
-  inside each node; all-reduce only (reduce-scatter and all-gather use rings, as in NCCL).
+The algorithms' link loads are simcore/cost/link_loads.py's:
+- ring: NCCL's rings; all-reduce moves 2(n-1)/n S over every hop, reduce-scatter and all-gather (n-1)/n S.
+- tree: NCCL's double binary tree between nodes with a chain inside each node; all-reduce only (reduce-scatter
+  and all-gather use rings, as in NCCL).
 - hierarchical: reduce-scatter inside each node, all-reduce across nodes among the GPUs of equal local rank,
   all-gather inside each node: three phases one after the other.
+The forced algorithms (`ring`, `tree`, `hierarchical`) run with NCCL's bulk protocol and a latency of a launch
+plus, per step (2(n-1) or n-1 for the ring), the hops' latency and a software overhead.
+
+- auto: NCCL's choice (simcore/cost/nccl_tuning.py) of algorithm (ring, tree, NVLS inside an NVLink domain
+  whose switch does NVLink SHARP, NVLS tree across domains) and protocol (LL, LL128, Simple) for each
+  collective's size: one phase, the chosen algorithm's flow pattern with its link loads divided by the
+  protocol's bandwidth factor, and NCCL's latency for the pair. NCCL chooses by its own model, in which the tree
+  and the ring see the same graph bandwidth; the tree's flow pattern then runs on the real links, where across
+  two nodes it moves half the ring's bytes through the NICs (collectives.json: "2-node runs default to trees
+  and can show up to ~2x NIC BW in busbw").
 """
 
 from __future__ import annotations
 
-import math
-from collections import defaultdict
 from collections.abc import Sequence
-from enum import StrEnum
 
-from simcore.cost.parameters import COLLECTIVE_LAUNCH_S, COLLECTIVE_STEP_OVERHEAD_S, LINK_EFFICIENCY
+from simcore.cost.link_loads import LinkLoads, by_domain, nvls_loads, ring_loads, tree_loads
+from simcore.cost.nccl_tuning import (
+    Choice,
+    Collective,
+    Communicator,
+    NcclAlgorithm,
+    Protocol,
+    algorithm_bandwidth,
+    algorithms,
+    channels,
+    choose,
+)
+from simcore.cost.parameters import LINK_EFFICIENCY
 from simcore.cost.patterns import COLLECTIVE_KEPT_LINKS, MIRROR_KEPT_LINKS, FlowPattern, keep_links
 from simcore.domain.layout import CollectiveAlgorithm
 from simcore.domain.placement import Placement
 from topology.graph import Cluster
 from topology.routing import Router
-
-
-class Collective(StrEnum):
-    ALL_REDUCE = "all_reduce"
-    REDUCE_SCATTER = "reduce_scatter"
-    ALL_GATHER = "all_gather"
 
 
 def ring_factor(kind: Collective, n: int) -> float:
@@ -53,32 +64,21 @@ def effective_capacity(cluster: Cluster) -> list[float]:
     return [nccl_bandwidth(bw, kind) for bw, kind in zip(cluster.link_bandwidth_bytes_per_s, cluster.link_kind)]
 
 
-class _Loads:
-    """Accumulates link loads (bytes per byte of S) and the worst per-step latency."""
+def algorithm_bus(kind: Collective, algorithm: NcclAlgorithm, ranks: int, algbw_bytes_per_s: float) -> float:
+    """Bus bandwidth (NCCL's sense) of an algorithm that moves `algbw_bytes_per_s` of the buffer."""
+    return algbw_bytes_per_s / algorithm_bandwidth(kind, algorithm, ranks, 1.0)
 
-    def __init__(self, router: Router) -> None:
-        self.router = router
-        self.loads: dict[int, float] = defaultdict(float)
-        self.hop_latency = 0.0
 
-    def hop(self, src: int, dst: int, bytes_per_unit: float) -> None:
-        if src == dst or bytes_per_unit <= 0:
-            return
-        path = self.router.route(src, dst)
-        latency = 0.0
-        for link in path:
-            self.loads[link] += bytes_per_unit
-            latency += self.router.cluster.link_latency_s[link]
-        self.hop_latency = max(self.hop_latency, latency)
+# GPU generations whose NVSwitch does NVLink SHARP (NVSwitch 3 and later: DGX H100/H200, B200, GB200 NVL72).
+NVLS_GENERATIONS = ("hopper", "blackwell")
 
-    def pattern(self, steps: int) -> FlowPattern:
-        links = tuple(sorted(self.loads))
-        latency = COLLECTIVE_LAUNCH_S + steps * (self.hop_latency + COLLECTIVE_STEP_OVERHEAD_S)
-        return FlowPattern(links, tuple(self.loads[link] for link in links), latency)
+
+Groups = tuple[tuple[int, ...], ...]
 
 
 class CollectiveModel:
-    """Builds collective phases for groups of GPUs of one cluster, with one algorithm for all-reduce."""
+    """Builds collective phases for groups of GPUs of one cluster, with one algorithm for all-reduce (or, with
+    `auto`, NCCL's choice for each collective's size)."""
 
     def __init__(self, cluster: Cluster, router: Router, algorithm: CollectiveAlgorithm) -> None:
         self.cluster = cluster
@@ -87,57 +87,26 @@ class CollectiveModel:
         self.capacity = effective_capacity(cluster)
         self._links_of_node: dict[int, set[int]] = {}
         self._phase_cache: dict[tuple[Collective, tuple[tuple[int, ...], ...]], tuple[FlowPattern, ...]] = {}
-        self._dp_phases: dict[tuple[Collective, Placement, int], tuple[FlowPattern, ...]] = {}
+        self._dp_phases: dict[tuple[Collective, Placement, int, float | None], tuple[FlowPattern, ...]] = {}
         self._sends: dict[tuple[Placement, int, int, tuple[int, ...]], FlowPattern] = {}
+        self.auto = algorithm is CollectiveAlgorithm.AUTO
+        self._choices: dict[tuple[Collective, Groups, float], Choice | None] = {}
+        self._bases: dict[tuple[Collective, Groups, NcclAlgorithm], FlowPattern] = {}
+        self._chosen: dict[tuple[Collective, Groups, NcclAlgorithm, Protocol, float, float], FlowPattern] = {}
 
-    def _by_node(self, gpus: Sequence[int]) -> list[list[int]]:
-        # Grouped by NVLink domain (the node unless nvlink_domain_gpus joins nodes): NCCL treats a multi-node
-        # NVLink domain as one node for its rings and trees.
-        nodes: dict[int, list[int]] = {}
-        for gpu in gpus:
-            nodes.setdefault(self.cluster.domain_of(gpu), []).append(gpu)
-        return list(nodes.values())
-
-    def _ring(self, acc: _Loads, gpus: Sequence[int], coef: float) -> int:
-        """Add ring hops for one group (coef = bytes each hop moves per byte of S); return the ring size."""
-        n = len(gpus)
-        if n < 2:
-            return n
-        nodes = self._by_node(gpus)
-        channels = 1 if len(nodes) == 1 else max(1, min(self.cluster.spec.nics_per_node, max(map(len, nodes))))
-        for c in range(channels):
-            order = [g for members in nodes for g in members[c % len(members):] + members[: c % len(members)]]
-            for i in range(n):
-                acc.hop(order[i], order[(i + 1) % n], coef / channels)
-        return n
-
-    def _tree(self, acc: _Loads, gpus: Sequence[int]) -> int:
-        """Double binary tree between nodes plus a chain in each node; returns the latency steps."""
-        nodes = self._by_node(gpus)
-        channels = max(1, min(self.cluster.spec.nics_per_node, max(map(len, nodes))))
-        for c in range(channels):
-            leaders = []
-            for members in nodes:
-                chain = members[c % len(members):] + members[: c % len(members)]
-                leaders.append(chain[0])
-                for a, b in zip(chain, chain[1:]):  # reduce toward the leader, broadcast back
-                    acc.hop(b, a, 1.0 / channels)
-                    acc.hop(a, b, 1.0 / channels)
-            for tree in (leaders, leaders[::-1]):
-                for i in range(1, len(tree)):
-                    parent = tree[(i - 1) // 2]
-                    acc.hop(tree[i], parent, 0.5 / channels)
-                    acc.hop(parent, tree[i], 0.5 / channels)
-        longest_chain = max(map(len, nodes))
-        return 2 * (longest_chain - 1 + math.ceil(math.log2(max(len(nodes), 2))))
-
-    def phases(self, kind: Collective, groups: Sequence[Sequence[int]]) -> tuple[FlowPattern, ...]:
-        """Phases of `kind` run at once by every group in `groups` (the first is the one simulated; the others are
-        concurrent copies whose traffic shares the same links).
+    def phases(self, kind: Collective, groups: Sequence[Sequence[int]],
+               size_bytes: float | None = None) -> tuple[FlowPattern, ...]:
+        """Phases of `kind` on `size_bytes` run at once by every group in `groups` (the first is the one
+        simulated; the others are concurrent copies whose traffic shares the same links). The size matters only
+        to `auto`, which must be given it.
 
         Each phase keeps the links of the first GPU's node and the COLLECTIVE_KEPT_LINKS most loaded links of the
         whole pattern (patterns.keep_links): that sets the same rate, keeps the contention the simulated rank's own
         flows see, and keeps a collective over thousands of GPUs cheap to reschedule."""
+        if self.auto:
+            if size_bytes is None:
+                raise ValueError("auto collectives need the size to choose an algorithm")
+            return self._auto_phases(kind, tuple(tuple(group) for group in groups), size_bytes)
         key = (kind, tuple(tuple(group) for group in groups))
         phases = self._phase_cache.get(key)
         if phases is None:
@@ -172,37 +141,37 @@ class CollectiveModel:
             return ()
         if kind is not Collective.ALL_REDUCE or self.algorithm is CollectiveAlgorithm.RING:
             coef = ring_factor(kind, n)
-            acc = _Loads(self.router)
+            acc = LinkLoads(self.router)
             for group in groups:
-                self._ring(acc, group, coef)
+                ring_loads(acc, group, coef)
             return (acc.pattern(2 * (n - 1) if kind is Collective.ALL_REDUCE else n - 1),)
         if self.algorithm is CollectiveAlgorithm.TREE:
-            if len(self._by_node(groups[0])) == 1:
+            if len(by_domain(self.cluster, groups[0])) == 1:
                 return CollectiveModel(self.cluster, self.router, CollectiveAlgorithm.RING)._all_phases(kind, groups)
-            acc = _Loads(self.router)
+            acc = LinkLoads(self.router)
             steps = 0
             for group in groups:
-                steps = self._tree(acc, group)
+                steps = tree_loads(acc, group)
             return (acc.pattern(steps),)
-        nodes = self._by_node(groups[0])
+        nodes = by_domain(self.cluster, groups[0])
         if len(nodes) == 1 or len({len(members) for members in nodes}) > 1:
             # inside one node, or nodes holding unequal shares of the group: NCCL's rings do it
             return CollectiveModel(self.cluster, self.router, CollectiveAlgorithm.RING)._all_phases(kind, groups)
         return self._hierarchical(groups)
 
     def _hierarchical(self, groups: Sequence[Sequence[int]]) -> tuple[FlowPattern, ...]:
-        local = _Loads(self.router)
-        cross = _Loads(self.router)
+        local = LinkLoads(self.router)
+        cross = LinkLoads(self.router)
         g = n_nodes = 1
         for group in groups:
-            nodes = self._by_node(group)
+            nodes = by_domain(self.cluster, group)
             g, n_nodes = max(map(len, nodes)), len(nodes)
             for members in nodes:
-                self._ring(local, members, (len(members) - 1) / len(members))
+                ring_loads(local, members, (len(members) - 1) / len(members))
             for j in range(g):
                 column = [members[j] for members in nodes if j < len(members)]
                 if len(column) > 1:
-                    self._ring(cross, column, 2 * (len(column) - 1) / len(column) / g)
+                    ring_loads(cross, column, 2 * (len(column) - 1) / len(column) / g)
         phases = []
         if g > 1:
             phases.append(local.pattern(g - 1))
@@ -216,7 +185,7 @@ class CollectiveModel:
         """A message sent at once by every (src, dst) pair; one unit = one byte of each message. With `mirrors`,
         the pairs after the first are symmetric copies of it and only the first pair's path and the
         MIRROR_KEPT_LINKS most loaded links are kept (see patterns.keep_links)."""
-        acc = _Loads(self.router)
+        acc = LinkLoads(self.router)
         for src, dst in pairs:
             acc.hop(src, dst, 1.0)
         links = tuple(sorted(acc.loads))
@@ -225,15 +194,17 @@ class CollectiveModel:
             pattern = keep_links(pattern, set(self.router.route(*pairs[0])), self.capacity, MIRROR_KEPT_LINKS)
         return pattern
 
-    def data_parallel_phases(self, kind: Collective, placement: Placement, pp_rank: int) -> tuple[FlowPattern, ...]:
+    def data_parallel_phases(self, kind: Collective, placement: Placement, pp_rank: int,
+                             size_bytes: float | None = None) -> tuple[FlowPattern, ...]:
         """`phases` of the data-parallel groups of pipeline rank `pp_rank` (one per tensor rank), cached by
         placement: the simulations of a search ask for the same ones for many layouts, and the flow network
         recognises a pattern it has seen by the object."""
-        key = (kind, placement, pp_rank)
+        size = size_bytes if self.auto else None
+        key = (kind, placement, pp_rank, size)
         found = self._dp_phases.get(key)
         if found is None:
             groups = [placement.dp_group(t, pp_rank) for t in range(placement.tp)]
-            found = self._dp_phases[key] = self.phases(kind, groups)
+            found = self._dp_phases[key] = self.phases(kind, groups, size)
         return found
 
     def pipeline_send(self, placement: Placement, src_rank: int, dst_rank: int,
@@ -275,7 +246,77 @@ class CollectiveModel:
         """Seconds the collective takes when nothing else uses its links."""
         if size_bytes <= 0:
             return 0.0
-        return sum(p.latency_s + size_bytes / p.isolated_rate(self.capacity) for p in self.phases(kind, groups))
+        return sum(p.latency_s + size_bytes / p.isolated_rate(self.capacity)
+                   for p in self.phases(kind, groups, size_bytes))
+
+    # -- auto: NCCL's choice --------------------------------------------------------------------------------
+    def choice(self, kind: Collective, groups: Sequence[Sequence[int]], size_bytes: float) -> Choice | None:
+        """NCCL's (algorithm, protocol) for `kind` on `size_bytes` over the first group (the others run beside
+        it); None unless the model is `auto`, or for a group of one."""
+        if not self.auto:
+            return None
+        return self._choice(kind, tuple(tuple(group) for group in groups), size_bytes)
+
+    def communicator(self, group: Sequence[int]) -> Communicator:
+        """What NCCL's tuning sees of `group` on this cluster (simcore/cost/nccl_tuning.py)."""
+        spec = self.cluster.spec
+        gpu = spec.hardware
+        nodes = by_domain(self.cluster, group)
+        nics = min(spec.nics_per_node, max(map(len, nodes)))
+        return Communicator(
+            ranks=len(group), nodes=len(nodes), generation=gpu.generation,
+            channels=channels(gpu.generation, len(nodes), nics, gpu.nvlink_bandwidth_bytes_per_s),
+            amd_host=gpu.generation == "ampere", nvls=gpu.generation in NVLS_GENERATIONS)
+
+    def _choice(self, kind: Collective, groups: Groups, size_bytes: float) -> Choice | None:
+        key = (kind, groups, size_bytes)
+        if key in self._choices:
+            return self._choices[key]
+        found = None
+        if len(groups[0]) >= 2 and size_bytes > 0:
+            comm = self.communicator(groups[0])
+            # NCCL's graph bus bandwidth per algorithm: each pattern's alone on the links, as bus bandwidth; the
+            # tree's is the ring's (NCCL's search gives both the same per-channel bandwidth).
+            bus: dict[NcclAlgorithm, float] = {
+                a: algorithm_bus(kind, a, comm.ranks, self._base(kind, groups, a).isolated_rate(self.capacity))
+                for a in algorithms(kind, comm) if a is not NcclAlgorithm.TREE}
+            if NcclAlgorithm.TREE in algorithms(kind, comm):
+                bus[NcclAlgorithm.TREE] = bus[NcclAlgorithm.RING]
+            found = choose(kind, size_bytes, comm, bus)
+        self._choices[key] = found
+        return found
+
+    def _auto_phases(self, kind: Collective, groups: Groups, size_bytes: float) -> tuple[FlowPattern, ...]:
+        choice = self._choice(kind, groups, size_bytes)
+        if choice is None:
+            return ()
+        key = (kind, groups, choice.algorithm, choice.protocol, choice.latency_s, choice.bandwidth_factor)
+        found = self._chosen.get(key)
+        if found is None:
+            base = self._base(kind, groups, choice.algorithm)
+            scale = 1.0 / choice.bandwidth_factor
+            found = self._chosen[key] = FlowPattern(base.links, tuple(w * scale for w in base.loads), choice.latency_s)
+        return (found,)
+
+    def _base(self, kind: Collective, groups: Groups, algorithm: NcclAlgorithm) -> FlowPattern:
+        """The algorithm's link loads for the bulk protocol (no latency), trimmed as `phases` trims."""
+        key = (kind, groups, algorithm)
+        found = self._bases.get(key)
+        if found is None:
+            acc = LinkLoads(self.router)
+            for group in groups:
+                if algorithm is NcclAlgorithm.RING:
+                    ring_loads(acc, group, ring_factor(kind, len(group)))
+                elif algorithm is NcclAlgorithm.TREE:
+                    tree_loads(acc, group)
+                else:
+                    nvls_loads(acc, group, kind)
+            links = tuple(sorted(acc.loads))
+            pattern = FlowPattern(links, tuple(acc.loads[link] for link in links))
+            found = self._bases[key] = keep_links(pattern, self._node_links(groups[0][0]), self.capacity,
+                                                  COLLECTIVE_KEPT_LINKS)
+        return found
+
 
 
 def bus_bandwidth(kind: Collective, n: int, size_bytes: float, time_s: float) -> float:

@@ -17,6 +17,7 @@ FIT: dict[str, Any] = {
         "gemm_half_time_hopper_s": 9.89e-06,
         "memory_efficiency": 0.821,
         "host_iteration_s": 0.0284,
+        "comm_sm_share": 0.0,
     },
     "fitted_sources": ["megatron20", "mcore24"],
     "rows": [

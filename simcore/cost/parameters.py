@@ -11,6 +11,9 @@ Megatron 2020 and Megatron-Core 2024 runs; judged on the others, which the fit n
   (tests/simcore/calibration/test_gemm_monotone.py).
 - memory_efficiency: the fraction of HBM bandwidth that memory-bound kernels (norms, softmax, dropout,
   activations, the optimizer) reach.
+- comm_sm_share: the share of an SM that each NCCL channel in flight takes from the compute beside it
+  (simcore/cost/interference.py: compute slows while collectives overlap it, from the SMs and HBM bandwidth
+  their channels take).
 - host_iteration_s: host and framework time once per iteration that no GPU kernel accounts for: fetching the
   batch from the data loader, the loss and timer reductions, logging, the optimizer's Python loop over its
   parameter groups (simcore/cost/workload.py adds the optimizer's own kernels by the bytes they move).
@@ -43,6 +46,9 @@ class CostParameters:
     gemm_half_time_hopper_s: float
     memory_efficiency: float
     host_iteration_s: float
+    # The share of an SM that each resident NCCL channel denies to compute beside it (simcore/cost/interference.py);
+    # 0 turns interference off (compute beside collectives at full speed, the model before it was fitted).
+    comm_sm_share: float = 0.0
 
     def gemm_efficiency(self, generation: str) -> float:
         return {"volta": self.gemm_efficiency_volta, "ampere": self.gemm_efficiency_ampere,

@@ -24,6 +24,7 @@ from simcore.cost.context_parallel import (
     split_at_attention,
 )
 from simcore.cost.fp8 import WEIGHT_QUANTIZE_BYTES, fp8_weight_elements
+from simcore.cost.interference import comm_load, slowdown
 from simcore.cost.kernels import (
     ATTENTION_CORE,
     BYTES,
@@ -75,6 +76,8 @@ class ChunkCost:
     # engine to run as events (simcore/cost/context_parallel.py); None without it.
     cp_forward: CpPass | None = None
     cp_backward: CpPass | None = None
+    gemm_fraction: float = 1.0  # of its compute time, the share in GEMMs and attention (its layers')
+    tp_message_bytes: float = 0.0  # one tensor-parallel all-reduce's buffer: its first layer's hidden states
 
     @property
     def forward_s(self) -> float:
@@ -111,6 +114,7 @@ class _LayerCost:
     forward: float
     backward: float
     core: float  # the attention core's forward (what selective recomputation repeats)
+    gemm_fraction: float  # of its compute time, the share in GEMMs and attention (compute-bound)
     tp_forward: float  # exposed tensor-parallel time
     tp_backward: float
     tp_hidden_forward: float
@@ -161,7 +165,8 @@ def _kernels(model: ModelShape, layer: LayerType, layout: Layout, gpu: GpuSpec, 
 
 
 def _layer_cost(model: ModelShape, layer: LayerType, layout: Layout, kernels: _Kernels,
-                collectives: CollectiveModel | None, groups: list[tuple[int, ...]], free: bool) -> _LayerCost:
+                collectives: CollectiveModel | None, groups: list[tuple[int, ...]], free: bool,
+                gpu: GpuSpec, params: CostParameters) -> _LayerCost:
     """The layer's kernels plus its tensor-parallel collectives on one rank's groups."""
     b, t, sp = layout.microbatch_size, layout.tp, layout.sequence_parallel
     message = b * layer.seq * model.hidden_size * BYTES  # one microbatch's hidden states
@@ -189,8 +194,20 @@ def _layer_cost(model: ModelShape, layer: LayerType, layout: Layout, kernels: _K
     # (Megatron-Core's userbuffers): only what the GEMMs cannot cover stays on the critical path.
     exposed_fwd = max(0.0, tp_fwd - kernels.gemm_forward) if layout.tp_comm_overlap else tp_fwd
     exposed_bwd = max(0.0, tp_bwd - kernels.gemm_backward) if layout.tp_comm_overlap else tp_bwd
+    # The GEMMs that hide them run slower while the collectives' channels hold SMs (simcore/cost/interference.py):
+    # a GEMM beside T seconds of communication takes T x (s - 1) / s longer, s the slowdown.
+    slowed = 0.0
+    if layout.tp_comm_overlap and not free and params.comm_sm_share > 0 and one_tp > 0:
+        assert collectives is not None
+        kind = Collective.ALL_GATHER if sp else Collective.ALL_REDUCE
+        load = comm_load(kind, t, message, one_tp, collectives.communicator(groups[0]).channels,
+                         params.comm_sm_share)
+        s = slowdown(load.sms, load.hbm_bytes_per_s, gpu.sm_count, gpu.hbm_bandwidth_bytes_per_s, 1.0)
+        slowed = (s - 1) / s
     return _LayerCost(
-        forward=kernels.forward, backward=kernels.backward, core=kernels.core,
+        forward=kernels.forward + slowed * (tp_fwd - exposed_fwd),
+        backward=kernels.backward + slowed * (tp_bwd - exposed_bwd), core=kernels.core,
+        gemm_fraction=min(1.0, (kernels.gemm_forward + kernels.core) / kernels.forward) if kernels.forward else 1.0,
         tp_forward=exposed_fwd, tp_backward=exposed_bwd,
         tp_hidden_forward=tp_fwd - exposed_fwd, tp_hidden_backward=tp_bwd - exposed_bwd,
         tp_bytes_forward=bytes_fwd, tp_bytes_backward=bytes_bwd,
@@ -243,7 +260,7 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
 
     # Kernel times once per layer type; tensor-parallel time per rank, on its real groups (cached by the model).
     kernels = {layer: _kernels(model, layer, layout, gpu, params) for layer, _ in model.layer_stacks()}
-    rank_costs = [{layer: _layer_cost(model, layer, layout, k, collectives, tp_groups(r), free)
+    rank_costs = [{layer: _layer_cost(model, layer, layout, k, collectives, tp_groups(r), free, gpu, params)
                    for layer, k in kernels.items()} for r in range(p)]
     layers_of, encoder_stages = layer_partition(model, layout, gpu, params)
     emb_message = b * model.seq_length * h * BYTES
@@ -323,6 +340,9 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
             tp_bytes_forward=total("tp_bytes_forward") + emb_bytes,
             tp_bytes_backward=total("tp_bytes_backward") + (total("tp_bytes_forward") if full else 0.0),
             cp_forward=cp_forward, cp_backward=cp_backward,
+            tp_message_bytes=b * first_layer.seq * h * BYTES,
+            gemm_fraction=sum(n * costs[layer].forward * costs[layer].gemm_fraction for layer, n in runs)
+            / max(total("forward"), 1e-30),
         ))
         previous = runs[-1][0]
     params_per_rank = [sum(c.parameters for c in chunks if c.rank == r) for r in range(p)]

@@ -62,6 +62,7 @@ class Fidelity(StrEnum):
 
 
 class CollectiveAlgorithm(StrEnum):
+    AUTO = "auto"  # NCCL's choice of algorithm and protocol per collective (simcore/cost/nccl_tuning.py)
     RING = "ring"
     TREE = "tree"
     HIERARCHICAL = "hierarchical"

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from simcore.cost.collectives import Collective, CollectiveModel
+from simcore.cost.interference import CommLoad, comm_load
 from simcore.cost.patterns import FlowPattern
 from simcore.domain.placement import Placement
 from simcore.engine.clock import Clock
@@ -21,17 +22,19 @@ class DataParallelCollectives:
     once), on `net`. Counts the events it makes in `events`."""
 
     def __init__(self, clock: Clock, net: FlowNetwork, model: CollectiveModel, placement: Placement,
-                 free_communication: bool) -> None:
+                 free_communication: bool, sm_share: float = 0.0) -> None:
         self.clock, self.net, self.model, self.placement = clock, net, model, placement
         self.free = free_communication  # what-if: every collective takes no time
+        self.sm_share = sm_share  # of an SM, per channel, that compute beside a collective loses
         self.events = 0
-        self._phases: dict[tuple[Collective, int], tuple[FlowPattern, ...]] = {}
+        self._loads: dict[tuple[int, Collective, float], CommLoad] = {}
+        self._phases: dict[tuple[Collective, int, float], tuple[FlowPattern, ...]] = {}
         self._instant: dict[tuple[Collective, int], bool] = {}
 
     def run(self, rank: int, kind: Collective, size_bytes: float, complete: Callable[[], None]) -> None:
         """Run a collective of `kind` on `size_bytes` over pipeline rank `rank`'s data-parallel groups, then call
         `complete()`. It starts from an urgent call at this instant, as a SimPy process would."""
-        phases = () if self.free else self.phases(rank, kind)
+        phases = () if self.free else self.phases(rank, kind, size_bytes)
         self.clock.call_urgently(self._phase, phases, 0, size_bytes, complete)
 
     def instant(self, rank: int, kind: Collective) -> bool:
@@ -39,15 +42,37 @@ class DataParallelCollectives:
         no latency in a phase)?"""
         quick = self._instant.get((kind, rank))
         if quick is None:
-            quick = self._instant[(kind, rank)] = self.free or any(
-                phase.latency_s <= 0 for phase in self.phases(rank, kind))
+            # NCCL's choice (auto) always has a latency: its base latency, or NVLS's switch latency.
+            quick = self._instant[(kind, rank)] = self.free or (not self.model.auto and any(
+                phase.latency_s <= 0 for phase in self.phases(rank, kind, 0.0)))
         return quick
 
-    def phases(self, rank: int, kind: Collective) -> tuple[FlowPattern, ...]:
-        found = self._phases.get((kind, rank))
+    def phases(self, rank: int, kind: Collective, size_bytes: float) -> tuple[FlowPattern, ...]:
+        """The phases of a collective of `size_bytes` (the size matters only to NCCL's choice, `auto`)."""
+        key = (kind, rank, size_bytes if self.model.auto else 0.0)
+        found = self._phases.get(key)
         if found is None:
-            found = self._phases[(kind, rank)] = self.model.data_parallel_phases(kind, self.placement, rank)
+            found = self._phases[key] = self.model.data_parallel_phases(kind, self.placement, rank, size_bytes)
         return found
+
+    def load(self, rank: int, kind: Collective, size_bytes: float) -> CommLoad:
+        """What a collective of `size_bytes` on the rank's groups takes from each GPU it runs on: its channels'
+        SMs and the HBM bandwidth it moves at its pace alone on the links (simcore/cost/interference.py)."""
+        key = (rank, kind, size_bytes)
+        found = self._loads.get(key)
+        if found is None:
+            groups = [self.placement.dp_group(t, rank) for t in range(self.placement.tp)]
+            seconds = sum(p.latency_s + size_bytes / p.isolated_rate(self.model.capacity)
+                          for p in self.phases(rank, kind, size_bytes))
+            found = self._loads[key] = comm_load(kind, len(groups[0]), size_bytes, seconds,
+                                                 self.model.communicator(groups[0]).channels, self.sm_share)
+        return found
+
+    def label(self, rank: int, kind: Collective, size_bytes: float) -> str:
+        """NCCL's choice for the collective, as the trace names it ("tree/LL"); empty unless `auto`."""
+        groups = [self.placement.dp_group(t, rank) for t in range(self.placement.tp)]
+        choice = self.model.choice(kind, groups, size_bytes)
+        return "" if choice is None else choice.label
 
     def _phase(self, phases: tuple[FlowPattern, ...], index: int, size_bytes: float,
                complete: Callable[[], None]) -> None:

@@ -46,6 +46,7 @@ from simcore.cost.workload import Workload
 from simcore.domain.layout import Layout
 from simcore.domain.schedules import BACKWARD, Pass
 from simcore.engine.clock import Clock, Event
+from simcore.engine.compute import ComputeStream
 from simcore.engine.dp_collectives import DataParallelCollectives
 from simcore.engine.recorder import RankRecord, Recorder
 from simcore.engine.streams import PENDING, READY, Job, Rendezvous, Stream, release_all
@@ -77,6 +78,8 @@ class GradientSync:
         self._first_forward: dict[tuple[int, int, int], list[Event]] = {}
         self._last_backward: dict[tuple[int, int], int] = {}
         self._buckets: dict[tuple[int, int], list[int]] = {}
+        # Each simulated GPU's compute stream, where interference is modelled: its collectives slow its passes.
+        self.gpus: dict[tuple[int, int], ComputeStream] = {}
 
     @property
     def active(self) -> bool:
@@ -150,7 +153,8 @@ class GradientSync:
             track = f"stage {rank} {'dp' if name == 'grad' else 'gather'}" + (f"{replica}" if many else "")
             stream = self._streams[key] = Stream(
                 self.clock, partial(self.collectives.run, rank), partial(self.collectives.instant, rank),
-                rendezvous, self.dp, record, self.rec, track)
+                rendezvous, self.dp, record, self.rec, track, partial(self.collectives.label, rank),
+                self.gpus.get((replica, rank)), partial(self.collectives.load, rank))
         return stream
 
     def _gather(self, replica: int, rank: int, parameters: float, record: RankRecord) -> Event:
@@ -189,18 +193,7 @@ class GradientSync:
 
     def backward_pass(self, replica: int, rank: int, index: int, start: float, end: float) -> None:
         """Backward pass `index` of the rank runs from `start` (now) to `end`: schedule its buckets' readiness."""
-        if self.dp == 1:
-            return
-        mine = self._pass_ready.get((replica, rank, index), [])
-        if self.overlap:
-            times = [(job, start + (end - start) * (k + 1) / len(mine)) for k, job in enumerate(mine)]
-        elif self.zero >= 2:
-            times = [(job, end) for job in mine]
-        elif index == self._last_backward[(replica, rank)]:
-            times = [(job, end) for key, jobs in self._pass_ready.items() if key[:2] == (replica, rank)
-                     for job in jobs]
-        else:
-            return
+        times = self.release_times(replica, rank, index, start, end)
         if times:
             # One timer per job, made from an urgent call at this instant, as the processes that SimPy started
             # here for them would (a process starts from an urgent event).
@@ -208,6 +201,27 @@ class GradientSync:
             delays = [(job, when - now) for job, when in times]
             self.clock.call_urgently(release_all, self._streams[(replica, rank, "grad")], delays)
             self.events += len(times)
+
+    def release_times(self, replica: int, rank: int, index: int, start: float,
+                      end: float) -> list[tuple[Job, float]]:
+        """When the gradient jobs that backward pass `index` makes ready become ready, for a pass from `start` to
+        `end` at full speed: during it (overlap: bucket k of K at k/K of the pass), at its end, or none."""
+        if self.dp == 1:
+            return []
+        mine = self._pass_ready.get((replica, rank, index), [])
+        if self.overlap:
+            return [(job, start + (end - start) * (k + 1) / len(mine)) for k, job in enumerate(mine)]
+        if self.zero >= 2:
+            return [(job, end) for job in mine]
+        if index == self._last_backward[(replica, rank)]:
+            return [(job, end) for key, jobs in self._pass_ready.items() if key[:2] == (replica, rank)
+                    for job in jobs]
+        return []
+
+    def release(self, replica: int, rank: int, job: Job) -> None:
+        """Make a gradient job ready now (a milestone of the pass that made it, run under interference)."""
+        self._streams[(replica, rank, "grad")].release(job)
+        self.events += 1
 
     def gather_after_step(self, replica: int, rank: int, record: RankRecord) -> Event | None:
         """ZeRO 1 and 2 without overlap: gather the updated parameters after the optimizer step."""

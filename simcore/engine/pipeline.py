@@ -18,7 +18,9 @@ Fidelity:
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from dataclasses import dataclass
+from functools import partial
 
 from simcore.cost.collectives import CollectiveModel
 from simcore.cost.context_parallel import CpPass
@@ -27,12 +29,15 @@ from simcore.cost.workload import ChunkCost, Workload
 from simcore.domain.layout import Fidelity, Layout
 from simcore.domain.placement import Placement
 from simcore.domain.schedules import BACKWARD, POLICIES, Pass
-from simcore.engine.clock import Clock, Event, Process, Signal, start
+from simcore.engine.clock import Clock, Event, Process, Signal, Step, start
+from simcore.engine.compute import ComputeStream
 from simcore.engine.context_parallel import ContextRing, CpTotals
 from simcore.engine.dp_collectives import DataParallelCollectives
 from simcore.engine.dp_sync import Gate, GradientSync
 from simcore.engine.flows import FlowNetwork
 from simcore.engine.recorder import RankRecord, Recorder
+from simcore.engine.tp_links import TensorParallelLinks
+from topology.hardware import GpuSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +49,10 @@ class EngineConfig:
     fidelity: Fidelity = Fidelity.REPRESENTATIVE
     free_communication: bool = False  # what-if: every transfer and collective takes no time
     keep_spans: bool = False
+    # Interference (simcore/engine/compute.py): the GPU and the share of an SM each NCCL channel takes from the
+    # compute beside it; 0 (or no GPU) runs every pass at full speed.
+    gpu: GpuSpec | None = None
+    comm_sm_share: float = 0.0
     # Each pipeline rank's passes in schedule order, when the caller has them (simulate() keeps them across
     # simulations); else the engine asks the schedule.
     passes: tuple[list[Pass], ...] | None = None
@@ -88,10 +97,15 @@ class Engine:
         self._passes_end = 0.0  # latest end of any rank's last pass
         self._ranks_total = len(self.replicas) * layout.pp
         self.dp_collectives = DataParallelCollectives(self.clock, self.net, config.collectives, config.placement,
-                                                      config.free_communication)
+                                                      config.free_communication, config.comm_sm_share)
+        self.interference = (config.comm_sm_share > 0 and config.gpu is not None and layout.dp > 1
+                             and not config.free_communication)
         self.sync = GradientSync(self.clock, layout, config.workload, self.dp_collectives, self.rec, self.replicas)
         self.ring = ContextRing(self.clock, self.net, config.collectives, config.placement,
                                 config.fidelity is Fidelity.REPRESENTATIVE, config.free_communication, self.rec)
+        # TP groups across nodes load the links (simcore/engine/tp_links.py), unless hidden under the GEMMs.
+        self.tp_links = None if config.free_communication or layout.tp < 2 or layout.tp_comm_overlap else \
+            TensorParallelLinks(self.clock, self.net, config.collectives, config.placement, config.fidelity)
 
     # -- helpers ---------------------------------------------------------------------------------------
     def _arrival(self, kind: str, replica: int, vstage: int, microbatch: int) -> _Arrival:
@@ -147,6 +161,11 @@ class Engine:
         track = f"stage {rank}" + (f" dp{replica}" if len(self.replicas) > 1 else "")
         passes = (c.passes[rank] if c.passes is not None
                   else POLICIES[layout.schedule].passes(rank, p, layout.num_microbatches, v))
+        gpu = None
+        if self.interference:
+            assert c.gpu is not None
+            gpu = self.sync.gpus[(replica, rank)] = ComputeStream(clock, c.gpu.sm_count,
+                                                                   c.gpu.hbm_bandwidth_bytes_per_s)
         dp_done = self.sync.start(replica, rank, record, passes)
         # What the passes add to the record, summed here in pass order (the same sums as adding to the record's
         # dicts pass by pass, which nothing else adds to) and added once at the end.
@@ -164,30 +183,65 @@ class Engine:
                     self._account_wait(t, track, waited, arrival.produced_s, ps)
             start = clock.now
             duration = cost.forward_s if forward else cost.backward_s
+            # what slows beside collectives: the pass's kernels, not its folded tensor-parallel collectives
+            kernels = cost.forward_compute_s if forward else \
+                cost.backward_compute_s + cost.recompute_s - cost.recompute_tp_s
+            share = kernels / duration if duration > 0 else 0.0
+            slowed = 0.0  # what interference added to the pass
+            on_links = False
             gates = self.sync.pass_gates(replica, rank, ps, cost.layers, cost.parameters, record)
             plan = cost.cp_forward if forward else cost.cp_backward
             if gates:  # the pass runs slice by slice, each behind its parameter gather
                 if plan is None:
-                    yield from self._gated_pass(gates, duration, t, track, ps)
+                    slowed = yield from self._gated_pass(gates, duration, t, track, ps, gpu, share,
+                                                         cost.gemm_fraction)
                 else:
                     yield from self._gated_ring_pass(gates, plan, cp, replica, rank, t, track, ps)
                 if not forward:
                     self.sync.backward_pass(replica, rank, i, clock.now, clock.now)
-            else:
+            elif plan is not None:
                 # With context parallelism a pass may end after its compute time (its exposed ring waits): its
                 # buckets are released at its end, or, when the reduction overlaps backward, over its compute
-                # time from its start (an approximation: they may be ready a little early).
-                ends_late = plan is not None and not layout.overlap_grad_reduce
+                # time from its start (an approximation: they may be ready a little early). Its ring plan runs
+                # without the interference and link models of the passes below (not combined yet).
+                ends_late = not layout.overlap_grad_reduce
                 if not forward and not ends_late:
                     self.sync.backward_pass(replica, rank, i, start, start + duration)
-                if plan is None:
-                    self.events += 1
-                    yield duration
+                yield from self.ring.run(replica, rank, plan, cp, track, _label(ps, layout.virtual_stages))
+                if not forward and ends_late:
+                    self.sync.backward_pass(replica, rank, i, clock.now, clock.now)
+            else:
+                # TP across nodes: the pass's kernels, then its TP collectives as a transfer on the links.
+                tp_s = cost.forward_tp_s if forward else cost.backward_tp_s + cost.recompute_tp_s
+                on_links = tp_s > 0 and self.tp_links is not None and self.tp_links.crosses(rank)
+                body = duration - tp_s if on_links else duration
+                if on_links:
+                    share = 1.0
+                times = [] if forward else self.sync.release_times(replica, rank, i, start, start + body)
+                self.events += 1
+                if gpu is not None and (gpu.in_flight or times):
+                    # Interference: the pass runs beside collectives, and makes its buckets ready as it goes.
+                    yield gpu.run(body, share, cost.gemm_fraction,
+                                  [(when - start, partial(self.sync.release, replica, rank, job))
+                                   for job, when in times])
+                    slowed = max(0.0, clock.now - start - body)
                 else:
-                    yield from self.ring.run(replica, rank, plan, cp, track, _label(ps, layout.virtual_stages))
-                    if not forward and ends_late:
-                        self.sync.backward_pass(replica, rank, i, clock.now, clock.now)
-            busy += duration
+                    if not forward:
+                        self.sync.backward_pass(replica, rank, i, start, start + body)
+                    yield body
+                if on_links:
+                    assert self.tp_links is not None
+                    tp_start = clock.now
+                    yield self.tp_links.run(replica, rank, cost, forward, tp_s)
+                    tp_late = clock.now - tp_start - tp_s  # what the links' sharing added to the TP time
+                    tp_comm += tp_late
+                    tp_busy += tp_late
+                    busy += tp_late
+                    if self.rec.keep_spans:
+                        self._pass_spans(track, ps, cost, start, 1.0 + slowed / body if body > 0 else 1.0,
+                                         tp_start)
+            busy += duration + slowed
+            compute += slowed
             if forward:
                 compute += cost.forward_compute_s
                 tp_comm += cost.forward_tp_s
@@ -199,8 +253,8 @@ class Engine:
                 tp_comm += cost.backward_tp_s + cost.recompute_tp_s
                 tp_busy += cost.backward_tp_s + cost.recompute_tp_s + cost.tp_hidden_backward_s
                 tp_bytes += cost.tp_bytes_backward
-            if self.rec.keep_spans and not gates and plan is None:
-                self._pass_spans(track, ps, cost, start)
+            if self.rec.keep_spans and not gates and plan is None and not on_links:
+                self._pass_spans(track, ps, cost, start, (duration + slowed) / duration if duration > 0 else 1.0)
             if forward and vs < last_vs:
                 self._send("act", replica, rank, (vs + 1) % p, vs + 1, ps.microbatch, record)
             elif not forward and vs > 0:
@@ -217,11 +271,14 @@ class Engine:
         record.comm_bytes["cp"] += cp.bytes
         yield from self._step(replica, rank, record, track, dp_done, factor)
 
-    def _gated_pass(self, gates: list[Gate], duration: float, t: dict[str, float], track: str,
-                    ps: Pass) -> Process:
+    def _gated_pass(self, gates: list[Gate], duration: float, t: dict[str, float], track: str, ps: Pass,
+                    gpu: ComputeStream | None, share: float,
+                    gemm_fraction: float) -> Generator[Step, None, float]:
         """A pass of `duration` seconds in equal slices, each behind its gate (its parameters' gather), the next
-        slice's gather issued when the current slice starts (prefetch)."""
+        slice's gather issued when the current slice starts (prefetch). Returns what interference added to it
+        (the slices run beside the gathers)."""
         clock = self.clock
+        slowed = 0.0
         pending = gates[0]()
         for k in range(len(gates)):
             current = pending
@@ -233,9 +290,15 @@ class Engine:
             if k + 1 < len(gates):
                 pending = gates[k + 1]()  # prefetch the next slice's parameters
             self.events += 1
-            yield duration / len(gates)
+            piece, began = duration / len(gates), clock.now
+            if gpu is not None and gpu.in_flight:
+                yield gpu.run(piece, share, gemm_fraction)
+                slowed += max(0.0, clock.now - began - piece)
+            else:
+                yield piece
             self.rec.span(track, f"{'fwd' if ps.direction != BACKWARD else 'bwd'} mb{ps.microbatch} part {k + 1}",
-                          "compute", clock.now - duration / len(gates), clock.now)
+                          "compute", began, clock.now)
+        return slowed
 
     def _gated_ring_pass(self, gates: list[Gate], plan: CpPass, cp: CpTotals, replica: int, rank: int,
                          t: dict[str, float], track: str, ps: Pass) -> Process:
@@ -291,8 +354,11 @@ class Engine:
             self.rec.span(track, "wait parameter gather", "dp_comm", waited, clock.now)
         record.end_s = clock.now
 
-    def _pass_spans(self, track: str, ps: Pass, cost: ChunkCost, start: float) -> None:
-        """A pass as consecutive named spans: recomputation, compute and its tensor-parallel collectives."""
+    def _pass_spans(self, track: str, ps: Pass, cost: ChunkCost, start: float, stretch: float,
+                    tp_start: float | None = None) -> None:
+        """A pass as consecutive named spans: recomputation, compute and its tensor-parallel collectives; the
+        compute spans `stretch`ed by what interference added to the pass. With `tp_start` (TP on the links) the
+        kernels come first and the TP collectives run from `tp_start` to now."""
         label = _label(ps, self.c.layout.virtual_stages)
         if ps.direction != BACKWARD:
             parts = [("compute", label, cost.forward_compute_s), ("tp_comm", "tp " + label, cost.forward_tp_s)]
@@ -300,7 +366,14 @@ class Engine:
             parts = [("recompute", "recompute " + label, cost.recompute_s - cost.recompute_tp_s),
                      ("tp_comm", "tp recompute " + label, cost.recompute_tp_s),
                      ("compute", label, cost.backward_compute_s), ("tp_comm", "tp " + label, cost.backward_tp_s)]
+        if tp_start is not None:
+            self.rec.span(track, "tp " + label, "tp_comm", tp_start, self.clock.now)
+            parts = [part for part in parts if part[0] != "tp_comm"]
+        kernels = sum(duration for category, _name, duration in parts if category != "tp_comm")
+        extra = (stretch - 1.0) * sum(duration for _c, _n, duration in parts)
         for category, name, duration in parts:
+            if category != "tp_comm" and kernels > 0:
+                duration += extra * duration / kernels
             self.rec.span(track, name, category, start, start + duration)
             start += duration
 
@@ -321,6 +394,8 @@ class Engine:
         self.clock.run()
         iteration = max(r.end_s for r in self.rec.ranks)
         events = self.events + self.sync.events + self.dp_collectives.events + self.net.events + self.ring.events
+        if self.tp_links is not None:
+            events += self.tp_links.events
         return EngineResult(iteration, self.rec, events, len(self.rec.ranks))
 
 

@@ -15,10 +15,13 @@ from collections import deque
 from collections.abc import Callable
 
 from simcore.cost.collectives import Collective
+from simcore.cost.interference import CommLoad
 from simcore.engine.clock import Clock, Event
+from simcore.engine.compute import ComputeStream
 from simcore.engine.recorder import RankRecord, Recorder
 
 RunCollective = Callable[[Collective, float, Callable[[], None]], None]  # (kind, bytes, on completion)
+Describe = Callable[[Collective, float], str]  # (kind, bytes) -> how it runs ("tree/LL"), for the trace
 
 # A job's readiness: not yet; from this instant on (the event that says so is due); ready.
 PENDING, RELEASED, READY = 0, 1, 2
@@ -71,12 +74,17 @@ class Stream:
     """
 
     __slots__ = ("clock", "run_collective", "instant", "rendezvous", "dp", "record", "recorder", "track", "jobs",
-                 "waiting", "count", "job", "blocked", "start", "comm")
+                 "waiting", "count", "job", "blocked", "start", "comm", "describe", "gpu", "load", "taking")
 
     def __init__(self, clock: Clock, run: RunCollective, instant: Callable[[Collective], bool],
                  rendezvous: Rendezvous | None, dp: int, record: RankRecord, recorder: Recorder,
-                 track: str) -> None:
+                 track: str, describe: Describe | None = None, gpu: ComputeStream | None = None,
+                 load: Callable[[Collective, float], CommLoad] | None = None) -> None:
         self.clock, self.run_collective, self.instant, self.rendezvous = clock, run, instant, rendezvous
+        self.describe = describe
+        # The GPU whose compute its collectives slow down, and what each takes from it (interference).
+        self.gpu, self.load = gpu, load
+        self.taking: CommLoad | None = None
         self.dp = dp  # the data-parallel group's size, for the bytes each rank sends
         self.record, self.recorder, self.track = record, recorder, track
         self.jobs: deque[Job] = deque()
@@ -144,6 +152,9 @@ class Stream:
         factor = 2 * (n - 1) / n if job.kind is Collective.ALL_REDUCE else (n - 1) / n
         self.record.comm_bytes[comm] += factor * job.size
         self.count += 1
+        if self.gpu is not None and self.load is not None:  # its kernels take SMs and HBM bandwidth from now on
+            self.taking = self.load(job.kind, job.size)
+            self.gpu.comm_started(self.taking)
         if self.rendezvous is None:  # the collective's end is an event whose only waiter is this stream
             self.run_collective(job.kind, job.size, self._end_event)
             return
@@ -162,8 +173,13 @@ class Stream:
         now, start, job = self.clock.now, self.start, self.job
         assert job is not None
         self.record.comm_busy_s[self.comm] += now - start
+        if self.gpu is not None and self.taking is not None:
+            self.gpu.comm_ended(self.taking)
+            self.taking = None
         if self.recorder.keep_spans:
-            self.recorder.span(self.track, f"{job.kind.value.replace('_', '-')} {job.what}", "dp_comm", start, now)
+            name = f"{job.kind.value.replace('_', '-')} {job.what}"
+            how = self.describe(job.kind, job.size) if self.describe is not None else ""
+            self.recorder.span(self.track, f"{name} ({how})" if how else name, "dp_comm", start, now)
         self.job = None
         if job.done is not None:
             job.done.succeed()

@@ -285,7 +285,7 @@ def test_zero_latency_and_full_bisection_are_allowed() -> None:
         ),
         ("cluster", "fabric", "torus", "must be one of 'fat_tree', 'rail_optimized'"),
         ("options", "fidelity", "low", "must be one of 'representative', 'full'"),
-        ("options", "collective_algorithm", "nvls", "must be one of 'ring', 'tree', 'hierarchical'"),
+        ("options", "collective_algorithm", "nvls", "must be one of 'auto', 'ring', 'tree', 'hierarchical'"),
     ],
 )
 def test_bad_enum_lists_the_choices(section: str, name: str, value: Any, rule: str) -> None:

@@ -106,7 +106,7 @@ def test_a_single_gpu_group_has_no_collective() -> None:
 @pytest.mark.parametrize("algorithm", list(CollectiveAlgorithm))
 def test_every_algorithm_loads_only_real_links_within_capacity(algorithm: CollectiveAlgorithm) -> None:
     model = model_for(sized(DGX_A100, 32), algorithm)
-    phases = model.phases(Collective.ALL_REDUCE, [list(range(32))])
+    phases = model.phases(Collective.ALL_REDUCE, [list(range(32))], GIB)
     assert phases
     for phase in phases:
         assert len(phase.links) == len(phase.loads) == len(set(phase.links))

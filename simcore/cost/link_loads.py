@@ -1,0 +1,116 @@
+"""Collective algorithms as link loads: which links each algorithm's hops cross, and how many bytes per byte of
+the buffer S (simcore/cost/collectives.py turns them into flow patterns and chooses among them).
+
+- ring: NCCL's rings; across NVLink domains one ring per channel, channel c rotating each domain's members by c
+  so that every channel leaves a domain through a different GPU and NIC (NCCL builds one channel per NIC).
+- tree: NCCL's double binary tree between domains (each tree carries half the buffer up and down) with a chain
+  inside each domain, one per channel.
+- NVLS: NVLink SHARP inside each domain (the switch reduces and multicasts) and, across domains, each local
+  rank's share of the buffer over a double binary tree between the domains (NCCL's NVLS tree).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+
+from simcore.cost.nccl_tuning import Collective
+from simcore.cost.parameters import COLLECTIVE_LAUNCH_S, COLLECTIVE_STEP_OVERHEAD_S
+from simcore.cost.patterns import FlowPattern
+from topology.graph import Cluster
+from topology.routing import Router
+
+
+class LinkLoads:
+    """Accumulates link loads (bytes per byte of S) and the worst per-step latency."""
+
+    def __init__(self, router: Router) -> None:
+        self.router = router
+        self.cluster = router.cluster
+        self.loads: dict[int, float] = defaultdict(float)
+        self.hop_latency = 0.0
+
+    def hop(self, src: int, dst: int, bytes_per_unit: float) -> None:
+        if src == dst or bytes_per_unit <= 0:
+            return
+        path = self.router.route(src, dst)
+        latency = 0.0
+        for link in path:
+            self.loads[link] += bytes_per_unit
+            latency += self.router.cluster.link_latency_s[link]
+        self.hop_latency = max(self.hop_latency, latency)
+
+    def pattern(self, steps: int) -> FlowPattern:
+        links = tuple(sorted(self.loads))
+        latency = COLLECTIVE_LAUNCH_S + steps * (self.hop_latency + COLLECTIVE_STEP_OVERHEAD_S)
+        return FlowPattern(links, tuple(self.loads[link] for link in links), latency)
+
+
+def by_domain(cluster: Cluster, gpus: Sequence[int]) -> list[list[int]]:
+    """The GPUs of `gpus` by NVLink domain, in order of first appearance."""
+    # Grouped by NVLink domain (the node unless nvlink_domain_gpus joins nodes): NCCL treats a multi-node
+    # NVLink domain as one node for its rings and trees.
+    nodes: dict[int, list[int]] = {}
+    for gpu in gpus:
+        nodes.setdefault(cluster.domain_of(gpu), []).append(gpu)
+    return list(nodes.values())
+
+
+def ring_loads(acc: LinkLoads, gpus: Sequence[int], coef: float) -> int:
+    """Add ring hops for one group (coef = bytes each hop moves per byte of S); return the ring size."""
+    n = len(gpus)
+    if n < 2:
+        return n
+    nodes = by_domain(acc.cluster, gpus)
+    channels = 1 if len(nodes) == 1 else max(1, min(acc.cluster.spec.nics_per_node, max(map(len, nodes))))
+    for c in range(channels):
+        order = [g for members in nodes for g in members[c % len(members):] + members[: c % len(members)]]
+        for i in range(n):
+            acc.hop(order[i], order[(i + 1) % n], coef / channels)
+    return n
+
+
+def tree_loads(acc: LinkLoads, gpus: Sequence[int]) -> int:
+    """Double binary tree between nodes plus a chain in each node; returns the latency steps."""
+    nodes = by_domain(acc.cluster, gpus)
+    channels = max(1, min(acc.cluster.spec.nics_per_node, max(map(len, nodes))))
+    for c in range(channels):
+        leaders = []
+        for members in nodes:
+            chain = members[c % len(members):] + members[: c % len(members)]
+            leaders.append(chain[0])
+            for a, b in zip(chain, chain[1:]):  # reduce toward the leader, broadcast back
+                acc.hop(b, a, 1.0 / channels)
+                acc.hop(a, b, 1.0 / channels)
+        for tree in (leaders, leaders[::-1]):
+            for i in range(1, len(tree)):
+                parent = tree[(i - 1) // 2]
+                acc.hop(tree[i], parent, 0.5 / channels)
+                acc.hop(parent, tree[i], 0.5 / channels)
+    longest_chain = max(map(len, nodes))
+    return 2 * (longest_chain - 1 + math.ceil(math.log2(max(len(nodes), 2))))
+
+
+def nvls_loads(acc: LinkLoads, gpus: Sequence[int], kind: Collective) -> None:
+    """NVLS inside each domain (loads per byte of S, module docstring) and, across domains, each local
+    rank's share over a double binary tree between the domains."""
+    cluster = acc.cluster
+    nodes = by_domain(cluster, gpus)
+    for members in nodes:
+        n = len(members)
+        up, down = {Collective.ALL_REDUCE: (1 + 1 / n, 1 + 1 / n), Collective.REDUCE_SCATTER: (1.0, 1 / n),
+                    Collective.ALL_GATHER: (1 / n, 1.0)}[kind]
+        switch = ("nvswitch", cluster.domain_of(members[0]))
+        for gpu in members:
+            acc.loads[cluster.link(("gpu", gpu), switch)] += up
+            acc.loads[cluster.link(switch, ("gpu", gpu))] += down
+    if len(nodes) > 1:
+        ppn = max(map(len, nodes))
+        for j in range(ppn):
+            heads = [members[j] for members in nodes if j < len(members)]
+            for tree in (heads, heads[::-1]):
+                for i in range(1, len(tree)):
+                    parent = tree[(i - 1) // 2]
+                    acc.hop(tree[i], parent, 0.5 / ppn)
+                    acc.hop(parent, tree[i], 0.5 / ppn)
