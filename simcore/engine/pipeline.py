@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simcore.cost.collectives import CollectiveModel
+from simcore.cost.collectives import Collective, CollectiveModel
 from simcore.cost.patterns import FlowPattern
 from simcore.cost.workload import ChunkCost, Workload
 from simcore.domain.layout import Fidelity, Layout
@@ -83,6 +83,8 @@ class Engine:
         layout = config.layout
         self.replicas = list(range(layout.dp)) if config.fidelity is Fidelity.FULL else [0]
         self._barrier = Event(self.clock)
+        self._embedding_synced: dict[int, Event] = {}  # per replica: its tied embedding's copies all-reduced
+        self._embedding_arrived: dict[int, int] = {}
         self._passes_end = 0.0  # latest end of any rank's last pass
         self._ranks_total = len(self.replicas) * layout.pp
         self.dp_collectives = DataParallelCollectives(self.clock, self.net, config.collectives, config.placement,
@@ -226,6 +228,11 @@ class Engine:
         yield dp_done
         t["dp_comm"] += clock.now - waited
         self.rec.span(track, "wait dp", "dp_comm", waited, clock.now)
+        if rank in self.c.workload.embedding_sync_ranks:
+            waited = clock.now
+            yield self._sync_embedding(replica, record)
+            t["dp_comm"] += clock.now - waited
+            self.rec.span(track, "wait embedding all-reduce", "dp_comm", waited, clock.now)
         waited = clock.now
         self._barrier_waiting += 1
         if self._barrier_waiting == self._ranks_total:
@@ -251,6 +258,32 @@ class Engine:
             t["dp_comm"] += clock.now - waited
             self.rec.span(track, "wait parameter gather", "dp_comm", waited, clock.now)
         record.end_s = clock.now
+
+    def _sync_embedding(self, replica: int, record: RankRecord) -> Event:
+        """The tied embedding's gradient all-reduced over the ranks holding a copy (blocking, after their
+        data-parallel reduction): it starts when the last of them arrives; the event fires when it is done. In
+        representative fidelity the simulated replica's groups carry every replica's flows."""
+        done = self._embedding_synced.get(replica)
+        if done is None:
+            done = self._embedding_synced[replica] = Event(self.clock)
+        w = self.c.workload
+        size = w.embedding_sync_bytes
+        record.comm_bytes["dp"] += size
+        arrived = self._embedding_arrived[replica] = self._embedding_arrived.get(replica, 0) + 1
+        if arrived == len(w.embedding_sync_ranks):
+            place = self.c.placement
+            replicas = range(place.dp) if self.c.fidelity is Fidelity.REPRESENTATIVE else [replica]
+            groups = tuple(tuple(place.gpu(d, t, r) for r in w.embedding_sync_ranks)
+                           for d in replicas for t in range(place.tp))
+            started = self.clock.now
+
+            def complete() -> None:
+                record.comm_busy_s["dp"] += self.clock.now - started
+                done.succeed()
+
+            self.events += 1
+            self.dp_collectives.run_groups(groups, Collective.ALL_REDUCE, size, complete)
+        return done
 
     def _pass_spans(self, track: str, ps: Pass, cost: ChunkCost, start: float) -> None:
         """A pass as consecutive named spans: recomputation, compute and its tensor-parallel collectives."""
