@@ -231,8 +231,13 @@ class Engine:
         if rank in self.c.workload.embedding_sync_ranks:
             waited = clock.now
             yield self._sync_embedding(replica, record)
-            t["dp_comm"] += clock.now - waited
-            self.rec.span(track, "wait embedding all-reduce", "dp_comm", waited, clock.now)
+            # As at the barrier below: until the latest pass ended this waits for the pipeline's drain (the
+            # first stage's last backward passes), after it for the all-reduce itself.
+            drain_end = min(max(self._passes_end, waited), clock.now)
+            t["bubble"] += drain_end - waited
+            t["dp_comm"] += clock.now - drain_end
+            self.rec.span(track, "idle: pipeline drain", "bubble", waited, drain_end)
+            self.rec.span(track, "wait embedding all-reduce", "dp_comm", drain_end, clock.now)
         waited = clock.now
         self._barrier_waiting += 1
         if self._barrier_waiting == self._ranks_total:
