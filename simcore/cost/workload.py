@@ -105,6 +105,12 @@ class Workload:
     optimizer_s: tuple[float, ...]  # per pipeline rank
     grad_bytes: tuple[float, ...]  # per pipeline rank: gradient bytes each rank reduces over data parallelism
     encoder_stages: int = 0  # pipeline ranks holding the encoder (encoder-decoder models)
+    # Tied embeddings under pipelining: the ranks that hold a copy of the shared word embedding (the first stage,
+    # a decoder's first stage, the last stage's output layer) all-reduce its gradient after the data-parallel
+    # reduction, before the step (Megatron-Core's finalize_model_grads, _allreduce_word_embedding_grads);
+    # bytes per tensor rank. Empty when there is no second copy.
+    embedding_sync_ranks: tuple[int, ...] = ()
+    embedding_sync_bytes: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -356,7 +362,11 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
                           / (gpu.hbm_bandwidth_bytes_per_s * params.memory_efficiency)
                           for r, seconds in enumerate(optimizer))
     grads = tuple(float(n * layout.grad_reduce_bytes) if layout.dp_cp > 1 else 0.0 for n in params_per_rank)
-    return Workload(tuple(chunks), optimizer, grads, encoder_stages)
+    copies = sorted({c.rank for c in chunks if c.has_embedding or (c.has_logits and model.tied_embeddings)})
+    if not model.tied_embeddings or len(copies) < 2:
+        copies = []
+    return Workload(tuple(chunks), optimizer, grads, encoder_stages, tuple(copies),
+                    float(vocab_params * layout.grad_reduce_bytes) if copies else 0.0)
 
 
 def fp8_gemm_weights(model: ModelShape, chunks: list[ChunkCost] | tuple[ChunkCost, ...], rank: int, t: int) -> float:

@@ -37,6 +37,13 @@ class DataParallelCollectives:
         phases = () if self.free else self.phases(rank, kind, size_bytes)
         self.clock.call_urgently(self._phase, phases, 0, size_bytes, complete)
 
+    def run_groups(self, groups: tuple[tuple[int, ...], ...], kind: Collective, size_bytes: float,
+                   complete: Callable[[], None]) -> None:
+        """Run a collective of `kind` on `size_bytes` over the given GPU groups at once (e.g. the tied
+        embedding's copies across pipeline stages), then call `complete()`."""
+        phases = () if self.free else self.model.phases(kind, groups)  # the model caches them by groups
+        self.clock.call_urgently(self._phase, phases, 0, size_bytes, complete)
+
     def instant(self, rank: int, kind: Collective) -> bool:
         """Can a collective of `kind` on the rank's groups end at the instant it starts (no time to move bytes or
         no latency in a phase)?"""

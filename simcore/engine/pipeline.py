@@ -34,7 +34,9 @@ from simcore.engine.compute import ComputeStream
 from simcore.engine.context_parallel import ContextRing, CpTotals
 from simcore.engine.dp_collectives import DataParallelCollectives
 from simcore.engine.dp_sync import Gate, GradientSync
+from simcore.engine.embedding_sync import EmbeddingSync
 from simcore.engine.flows import FlowNetwork
+from simcore.engine.pass_spans import pass_label, record_pass_spans
 from simcore.engine.recorder import RankRecord, Recorder
 from simcore.engine.tp_links import TensorParallelLinks
 from topology.hardware import GpuSpec
@@ -101,6 +103,8 @@ class Engine:
         self.interference = (config.comm_sm_share > 0 and config.gpu is not None and layout.dp > 1
                              and not config.free_communication)
         self.sync = GradientSync(self.clock, layout, config.workload, self.dp_collectives, self.rec, self.replicas)
+        self.embedding = EmbeddingSync(self.clock, self.dp_collectives, config.placement, config.workload,
+                                       config.fidelity is Fidelity.REPRESENTATIVE)
         self.ring = ContextRing(self.clock, self.net, config.collectives, config.placement,
                                 config.fidelity is Fidelity.REPRESENTATIVE, config.free_communication, self.rec)
         # TP groups across nodes load the links (simcore/engine/tp_links.py), unless hidden under the GEMMs.
@@ -207,7 +211,7 @@ class Engine:
                 ends_late = not layout.overlap_grad_reduce
                 if not forward and not ends_late:
                     self.sync.backward_pass(replica, rank, i, start, start + duration)
-                yield from self.ring.run(replica, rank, plan, cp, track, _label(ps, layout.virtual_stages))
+                yield from self.ring.run(replica, rank, plan, cp, track, pass_label(ps, layout.virtual_stages))
                 if not forward and ends_late:
                     self.sync.backward_pass(replica, rank, i, clock.now, clock.now)
             else:
@@ -315,7 +319,7 @@ class Engine:
                 self.rec.span(track, "wait parameter gather", "dp_comm", waited, clock.now)
             if k + 1 < n:
                 pending = gates[k + 1]()
-            yield from self.ring.run(replica, rank, plan, cp, track, _label(ps, self.c.layout.virtual_stages),
+            yield from self.ring.run(replica, rank, plan, cp, track, pass_label(ps, self.c.layout.virtual_stages),
                                      range(k * layers // n, (k + 1) * layers // n), extra=k == 0)
 
     def _step(self, replica: int, rank: int, record: RankRecord, track: str, dp_done: Event,
@@ -328,6 +332,16 @@ class Engine:
         yield dp_done
         t["dp_comm"] += clock.now - waited
         self.rec.span(track, "wait dp", "dp_comm", waited, clock.now)
+        if self.embedding.holds_copy(rank):
+            waited = clock.now
+            yield self.embedding.wait(replica, record)
+            # As at the barrier below: until the latest pass ended this waits for the pipeline's drain (the
+            # first stage's last backward passes), after it for the all-reduce itself.
+            drain_end = min(max(self._passes_end, waited), clock.now)
+            t["bubble"] += drain_end - waited
+            t["dp_comm"] += clock.now - drain_end
+            self.rec.span(track, "idle: pipeline drain", "bubble", waited, drain_end)
+            self.rec.span(track, "wait embedding all-reduce", "dp_comm", drain_end, clock.now)
         waited = clock.now
         self._barrier_waiting += 1
         if self._barrier_waiting == self._ranks_total:
@@ -356,26 +370,8 @@ class Engine:
 
     def _pass_spans(self, track: str, ps: Pass, cost: ChunkCost, start: float, stretch: float,
                     tp_start: float | None = None) -> None:
-        """A pass as consecutive named spans: recomputation, compute and its tensor-parallel collectives; the
-        compute spans `stretch`ed by what interference added to the pass. With `tp_start` (TP on the links) the
-        kernels come first and the TP collectives run from `tp_start` to now."""
-        label = _label(ps, self.c.layout.virtual_stages)
-        if ps.direction != BACKWARD:
-            parts = [("compute", label, cost.forward_compute_s), ("tp_comm", "tp " + label, cost.forward_tp_s)]
-        else:
-            parts = [("recompute", "recompute " + label, cost.recompute_s - cost.recompute_tp_s),
-                     ("tp_comm", "tp recompute " + label, cost.recompute_tp_s),
-                     ("compute", label, cost.backward_compute_s), ("tp_comm", "tp " + label, cost.backward_tp_s)]
-        if tp_start is not None:
-            self.rec.span(track, "tp " + label, "tp_comm", tp_start, self.clock.now)
-            parts = [part for part in parts if part[0] != "tp_comm"]
-        kernels = sum(duration for category, _name, duration in parts if category != "tp_comm")
-        extra = (stretch - 1.0) * sum(duration for _c, _n, duration in parts)
-        for category, name, duration in parts:
-            if category != "tp_comm" and kernels > 0:
-                duration += extra * duration / kernels
-            self.rec.span(track, name, category, start, start + duration)
-            start += duration
+        record_pass_spans(self.rec, track, ps, cost, start, stretch, self.c.layout.virtual_stages, self.clock.now,
+                          tp_start)
 
     def _account_wait(self, t: dict[str, float], track: str, waited: float, produced: float, ps: Pass) -> None:
         now = self.clock.now
@@ -393,12 +389,9 @@ class Engine:
                 start(self.clock, self._rank(replica, rank))
         self.clock.run()
         iteration = max(r.end_s for r in self.rec.ranks)
-        events = self.events + self.sync.events + self.dp_collectives.events + self.net.events + self.ring.events
+        events = (self.events + self.sync.events + self.dp_collectives.events + self.net.events + self.ring.events
+                  + self.embedding.events)
         if self.tp_links is not None:
             events += self.tp_links.events
         return EngineResult(iteration, self.rec, events, len(self.rec.ranks))
 
-
-def _label(ps: Pass, virtual_stages: int) -> str:
-    label = f"{'fwd' if ps.direction != BACKWARD else 'bwd'} mb{ps.microbatch}"
-    return label + (f" chunk{ps.chunk}" if virtual_stages > 1 else "")
