@@ -31,7 +31,7 @@ from pydantic import (
 )
 
 from api_schemas.errors import WHOLE_REQUEST, FieldError, RequestError, from_validation_error
-from api_schemas.loading import parse_document, read_request_text
+from api_schemas.loading import Syntax, parse_document, read_request_text
 from api_schemas.request import (
     PARALLEL_DIMENSIONS,
     ClusterIn,
@@ -244,16 +244,17 @@ def _point_error(exc: ValidationError, index: int, point: dict[str, Any]) -> Req
     return RequestError(details)
 
 
-def _mapping(text: str, source: str, what: str) -> dict[str, Any]:
-    data = parse_document(text, source)
+def _mapping(text: str, source: str, what: str, syntax: Syntax | None = None) -> dict[str, Any]:
+    data = parse_document(text, source, syntax)
     if not isinstance(data, dict):
         raise RequestError.for_field(WHOLE_REQUEST, f"{source} must be a mapping ({what})")
     return data
 
 
-def parse_search_request(text: str, source: str = "<request>") -> SearchRequest:
-    """Parse a search request (or a simulation request, whose layout becomes the baseline)."""
-    data = _mapping(text, source, "model, cluster and global_batch_size")
+def parse_search_request(text: str, source: str = "<request>", syntax: Syntax | None = None) -> SearchRequest:
+    """Parse a search request (or a simulation request, whose layout becomes the baseline); `syntax` as for
+    parse_document."""
+    data = _mapping(text, source, "model, cluster and global_batch_size", syntax)
     return search_request_from(data)
 
 
