@@ -23,6 +23,13 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="CLUSTERSIM_", extra="ignore", frozen=True)
 
+    host: str = Field(default="127.0.0.1",
+                      description="address `clustersim serve` listens on when --host is not given; on a loopback "
+                      "address without a token, requests must name a local Host (DNS rebinding)")
+    allowed_hosts: str = Field(default="",
+                               description="comma-separated host names accepted in the Host and Origin headers "
+                               "besides localhost, 127.0.0.1 and ::1 (checked only on a loopback address without a "
+                               "token; '*' accepts any)")
     port: int = Field(default=8000, ge=0, le=65535,
                       description="TCP port of `clustersim serve` when --port is not given (and of the container's "
                       "health check)")
@@ -34,6 +41,11 @@ class Settings(BaseSettings):
     workers: int = Field(default_factory=_default_workers, ge=1,
                          description="simulation processes at once for jobs (and as many again for inline runs)")
     max_body_bytes: int = Field(default=1_000_000, ge=1, description="largest request body")
+    body_timeout_s: float = Field(default=30.0, gt=0,
+                                  description="time a client has to send a request body, from its headers (408)")
+    max_connections: int = Field(default=256, ge=1,
+                                 description="open connections `clustersim serve` accepts at once (uvicorn's "
+                                 "limit_concurrency); over it a request is answered 503")
     max_gpus: int = Field(default=16_384, ge=1, description="largest cluster a request may describe")
     max_microbatches: int = Field(default=8_192, ge=1, description="most microbatches per pipeline per iteration")
     max_inline_events: int = Field(default=500_000, ge=1,
@@ -53,7 +65,7 @@ class Settings(BaseSettings):
     worker_memory_mb: int | None = Field(default=None, ge=64,
                                          description="address-space limit of each simulation process; none if unset")
     api_token: SecretStr | None = Field(default=None,
-                                        description="when set, POST and DELETE need 'Authorization: Bearer TOKEN'")
+                                        description="when set, every /v1 route needs 'Authorization: Bearer TOKEN'")
 
     @field_validator("database")
     @classmethod

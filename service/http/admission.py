@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 from api_schemas import ClusterIn, FieldError, LayoutIn, RequestError, SimulationRequest, parse_request
 from api_schemas.compare import parse_comparison_request
+from api_schemas.loading import Syntax
 from api_schemas.search import SearchRequest, parse_search_request
 from service import convert as adapters
 from service.http.errors import ApiError, invalid, within_item
@@ -109,11 +110,12 @@ def _text(body: bytes) -> str:
         raise invalid(RequestError.for_field("request", "must be UTF-8 text")) from None
 
 
-def _parse(body: bytes, parser: Callable[..., T]) -> T:
-    """The body read by `parser` (one of api_schemas' parse_* functions); raise ApiError 422 naming the field."""
+def _parse(body: bytes, parser: Callable[..., T], syntax: Syntax | None) -> T:
+    """The body read by `parser` (one of api_schemas' parse_* functions) as `syntax` says (JSON, YAML, or YAML
+    then JSON); raise ApiError 422 naming the field."""
     text = _text(body)
     try:
-        return parser(text, source="the request body")
+        return parser(text, source="the request body", syntax=syntax)
     except RequestError as err:
         raise invalid(err) from None
     except (ValueError, RecursionError) as err:  # a number with thousands of digits, nesting past the stack
@@ -126,9 +128,10 @@ def _over(field: str, what: str, value: int, limit: int) -> ApiError:
                     [FieldError(field, f"{what} must be <= {limit}")], extra={"limit": limit})
 
 
-def admit(body: bytes, *, max_gpus: int, max_microbatches: int, max_events: int, inline: bool) -> Admitted:
+def admit(body: bytes, *, max_gpus: int, max_microbatches: int, max_events: int, inline: bool,
+          syntax: Syntax | None = None) -> Admitted:
     """Validate a body against the contract, the domain and the limits; raise ApiError (422 or 413)."""
-    return admit_request(_parse(body, parse_request), max_gpus=max_gpus, max_microbatches=max_microbatches,
+    return admit_request(_parse(body, parse_request, syntax), max_gpus=max_gpus, max_microbatches=max_microbatches,
                          max_events=max_events, inline=inline)
 
 
@@ -165,11 +168,12 @@ def admit_request(request: SimulationRequest, *, max_gpus: int, max_microbatches
     return Admitted(request, request.model_dump_json(), cache_key(request), events, request.options.trace)
 
 
-def admit_search(body: bytes, *, max_gpus: int, max_candidates: int, job_id: str) -> AdmittedSearch:
+def admit_search(body: bytes, *, max_gpus: int, max_candidates: int, job_id: str,
+                 syntax: Syntax | None = None) -> AdmittedSearch:
     """Validate a search body (or a simulation request: its layout becomes the baseline) and cap its
     bounds.max_candidates at `max_candidates`; raise ApiError (422, or 413 over the GPU limit). Cheap: the space
     is enumerated by the job, not here."""
-    request = _parse(body, parse_search_request)
+    request = _parse(body, parse_search_request, syntax)
     _refuse_big_ints(request)
     try:
         base = adapters.to_scenario(SimulationRequest(
@@ -196,10 +200,11 @@ class AdmittedComparison:
     requests: list[Admitted]
 
 
-def admit_comparison(body: bytes, *, max_gpus: int, max_microbatches: int, max_events: int) -> AdmittedComparison:
+def admit_comparison(body: bytes, *, max_gpus: int, max_microbatches: int, max_events: int,
+                     syntax: Syntax | None = None) -> AdmittedComparison:
     """Validate a comparison body, then admit each of its requests as an inline simulation (the same rules and
     limits as POST /v1/simulations); raise ApiError (422 or 413) naming the field as ``requests[i].layout.tp``."""
-    comparison = _parse(body, parse_comparison_request)
+    comparison = _parse(body, parse_comparison_request, syntax)
     admitted = []
     for index, request in enumerate(comparison.requests):
         try:

@@ -7,7 +7,7 @@ from service.http import errors
 from service.http.admission import Admitted
 from service.http.context import Service
 from service.http.errors import ApiError
-from service.jobs.pool import RunResult
+from service.jobs.pool import WORKER_DIED, RunResult
 from service.jobs.store import CachedResult
 from service.settings import Settings
 
@@ -49,6 +49,10 @@ def _inline_error(outcome: RunResult, settings: Settings) -> ApiError:
     if outcome.error_type == "MemoryError":
         return ApiError(413, "too_large", "the simulation ran out of its memory limit",
                         extra={"limit": settings.worker_memory_mb})
+    if outcome.error_type == WORKER_DIED:
+        return ApiError(503, "worker_died", f"{outcome.message}; the service is up, retry later or with a "
+                        "smaller request", extra={"limit_mb": settings.worker_memory_mb},
+                        headers={"Retry-After": "5"})
     if outcome.error_type in _INPUT_ERRORS:
         return errors.invalid_details([("request", f"cannot be simulated: {outcome.message}")])
     raise RuntimeError(f"simulation failed: {outcome.error_type}: {outcome.message}")

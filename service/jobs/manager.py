@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from service.jobs.errors import JobFinished, JobNotFinished, JobNotFound, NoTrace, QueueFull
-from service.jobs.pool import RunResult, WorkerPool
+from service.jobs.pool import WORKER_DIED, RunResult, WorkerPool
 from service.jobs.store import CachedResult, JobRow, Store
 
 __all__ = ["JobManager", "Submission"]
@@ -189,6 +189,7 @@ class JobManager:
             self._store.finish(job.id, "timed_out", _error(
                 "timeout", f"the {job.kind} ran past the wall-time limit of {self._timeout_s:g} s"))
         elif outcome.status == "error":
-            code = "out_of_memory" if outcome.error_type == "MemoryError" else "simulation_error"
+            code = {"MemoryError": "out_of_memory", WORKER_DIED: "worker_died"}.get(outcome.error_type,
+                                                                                  "simulation_error")
             self._store.finish(job.id, "failed", _error(code, f"{outcome.error_type}: {outcome.message}"))
         # cancelled: the DELETE already stored it

@@ -12,21 +12,20 @@ from fastapi.responses import JSONResponse, Response
 
 from api_schemas import SimulationRequest, SimulationResult
 from service.http.context import AUTHORIZED, ServiceDep
-from service.http.httpio import accepted, job_status, read_body, result_response, wants_trace
+from service.http.httpio import accepted, job_status, read_document, result_response, wants_trace
 from service.http.models import JobPage, JobState, JobStatus
 from service.http.openapi import ERROR, accepted_job, body_of
 
-router = APIRouter(tags=["jobs"])
+router = APIRouter(tags=["jobs"], dependencies=AUTHORIZED)
 
 
 @router.post("/v1/jobs", status_code=202, openapi_extra=body_of(SimulationRequest), response_model=JobStatus,
-             dependencies=AUTHORIZED,
              responses={202: accepted_job("accepted; Location names the job"),
-                        401: ERROR, 413: ERROR, 422: ERROR, 429: ERROR})
+                        401: ERROR, 408: ERROR, 413: ERROR, 415: ERROR, 422: ERROR, 429: ERROR})
 async def submit_job(request: Request, svc: ServiceDep) -> JSONResponse:
     """Accept a request as a background job: 202 with the job and a Location header."""
-    body = await read_body(request, svc.settings.max_body_bytes)
-    admitted = await asyncio.to_thread(svc.admit, body, False)
+    body, syntax = await read_document(request, svc.settings)
+    admitted = await asyncio.to_thread(svc.admit, body, False, syntax)
     return accepted(svc.jobs.submit(admitted.submission()))
 
 
@@ -68,7 +67,7 @@ async def get_job_trace(job_id: str, svc: ServiceDep) -> Response:
     return Response(zlib.decompress(svc.jobs.trace(job_id)), media_type="application/json")
 
 
-@router.delete("/v1/jobs/{job_id}", response_model=JobStatus, dependencies=AUTHORIZED,
+@router.delete("/v1/jobs/{job_id}", response_model=JobStatus,
                responses={401: ERROR, 404: ERROR, 409: ERROR})
 async def cancel_job(job_id: str, svc: ServiceDep) -> JobStatus:
     """Cancel a queued or running job (409 if it has finished)."""

@@ -34,7 +34,7 @@ SEARCH: dict[str, Any] = {
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     settings = Settings(database=str(tmp_path_factory.mktemp("search") / "api.db"), workers=2,
                         max_search_candidates=2)
-    with TestClient(create_app(settings)) as c:
+    with TestClient(create_app(settings), base_url="http://localhost") as c:
         yield c
 
 
@@ -115,7 +115,7 @@ def test_missing_fields_and_unreadable_bodies_are_422(client: TestClient) -> Non
 
 def test_a_search_over_the_gpu_limit_is_413(tmp_path: Path) -> None:
     settings = Settings(database=str(tmp_path / "small.db"), workers=1, max_gpus=4)
-    with TestClient(create_app(settings)) as c:
+    with TestClient(create_app(settings), base_url="http://localhost") as c:
         response = c.post("/v1/searches", json=SEARCH)
     assert response.status_code == 413
     assert response.json()["error"]["details"][0]["field"] == "cluster.num_nodes"
@@ -159,7 +159,7 @@ def test_a_search_job_left_running_runs_again_after_a_restart(tmp_path: Path) ->
         assert claimed is not None and claimed.status == "running"
     finally:
         store.close()
-    with TestClient(create_app(Settings(database=str(path), workers=1))) as c:
+    with TestClient(create_app(Settings(database=str(path), workers=1)), base_url="http://localhost") as c:
         done = wait_done(c, "interrupted")
         assert done["status"] == "succeeded" and done["kind"] == "search" and done["attempts"] == 2
         assert c.get("/v1/jobs/interrupted/result").json()["top"]
