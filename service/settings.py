@@ -11,6 +11,8 @@ import os
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from service.limits import MIB, Limits, machine_memory_bytes
+
 __all__ = ["Settings"]
 
 
@@ -52,6 +54,10 @@ class Settings(BaseSettings):
                                    description="estimated engine events above which POST /v1/simulations says "
                                    "413 and points to jobs (about 3 s of simulation)")
     max_job_events: int = Field(default=20_000_000, ge=1, description="estimated engine events a job may need")
+    max_inline_seconds: float = Field(default=20.0, gt=0,
+                                      description="estimated CPU seconds above which POST /v1/simulations says 413 "
+                                      "and points to jobs")
+    max_job_seconds: float = Field(default=1800.0, gt=0, description="estimated CPU seconds a job may need")
     max_search_candidates: int = Field(default=200, ge=1,
                                        description="most layouts one POST /v1/searches job simulates (caps the "
                                        "request's bounds.max_candidates)")
@@ -63,7 +69,8 @@ class Settings(BaseSettings):
     max_job_attempts: int = Field(default=3, ge=1,
                                   description="starts of a job, counting reruns after a restart, before it fails")
     worker_memory_mb: int | None = Field(default=None, ge=64,
-                                         description="address-space limit of each simulation process; none if unset")
+                                         description="address-space limit of each simulation process; unset: the "
+                                         "machine's memory shared by 2 x workers processes (at least 1024)")
     api_token: SecretStr | None = Field(default=None,
                                         description="when set, every /v1 route needs 'Authorization: Bearer TOKEN'")
 
@@ -73,6 +80,20 @@ class Settings(BaseSettings):
         if "://" in value and not value.startswith("sqlite://"):
             raise ValueError("only SQLite is supported: give a file path or a sqlite:/// URL")
         return value
+
+    def memory_cap_mb(self) -> int:
+        """The memory cap of each simulation process: `worker_memory_mb`, or the machine's memory shared by the
+        2 x workers processes that may run at once (jobs and inline runs), at least 1 GiB."""
+        if self.worker_memory_mb is not None:
+            return self.worker_memory_mb
+        return max(1024, machine_memory_bytes() // (2 * self.workers) // MIB)
+
+    def limits(self, inline: bool) -> Limits:
+        """What one simulation may be and cost: an inline one, or a job (and a CLI run)."""
+        return Limits(max_gpus=self.max_gpus, max_microbatches=self.max_microbatches,
+                      max_events=self.max_inline_events if inline else self.max_job_events,
+                      max_seconds=self.max_inline_seconds if inline else self.max_job_seconds,
+                      memory_bytes=self.memory_cap_mb() * MIB)
 
     def database_path(self) -> str:
         """The SQLite file path: ``database`` itself, or the path of a ``sqlite:///`` URL."""

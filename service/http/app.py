@@ -42,7 +42,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         svc.store = Store(s.database_path())
-        svc.pool = WorkerPool(threads=2 * s.workers + 2, memory_mb=s.worker_memory_mb)
+        svc.pool = WorkerPool(threads=2 * s.workers + 2, memory_mb=s.memory_cap_mb())
         svc.inline = InlineSlots(s.workers, s.max_queued_jobs)
         await asyncio.to_thread(svc.pool.warm)
         svc.jobs = JobManager(svc.store, svc.pool, workers=s.workers, max_queued=s.max_queued_jobs,

@@ -39,9 +39,7 @@ class Service:
 
     def admit(self, body: bytes, inline: bool, syntax: Syntax | None = None) -> Admitted:
         """A simulation body admitted under the inline or the job limits (ApiError 422 or 413 otherwise)."""
-        s = self.settings
-        return admit(body, max_gpus=s.max_gpus, max_microbatches=s.max_microbatches,
-                     max_events=s.max_inline_events if inline else s.max_job_events, inline=inline, syntax=syntax)
+        return admit(body, self.settings, inline=inline, syntax=syntax)
 
     def admit_search(self, body: bytes, job_id: str, syntax: Syntax | None = None) -> AdmittedSearch:
         s = self.settings
@@ -49,9 +47,7 @@ class Service:
                             syntax=syntax)
 
     def admit_comparison(self, body: bytes, syntax: Syntax | None = None) -> AdmittedComparison:
-        s = self.settings
-        return admit_comparison(body, max_gpus=s.max_gpus, max_microbatches=s.max_microbatches,
-                                max_events=s.max_inline_events, syntax=syntax)
+        return admit_comparison(body, self.settings, syntax)
 
 
 def service(request: Request) -> Service:

@@ -48,10 +48,10 @@ def _inline_error(outcome: RunResult, settings: Settings) -> ApiError:
                         "submit it as a job: POST /v1/jobs", extra={"jobs": "/v1/jobs"})
     if outcome.error_type == "MemoryError":
         return ApiError(413, "too_large", "the simulation ran out of its memory limit",
-                        extra={"limit": settings.worker_memory_mb})
+                        extra={"limit": settings.memory_cap_mb()})
     if outcome.error_type == WORKER_DIED:
         return ApiError(503, "worker_died", f"{outcome.message}; the service is up, retry later or with a "
-                        "smaller request", extra={"limit_mb": settings.worker_memory_mb},
+                        "smaller request", extra={"limit_mb": settings.memory_cap_mb()},
                         headers={"Retry-After": "5"})
     if outcome.error_type in _INPUT_ERRORS:
         return errors.invalid_details([("request", f"cannot be simulated: {outcome.message}")])
