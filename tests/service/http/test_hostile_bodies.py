@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 from conftest import LARGE, Server, descendants, request_doc
 from fastapi.testclient import TestClient
 
@@ -158,6 +159,25 @@ def test_a_simulation_process_that_dies_is_503_worker_died_not_500(tmp_path: Pat
         assert "SIGKILL" in error["message"]
         assert response.headers["retry-after"]
         assert c.get("/healthz").status_code == 200  # the service itself is fine
+
+
+def _simulation_processes() -> set[int]:
+    me = os.getpid()
+    return set(descendants(me)) - set(_children(me))
+
+
+def test_a_comparison_that_fails_ends_its_other_simulations(tmp_path: Path) -> None:
+    settings = Settings(database=str(tmp_path / "cmp.db"), workers=1, inline_timeout_s=1.5)
+    large = yaml.safe_load(LARGE.read_text(encoding="utf-8"))
+    requests = [{**large, "options": {"seed": seed}} for seed in (1, 2, 3)]  # no cache hits: each would run
+    with TestClient(create_app(settings), base_url="http://localhost") as c:
+        response = c.post("/v1/comparisons", json={"requests": requests})
+        error = error_of(response, 413, "too_large_for_inline")
+        assert error["message"].startswith("requests[0]")
+        deadline = time.monotonic() + 1.0  # before: the second and third ran for 1.5 s each after the answer
+        while _simulation_processes() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _simulation_processes()
 
 
 # --- connections and access, on a real server ------------------------------------------------------------------
