@@ -197,9 +197,11 @@ class Store:
         return cur.rowcount == 1
 
     def requeue(self, job_id: str) -> None:
-        """Put a running job back in the queue (the service is stopping; it runs again after the restart)."""
+        """Put a running job back in the queue (the service is stopping; it runs again after the restart). The
+        interrupted run does not count as an attempt: only runs that a crash ended do (see `recover`)."""
         with self._transaction() as db:
-            db.execute("UPDATE jobs SET status = 'queued' WHERE id = ? AND status = 'running'", (job_id,))
+            db.execute("UPDATE jobs SET status = 'queued', attempts = MAX(attempts - 1, 0) "
+                       "WHERE id = ? AND status = 'running'", (job_id,))
 
     def recover(self, max_attempts: int, error: str) -> tuple[int, int]:
         """At start-up: jobs left running by a process that died are queued again, unless they have had
