@@ -3,7 +3,7 @@ with their trace, full-fidelity runs, every ZeRO stage with and without overlap 
 several NICs per node, comparisons), each run in a simulation process as the service runs it, against
 `simcore.estimate.estimate_cost`: the ratio of the actual wall time and peak memory to the estimate.
 
-    python bench/admission.py [--requests 200] [--seed 1] [--json OUT]
+    python bench/admission.py [--requests 200] [--seed 2] [--json OUT]
 
 Target: every ratio within 3x (1/3 to 3) and every run within the limits it was admitted under.
 """
@@ -136,7 +136,7 @@ def summary(rows: list[dict[str, Any]]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=200)
-    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=2, help="seeds 7 and 1 made the runs the costs were fitted on")
     parser.add_argument("--json", metavar="OUT", help="write every row as JSON")
     args = parser.parse_args()
     rows = asyncio.run(_run(args.requests, args.seed))

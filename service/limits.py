@@ -49,6 +49,7 @@ class Limits:
     max_events: int
     max_seconds: float
     memory_bytes: int
+    max_trace_bytes: int
 
     def _over(self, cost: Cost) -> LimitError | None:
         if cost.events > self.max_events:
@@ -61,6 +62,11 @@ class Limits:
                               f"{self.max_seconds:g} s", {"estimated_events": cost.events,
                                                           "estimated_seconds": round(cost.seconds, 3),
                                                           "limit_s": self.max_seconds})
+        if cost.trace_bytes > self.max_trace_bytes:
+            return LimitError("options.trace", f"estimated trace must be <= {self.max_trace_bytes} bytes",
+                              f"this simulation's trace would be about {cost.trace_bytes // MIB} MiB compressed, "
+                              f"over the limit of {self.max_trace_bytes // MIB} MiB",
+                              {"estimated_trace_bytes": cost.trace_bytes, "limit_bytes": self.max_trace_bytes})
         allowed = int(self.memory_bytes * MEMORY_HEADROOM)
         if cost.memory_bytes > allowed:
             return LimitError("request", f"estimated memory must be <= {allowed // MIB} MiB",

@@ -58,6 +58,12 @@ class Settings(BaseSettings):
                                       description="estimated CPU seconds above which POST /v1/simulations says 413 "
                                       "and points to jobs")
     max_job_seconds: float = Field(default=1800.0, gt=0, description="estimated CPU seconds a job may need")
+    max_trace_bytes: int = Field(default=256 * 1024 * 1024, ge=1024,
+                                 description="largest stored (gzip) trace: a run whose estimated trace is larger is "
+                                 "refused (413), one whose trace turns out larger fails (trace_too_large)")
+    retention_days: float = Field(default=30.0, ge=0,
+                                  description="finished jobs, and results no job refers to, older than this are "
+                                  "deleted (hourly); 0 keeps everything")
     max_search_candidates: int = Field(default=200, ge=1,
                                        description="most layouts one POST /v1/searches job simulates (caps the "
                                        "request's bounds.max_candidates)")
@@ -93,7 +99,7 @@ class Settings(BaseSettings):
         return Limits(max_gpus=self.max_gpus, max_microbatches=self.max_microbatches,
                       max_events=self.max_inline_events if inline else self.max_job_events,
                       max_seconds=self.max_inline_seconds if inline else self.max_job_seconds,
-                      memory_bytes=self.memory_cap_mb() * MIB)
+                      memory_bytes=self.memory_cap_mb() * MIB, max_trace_bytes=self.max_trace_bytes)
 
     def database_path(self) -> str:
         """The SQLite file path: ``database`` itself, or the path of a ``sqlite:///`` URL."""

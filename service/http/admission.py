@@ -163,14 +163,15 @@ def admit_request(request: SimulationRequest, settings: Settings, *, inline: boo
         rule = "cannot be simulated: " + " ".join(str(err).split())[:200]
         raise invalid(RequestError.for_field("request", rule)) from None
     try:
-        cost = admit_scenario(as_job, settings.limits(inline=False))
+        cost = admit_scenario(as_inline if inline else as_job, settings.limits(inline=inline))
     except LimitError as err:
-        raise _over_limit(err, request, "too_large") from None
-    if inline:
-        try:
-            cost = admit_scenario(as_inline, settings.limits(inline=True))
-        except LimitError as err:
-            raise _over_limit(err, request, "too_large_for_inline", jobs=True) from None
+        if not inline:
+            raise _over_limit(err, request, "too_large") from None
+        try:  # a job could run it: say so
+            admit_scenario(as_job, settings.limits(inline=False))
+        except LimitError as job_err:
+            raise _over_limit(job_err, request, "too_large") from None
+        raise _over_limit(err, request, "too_large_for_inline", jobs=True) from None
     return Admitted(request, request.model_dump_json(), cache_key(request), cost.events, request.options.trace)
 
 

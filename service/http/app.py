@@ -46,7 +46,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         svc.inline = InlineSlots(s.workers, s.max_queued_jobs)
         await asyncio.to_thread(svc.pool.warm)
         svc.jobs = JobManager(svc.store, svc.pool, workers=s.workers, max_queued=s.max_queued_jobs,
-                              timeout_s=s.job_timeout_s, max_attempts=s.max_job_attempts)
+                              timeout_s=s.job_timeout_s, max_attempts=s.max_job_attempts,
+                              max_trace_bytes=s.max_trace_bytes, retention_s=s.retention_days * 86400)
         svc.jobs.start()
         svc.ready = True
         try:

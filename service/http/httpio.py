@@ -8,22 +8,21 @@ import asyncio
 import json
 import logging
 import time
-import zlib
 from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse
 from starlette.requests import ClientDisconnect
 
 from api_schemas.loading import Syntax
 from service.http.errors import ApiError
 from service.http.models import JobStatus, job_links
-from service.jobs.store import CachedResult, JobRow
+from service.jobs.store import JobRow
 from service.settings import Settings
 
 __all__ = ["ACCEPTED_TYPES", "EVENTS_PER_S", "accepted", "body_syntax", "job_status", "read_body", "read_document",
-           "result_response", "wants_trace"]
+           "wants_trace"]
 
 log = logging.getLogger("clustersim.service")
 
@@ -92,14 +91,6 @@ async def read_document(request: Request, settings: Settings) -> tuple[bytes, Sy
     is read, then `read_body` under the settings' size and time limits."""
     syntax = body_syntax(request)
     return await read_body(request, settings.max_body_bytes, settings.body_timeout_s), syntax
-
-
-def result_response(cached: CachedResult, include_trace: bool, headers: dict[str, str] | None = None) -> Response:
-    """The result JSON as stored; with the Chrome trace under "trace" when asked for (options.trace)."""
-    body = cached.result.encode("utf-8")
-    if include_trace and cached.trace is not None:
-        body = body[:-1] + b', "trace": ' + zlib.decompress(cached.trace) + b"}"
-    return Response(body, media_type="application/json", headers=headers)
 
 
 def wants_trace(job: JobRow) -> bool:

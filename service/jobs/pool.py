@@ -30,7 +30,7 @@ RunStatus = Literal["ok", "invalid", "error", "timeout", "cancelled"]
 
 @dataclass(frozen=True, slots=True)
 class RunResult:
-    """How a run ended. ok: `result` JSON and `trace` (zlib, or None), and what the run took; invalid: `details`
+    """How a run ended. ok: `result` JSON and `trace` (gzip, or None), and what the run took; invalid: `details`
     (field, rule); error: `error_type` and `message`; timeout and cancelled: nothing more."""
 
     status: RunStatus

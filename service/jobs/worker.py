@@ -3,10 +3,10 @@
 A search job runs `run_search` instead: the layout search on the in-process ("inline") executor, no nested
 process pool; its "ok" message carries the search result document and no trace.
 
-The message is ``("ok", result_json, trace_zlib_or_None, cpu_seconds, peak_rss_bytes)``,
+The message is ``("ok", result_json, trace_gzip_or_None, cpu_seconds, peak_rss_bytes)``,
 ``("invalid", [(field, rule), ...])`` or ``("error", exception_type_name, one_line_message, traceback_text)``.
 The result JSON is exactly what ``clustersim simulate`` prints (`adapters.to_response`), without the trace; the
-trace is the Chrome trace JSON, zlib-compressed. The forkserver preloads this module so that a new process
+trace is the Chrome trace JSON, gzip-compressed. The forkserver preloads this module so that a new process
 starts in milliseconds.
 """
 
@@ -87,7 +87,8 @@ def run(request_json: str, keep_spans: bool, memory_mb: int | None, conn: Connec
         outcome = simulate(scenario)
         trace = None
         if keep_spans:
-            trace = zlib.compress(json.dumps(adapters.chrome_trace(outcome.spans)).encode("utf-8"), 6)
+            packer = zlib.compressobj(6, zlib.DEFLATED, 16 + zlib.MAX_WBITS)  # gzip, as it is served
+            trace = packer.compress(json.dumps(adapters.chrome_trace(outcome.spans)).encode("utf-8")) + packer.flush()
         return ("ok", json.dumps(adapters.to_response(outcome)), trace)
 
     _serve(work, memory_mb, conn, alive)

@@ -4,7 +4,6 @@ and the Chrome trace of a job; DELETE cancels one. A search job (POST /v1/search
 from __future__ import annotations
 
 import asyncio
-import zlib
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
@@ -12,9 +11,10 @@ from fastapi.responses import JSONResponse, Response
 
 from api_schemas import SimulationRequest, SimulationResult
 from service.http.context import AUTHORIZED, ServiceDep
-from service.http.httpio import accepted, job_status, read_document, result_response, wants_trace
+from service.http.httpio import accepted, job_status, read_document, wants_trace
 from service.http.models import JobPage, JobState, JobStatus
 from service.http.openapi import ERROR, accepted_job, body_of
+from service.http.traces import result_response, trace_response
 
 router = APIRouter(tags=["jobs"], dependencies=AUTHORIZED)
 
@@ -55,16 +55,16 @@ async def get_job_result(job_id: str, svc: ServiceDep) -> Response:
     """The result of a succeeded job (409 until then); with the trace if the request asked for it. A search
     job's result is the search result document."""
     job, cached = svc.jobs.result(job_id)
-    return result_response(cached, job.kind == "simulation" and wants_trace(job))
+    return result_response(svc.store, cached, job.kind == "simulation" and wants_trace(job))
 
 
 @router.get("/v1/jobs/{job_id}/trace",
             responses={200: {"content": {"application/json": {"schema": {"type": "object"}}},
                              "description": "Chrome trace (Trace Event Format), for Perfetto"},
                        404: ERROR, 409: ERROR})
-async def get_job_trace(job_id: str, svc: ServiceDep) -> Response:
+async def get_job_trace(job_id: str, request: Request, svc: ServiceDep) -> Response:
     """The Chrome trace of a succeeded simulation job (Perfetto, chrome://tracing); 409 for a search job."""
-    return Response(zlib.decompress(svc.jobs.trace(job_id)), media_type="application/json")
+    return trace_response(request, svc.store, svc.jobs.trace(job_id))
 
 
 @router.delete("/v1/jobs/{job_id}", response_model=JobStatus,

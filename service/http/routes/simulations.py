@@ -9,9 +9,10 @@ from fastapi.responses import Response
 
 from api_schemas import SimulationRequest, SimulationResult
 from service.http.context import AUTHORIZED, ServiceDep
-from service.http.httpio import read_document, result_response
+from service.http.httpio import read_document
 from service.http.inline import busy, cached, run_inline
 from service.http.openapi import ERROR, body_of
+from service.http.traces import result_response
 
 router = APIRouter(tags=["simulations"], dependencies=AUTHORIZED)
 
@@ -25,8 +26,8 @@ async def run_simulation(request: Request, svc: ServiceDep) -> Response:
     admitted = await asyncio.to_thread(svc.admit, body, True, syntax)
     hit = cached(svc, admitted, admitted.trace)
     if hit is not None:
-        return result_response(hit, admitted.trace, {"X-Clustersim-Cache": "hit"})
+        return result_response(svc.store, hit, admitted.trace, {"X-Clustersim-Cache": "hit"})
     if svc.inline.full:
         raise busy()
     result = await run_inline(svc, admitted, admitted.trace)
-    return result_response(result, admitted.trace, {"X-Clustersim-Cache": "miss"})
+    return result_response(svc.store, result, admitted.trace, {"X-Clustersim-Cache": "miss"})

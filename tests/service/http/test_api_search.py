@@ -126,7 +126,7 @@ def test_a_search_over_the_gpu_limit_is_413(tmp_path: Path) -> None:
 
 def test_a_search_size_over_the_gpu_limit_is_413_naming_it(tmp_path: Path) -> None:
     settings = Settings(database=str(tmp_path / "small.db"), workers=1, max_gpus=16)
-    with TestClient(create_app(settings)) as c:
+    with TestClient(create_app(settings), base_url="http://localhost") as c:
         response = c.post("/v1/searches", json={**SEARCH, "space": {"num_nodes": [1, 2, 4]}})
     assert response.status_code == 413
     assert response.json()["error"]["details"][0]["field"] == "space.num_nodes[2]"
