@@ -24,6 +24,7 @@ from pydantic import (
     ConfigDict,
     Field,
     StrictBool,
+    StrictInt,
     StrictStr,
     ValidationError,
     ValidationInfo,
@@ -40,6 +41,7 @@ from api_schemas.request import (
     NonNegativeFloat,
     OptionsIn,
     PositiveFloat,
+    Samples,
     SimulationRequest,
     Size,
     TrainingIn,
@@ -71,9 +73,13 @@ def _distinct(values: list[Any] | None) -> list[Any] | None:
     return out
 
 
+# The most values one list of the search space may hold (a space's size is the product of its lists').
+MAX_CHOICES = 64
+
+
 def _choices(description: str | None = None) -> Any:
-    """A list of values to try (at least one); None: generated."""
-    return Field(default=None, min_length=1, description=description)
+    """A list of values to try (at least one, at most MAX_CHOICES); None: generated."""
+    return Field(default=None, min_length=1, max_length=MAX_CHOICES, description=description)
 
 
 class SearchSpaceIn(BaseModel):
@@ -101,8 +107,8 @@ class SearchSpaceIn(BaseModel):
         default=["bf16"], min_length=1, description="fp8 needs a GPU with FP8 tensor cores (Hopper or later)")
     fp8_recipe: list[Literal["tensorwise", "rowwise", "mxfp8", "blockwise"]] = Field(
         default=["tensorwise"], min_length=1, description="the FP8 recipes tried where precision is fp8")
-    max_microbatch_size: Size = 8
-    max_virtual_stages: Size = 8
+    max_microbatch_size: Annotated[StrictInt, Field(ge=1, le=1024)] = 8
+    max_virtual_stages: Annotated[StrictInt, Field(ge=1, le=64)] = 8
     min_free_memory_gib: NonNegativeFloat = Field(
         default=0.0, description="discard layouts that leave less than this free per GPU")
     num_nodes: list[Size] | None = _choices(
@@ -154,7 +160,7 @@ class SearchRequest(BaseModel):
 
     model: ModelIn
     cluster: ClusterIn
-    global_batch_size: Size
+    global_batch_size: Samples
     space: SearchSpaceIn = Field(default_factory=SearchSpaceIn)
     bounds: SearchBoundsIn = Field(default_factory=SearchBoundsIn)
     baseline: LayoutIn | None = Field(default=None, description="a layout to compare the best with (simulated too)")

@@ -67,6 +67,9 @@ class Settings(BaseSettings):
     max_search_candidates: int = Field(default=200, ge=1,
                                        description="most layouts one POST /v1/searches job simulates (caps the "
                                        "request's bounds.max_candidates)")
+    max_search_space: int = Field(default=4_000_000, ge=1,
+                                  description="most layouts a search's space may generate, by an upper bound "
+                                  "checked before POST /v1/searches answers (413)")
     max_queued_jobs: int = Field(default=100, ge=1,
                                  description="jobs waiting for a worker (and inline runs waiting for one) before "
                                  "429")

@@ -22,6 +22,7 @@ from service.http.errors import ApiError, invalid, within_item
 from service.jobs.manager import Submission
 from service.limits import LimitError, admit_scenario
 from service.search import prepare as prepare_search
+from service.search import space_size_bound
 from service.settings import Settings
 from simcore import VERSION, SpecError, check
 
@@ -175,11 +176,12 @@ def admit_request(request: SimulationRequest, settings: Settings, *, inline: boo
     return Admitted(request, request.model_dump_json(), cache_key(request), cost.events, request.options.trace)
 
 
-def admit_search(body: bytes, *, max_gpus: int, max_candidates: int, job_id: str,
+def admit_search(body: bytes, *, max_gpus: int, max_candidates: int, job_id: str, max_space: int = 2**62,
                  syntax: Syntax | None = None) -> AdmittedSearch:
     """Validate a search body (or a simulation request: its layout becomes the baseline) and cap its
-    bounds.max_candidates at `max_candidates`; raise ApiError (422, or 413 over the GPU limit). Cheap: the space
-    is enumerated by the job, not here."""
+    bounds.max_candidates at `max_candidates`; raise ApiError (422 for any invalid part, baseline and space
+    included, or 413 over the GPU limit or when the space could hold more than `max_space` layouts). Cheap: the
+    space is bounded from its number of choices and enumerated by the job, not here."""
     request = _parse(body, parse_search_request, syntax)
     _refuse_big_ints(request)
     try:
@@ -190,6 +192,12 @@ def admit_search(body: bytes, *, max_gpus: int, max_candidates: int, job_id: str
     for i, size in enumerate(sizes):
         if size.num_gpus > max_gpus:
             raise _over(f"space.num_nodes[{i}]", "GPU count", size.num_gpus, max_gpus)
+    layouts = space_size_bound(request, base, sizes)
+    if layouts > max_space:
+        raise ApiError(413, "too_large", f"the search space may hold up to {layouts} layouts, over this service's "
+                       f"limit of {max_space}; list fewer values in space", [FieldError(
+                           "space", f"layouts generated must be <= {max_space} (bound {layouts})")],
+                       extra={"estimated_layouts": layouts, "limit": max_space})
     asked = request.bounds.max_candidates
     bounds = request.bounds.model_copy(update={"max_candidates": min(asked, max_candidates)
                                                if asked is not None else max_candidates})

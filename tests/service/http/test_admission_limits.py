@@ -82,3 +82,31 @@ def test_the_cli_has_the_services_limits_and_no_limits_lifts_them(tmp_path: Path
     assert code == 2 and str(SMALL) in err, err
     code, out, _ = run_cli(capsys, "simulate", str(SMALL), "--no-limits")
     assert code == 0 and out.startswith("{")
+
+
+SEARCH: dict[str, Any] = {"model": {"preset": "gpt3-1.3b"}, "cluster": {"preset": "dgx-a100", "num_nodes": 1},
+                          "global_batch_size": 32, "space": {"tp": [1, 2], "pp": [1, 2]},
+                          "bounds": {"max_candidates": 2}}
+
+
+def test_a_search_is_checked_whole_before_202(client: TestClient) -> None:
+    bad_baseline = {**SEARCH, "baseline": {"dp": 4, "tp": 4, "pp": 4, "global_batch_size": 32}}  # 64 != 8 GPUs
+    response = client.post("/v1/searches", json=bad_baseline)
+    assert response.status_code == 422, response.text
+    assert response.json()["error"]["details"][0]["field"].startswith("baseline.")
+    huge_batch = {**SEARCH, "global_batch_size": 2**60}
+    response = client.post("/v1/searches", json=huge_batch)
+    assert response.status_code == 422 and response.json()["error"]["details"][0]["field"] == "global_batch_size"
+    long_list = {**SEARCH, "space": {"microbatch_size": list(range(1, 1000))}}
+    assert client.post("/v1/searches", json=long_list).status_code == 422
+
+
+def test_a_search_space_over_the_bound_is_413_before_anything_is_enumerated(tmp_path: Path) -> None:
+    settings = Settings(database=str(tmp_path / "s.db"), workers=1, max_search_space=100_000)
+    with TestClient(create_app(settings), base_url="http://localhost") as c:
+        wide = {**SEARCH, "cluster": {"preset": "dgx-a100", "num_nodes": 128}, "space": {}}
+        response = c.post("/v1/searches", json=wide)
+        assert response.status_code == 413, response.text
+        error = response.json()["error"]
+        assert error["details"][0]["field"] == "space" and error["estimated_layouts"] > error["limit"] == 100_000
+        assert c.post("/v1/searches", json=SEARCH).status_code == 202
