@@ -31,7 +31,8 @@ from service.settings import Settings  # noqa: E402
 from simcore import check  # noqa: E402
 from simcore.estimate import Cost  # noqa: E402
 
-MODELS = ["gpt3-125m", "gpt3-350m", "gpt3-1.3b", "gpt3-2.7b", "gpt3-6.7b", "t5-base", "t5-large", "bert-large", "llama3-8b"]
+MODELS = ["gpt3-125m", "gpt3-350m", "gpt3-1.3b", "gpt3-2.7b", "gpt3-6.7b", "t5-base", "t5-large", "bert-large",
+          "llama3-8b"]
 KINDS = ["inline", "job", "full", "zero2", "zero3", "zero3-buckets", "nics", "comparison"]
 
 
