@@ -9,11 +9,11 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
 
-from api_schemas import SimulationRequest, SimulationResult
+from api_schemas import SimulationRequest
 from service.http.context import AUTHORIZED, ServiceDep
 from service.http.httpio import accepted, job_status, read_document, wants_trace
 from service.http.models import JobPage, JobState, JobStatus
-from service.http.openapi import ERROR, accepted_job, body_of
+from service.http.openapi import ERROR, JOB_RESULT, accepted_job, body_of
 from service.http.traces import result_response, trace_response
 
 router = APIRouter(tags=["jobs"], dependencies=AUTHORIZED)
@@ -50,7 +50,7 @@ async def get_job(job_id: str, svc: ServiceDep) -> JobStatus:
 
 
 @router.get("/v1/jobs/{job_id}/result",
-            responses={200: {"model": SimulationResult, "description": "the result"}, 404: ERROR, 409: ERROR})
+            responses={200: JOB_RESULT, 401: ERROR, 404: ERROR, 409: ERROR})
 async def get_job_result(job_id: str, svc: ServiceDep) -> Response:
     """The result of a succeeded job (409 until then); with the trace if the request asked for it. A search
     job's result is the search result document."""

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 from fastapi.testclient import TestClient
 
@@ -69,6 +70,13 @@ def test_a_search_runs_as_a_job_and_its_result_is_the_search_document(client: Te
     # The service capped bounds.max_candidates (3) at CLUSTERSIM_MAX_SEARCH_CANDIDATES (2), on one process.
     assert result["search"]["simulated"] == 2
     assert result["run"]["executor"] == "inline"
+    # The schema of the result route declares both documents; this one is the search result.
+    declared = client.get("/openapi.json").json()["paths"]["/v1/jobs/{job_id}/result"]["get"]["responses"]["200"]
+    choices = declared["content"]["application/json"]["schema"]["anyOf"]
+    assert choices[0] == {"$ref": "#/components/schemas/SimulationResult"}
+    jsonschema.validate(result, choices[1])
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"iteration_time_s": 1.0}, choices[1])
     # The trace: 409 with its own code, whatever the job's state.
     trace = client.get(f"/v1/jobs/{job['id']}/trace")
     assert trace.status_code == 409
