@@ -13,7 +13,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, ValidationInfo, field_validator
 
 from api_schemas.errors import WHOLE_REQUEST, FieldError, RequestError, from_validation_error
-from api_schemas.loading import parse_document
+from api_schemas.loading import Syntax, parse_document
 from api_schemas.request import SimulationRequest
 
 __all__ = [
@@ -113,10 +113,11 @@ def comparison_request_from(data: Any) -> ComparisonRequest:
         raise _named_items(from_validation_error(exc)) from None
 
 
-def parse_comparison_request(text: str, source: str = "<request>") -> ComparisonRequest:
-    """Parse one YAML or JSON comparison request (duplicate keys refused, as for a simulation request)."""
+def parse_comparison_request(text: str, source: str = "<request>", syntax: Syntax | None = None) -> ComparisonRequest:
+    """Parse one YAML or JSON comparison request (duplicate keys refused, as for a simulation request; `syntax`
+    as for parse_document)."""
     try:
-        data = parse_document(text, source)
+        data = parse_document(text, source, syntax)
     except RequestError as err:  # a key given twice: requests.0.model.preset
         raise _named_items(err) from None
     return comparison_request_from(data)

@@ -15,18 +15,35 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
-__all__ = ["FieldError", "RequestError", "error_body", "from_validation_error"]
+__all__ = ["MAX_ECHO", "FieldError", "RequestError", "error_body", "from_validation_error", "printable"]
 
 # The field named when the problem is the document as a whole (not a mapping, not YAML, ...).
 WHOLE_REQUEST = "request"
 
 
+# The longest field path and rule an error carries: a rule that quotes a value, or a field named by a key the
+# client wrote, says at most this much of it.
+MAX_ECHO = 1000
+
+
+def printable(text: str, limit: int = MAX_ECHO) -> str:
+    """`text` safe to encode as UTF-8 and bounded: a lone surrogate becomes its escape (``\\ud800``), and past
+    `limit` characters the rest is cut and marked with an ellipsis."""
+    if len(text) > limit:
+        text = text[:limit] + "…"
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 @dataclass(frozen=True, slots=True)
 class FieldError:
-    """One problem: the dotted path of the field and the rule its value breaks."""
+    """One problem: the dotted path of the field and the rule its value breaks (both made `printable`)."""
 
     field: str
     rule: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "field", printable(self.field))
+        object.__setattr__(self, "rule", printable(self.rule))
 
 
 class RequestError(Exception):

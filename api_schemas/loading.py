@@ -1,15 +1,21 @@
 """Reading a request document from text or a file (YAML, which includes JSON) and validating it.
 
-Beyond plain YAML: a key given twice is an error (a silently overridden field is a hidden typo), field names
-must be strings (YAML reads a bare ``on:`` as a bool), and ``1e9`` is a number, as in JSON. JSON that YAML
-cannot read (tab indentation) is read as JSON. This module is the package's only I/O.
+A document declared JSON (``syntax="json"``, what the service does for ``Content-Type: application/json``) is
+read as JSON only; one declared YAML as YAML only; an undeclared one (a file) as YAML, then as JSON if YAML
+cannot read it (tab indentation). Beyond plain YAML and JSON: a key given twice is an error (a silently
+overridden field is a hidden typo), field names must be strings (YAML reads a bare ``on:`` as a bool), ``1e9``
+is a number, as in JSON, and JSON's ``NaN`` and ``Infinity`` are not. What any document may hold is bounded so
+that reading it costs little whatever it is: at most `MAX_DEPTH` nested mappings and lists (checked before the
+JSON parser runs, and as YAML is composed), at most `MAX_ALIASES` YAML aliases, and no string with a lone UTF-16
+surrogate (a surrogate pair written as two escapes, as ``json.dumps`` writes an emoji, is one character).
+This module is the package's only I/O.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import ValidationError
@@ -17,14 +23,68 @@ from pydantic import ValidationError
 from api_schemas.errors import WHOLE_REQUEST, RequestError, from_validation_error
 from api_schemas.request import SimulationRequest
 
-__all__ = ["load_request_file", "parse_document", "parse_request"]
+__all__ = ["MAX_ALIASES", "MAX_DEPTH", "MAX_VALUES", "Syntax", "load_request_file", "parse_document", "parse_request"]
+
+Syntax = Literal["json", "yaml"]
+
+# The deepest nesting of mappings and lists a document may have (a request nests 4 deep; a search request's
+# space or a sweep's grid of whole sections a few more), and the most YAML aliases (*name) it may use.
+MAX_DEPTH = 32
+MAX_ALIASES = 64
+# The most values (mappings, lists and scalars, YAML aliases counted as what they stand for) a document holds:
+# a comparison of 16 requests holds about a thousand.
+MAX_VALUES = 20_000
 
 _STR_TAG = "tag:yaml.org,2002:str"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
-class _Loader(yaml.SafeLoader):
-    """SafeLoader that also reads exponent floats without a dot or exponent sign (``1e9``, ``2.5e3``)."""
+# libyaml's scanner and parser when PyYAML was built with it (about four times faster), with PyYAML's own
+# composer, constructor and resolver on top so that the limits below apply as the document is composed.
+class _PyParser(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser):
+    def __init__(self, text: str) -> None:
+        yaml.reader.Reader.__init__(self, text)
+        yaml.scanner.Scanner.__init__(self)
+        yaml.parser.Parser.__init__(self)
+
+
+_Parser: Any = getattr(yaml, "CParser", None) or _PyParser
+
+
+class _Loader(yaml.composer.Composer, _Parser, yaml.constructor.SafeConstructor, yaml.resolver.Resolver):
+    """A safe loader that also reads exponent floats without a dot or exponent sign (``1e9``, ``2.5e3``), and
+    refuses more than MAX_VALUES nodes, nesting past MAX_DEPTH and more than MAX_ALIASES aliases while it
+    composes (before any recursion could go deep, and before an alias bomb is expanded by anything that walks
+    the document)."""
+
+    def __init__(self, text: str) -> None:
+        _Parser.__init__(self, text)
+        yaml.composer.Composer.__init__(self)
+        yaml.constructor.SafeConstructor.__init__(self)
+        yaml.resolver.Resolver.__init__(self)
+        self._depth = self._aliases = self._nodes = 0
+
+    def dispose(self) -> None:
+        _Parser.dispose(self)
+
+    def _refuse(self, rule: str) -> RequestError:
+        return RequestError.for_field(WHOLE_REQUEST, f"{rule}{_where(self.peek_event().start_mark)}")
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            self._aliases += 1
+            if self._aliases > MAX_ALIASES:
+                raise self._refuse(f"uses more than {MAX_ALIASES} YAML aliases")
+        self._nodes += 1
+        if self._nodes > MAX_VALUES:
+            raise self._refuse(f"holds more than {MAX_VALUES} values")
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise self._refuse(f"nests more than {MAX_DEPTH} levels deep")
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
 
 _Loader.add_implicit_resolver(
@@ -105,8 +165,103 @@ def _plain(value: Any, path: str) -> Any:
     return value
 
 
-def _load_json(text: str) -> Any:
-    return _plain(json.loads(text, object_pairs_hook=_json_object), "")
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+
+
+def _json_shape_within(text: str) -> None:
+    """Refuse JSON text nesting past MAX_DEPTH (brackets outside strings) or with more than MAX_VALUES
+    separators, before json parses it."""
+    bare = _JSON_STRING.sub('""', text)
+    if bare.count(",") + bare.count(":") > MAX_VALUES:
+        raise RequestError.for_field(WHOLE_REQUEST, f"holds more than {MAX_VALUES} values")
+    depth = 0
+    for bracket in _NOT_BRACKET.sub("", bare):
+        depth += 1 if bracket in "[{" else -1
+        if depth > MAX_DEPTH:
+            raise RequestError.for_field(WHOLE_REQUEST, f"nests more than {MAX_DEPTH} levels deep")
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _load_json(text: str, source: str) -> Any:
+    _json_shape_within(text)
+    try:
+        data = json.loads(text, object_pairs_hook=_json_object, parse_constant=_refuse_constant)
+    except json.JSONDecodeError as json_error:
+        where = f"(line {json_error.lineno}, column {json_error.colno})"
+        rule = f"{source} is not valid JSON: {json_error.msg} {where}"
+        raise RequestError.for_field(WHOLE_REQUEST, rule) from None
+    except ValueError as err:  # NaN or Infinity, an integer of thousands of digits
+        raise RequestError.for_field(WHOLE_REQUEST, f"{source} is not valid JSON: {err}") from None
+    return _plain(data, "")
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _containers(node: Any) -> list[Any]:
+    items = [*node.keys(), *node.values()] if isinstance(node, dict) else node if isinstance(node, list) else []
+    return [item for item in items if isinstance(item, dict | list)]
+
+
+def _measure(data: Any) -> None:
+    """Refuse a document deeper than MAX_DEPTH or larger than MAX_VALUES once aliases are expanded, or one that
+    contains itself; without recursion, in time linear in the distinct mappings and lists, and as soon as the
+    distinct values alone are too many."""
+    done: dict[int, tuple[int, int]] = {}  # id -> (depth, values) of a measured mapping or list
+    started: set[int] = set()
+    distinct = 0
+    stack: list[tuple[Any, list[Any] | None]] = [(data, None)]
+    while stack:
+        node, kids = stack.pop()
+        if id(node) in done or not isinstance(node, dict | list):
+            continue
+        if kids is None:
+            if id(node) in started:
+                raise RequestError.for_field(WHOLE_REQUEST, "contains itself (a recursive YAML alias)")
+            started.add(id(node))
+            kids = _containers(node)
+            stack.append((node, kids))
+            stack.extend((kid, None) for kid in kids if id(kid) not in done)
+            continue
+        depth = 1 + max((done[id(kid)][0] for kid in kids), default=0)
+        scalars = (2 * len(node) if isinstance(node, dict) else len(node)) - len(kids)
+        values = 1 + scalars + sum(done[id(kid)][1] for kid in kids)
+        distinct += 1 + scalars
+        if depth > MAX_DEPTH:
+            raise RequestError.for_field(WHOLE_REQUEST, f"nests more than {MAX_DEPTH} levels deep")
+        if values > MAX_VALUES or distinct > MAX_VALUES:
+            raise RequestError.for_field(WHOLE_REQUEST, f"holds more than {MAX_VALUES} values")
+        done[id(node)] = (depth, values)
+
+
+def _text(value: str, path: str) -> str:
+    """The string with each surrogate pair made one character; a lone surrogate is refused."""
+    if not _SURROGATE.search(value):
+        return value
+    try:
+        return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le")
+    except UnicodeDecodeError:
+        raise RequestError.for_field(path or WHOLE_REQUEST, "holds a lone UTF-16 surrogate (an unpaired escape "
+                                     "between \\ud800 and \\udfff)") from None
+
+
+def _strings(value: Any, path: str) -> Any:
+    """A copy with every string (keys too) through `_text` (depth already bounded by `_measure`)."""
+    if isinstance(value, str):
+        return _text(value, path)
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            name = _text(key, path) if isinstance(key, str) else key
+            out[name] = _strings(item, _join(path, name))
+        return out
+    if isinstance(value, list):
+        return [_strings(item, _join(path, index)) for index, item in enumerate(value)]
+    return value
 
 
 def _describe(value: Any) -> str:
@@ -117,29 +272,37 @@ def _describe(value: Any) -> str:
     return f"a {type(value).__name__}"
 
 
-def parse_document(text: str, source: str) -> Any:
+def _read(text: str, source: str, syntax: Syntax | None) -> Any:
+    if syntax == "json":
+        return _load_json(text, source)
     try:
         return _load_yaml(text)
     except yaml.YAMLError as yaml_error:
-        if not text.lstrip().startswith("{"):
+        if syntax == "yaml" or not text.lstrip().startswith("{"):
             mark = getattr(yaml_error, "problem_mark", None)
             problem = getattr(yaml_error, "problem", None) or str(yaml_error)
-            rule = f"{source} is not valid YAML or JSON: {problem}{_where(mark)}"
+            what = "YAML" if syntax == "yaml" else "YAML or JSON"
+            rule = f"{source} is not valid {what}: {problem}{_where(mark)}"
             raise RequestError.for_field(WHOLE_REQUEST, " ".join(rule.split())) from None
-    try:
-        return _load_json(text)
-    except json.JSONDecodeError as json_error:
-        where = f"(line {json_error.lineno}, column {json_error.colno})"
-        rule = f"{source} is not valid JSON: {json_error.msg} {where}"
-        raise RequestError.for_field(WHOLE_REQUEST, rule) from None
+    except ValueError as err:  # an integer of thousands of digits
+        raise RequestError.for_field(WHOLE_REQUEST, f"{source} cannot be read: {err}") from None
+    return _load_json(text, source)
 
 
-def parse_request(text: str, source: str = "<request>") -> SimulationRequest:
+def parse_document(text: str, source: str, syntax: Syntax | None = None) -> Any:
+    """The document's data: read as JSON (`syntax` "json"), YAML ("yaml"), or YAML then JSON (None); within
+    MAX_DEPTH, MAX_ALIASES and MAX_VALUES, surrogate pairs joined. Raises RequestError on field ``request``."""
+    data = _read(text, source, syntax)
+    _measure(data)
+    return _strings(data, "")
+
+
+def parse_request(text: str, source: str = "<request>", syntax: Syntax | None = None) -> SimulationRequest:
     """Parse one YAML or JSON request document and validate it; raises RequestError naming each bad field.
 
-    `source` names the document (a file path) in syntax errors.
+    `source` names the document (a file path) in syntax errors; `syntax` as for `parse_document`.
     """
-    data = parse_document(text, source)
+    data = parse_document(text, source, syntax)
     if not isinstance(data, dict):
         raise RequestError.for_field(
             WHOLE_REQUEST,

@@ -42,6 +42,23 @@ Size = Annotated[StrictInt, Field(ge=1)]
 PositiveFloat = Annotated[StrictFloat, Field(gt=0, allow_inf_nan=False)]
 NonNegativeFloat = Annotated[StrictFloat, Field(ge=0, allow_inf_nan=False)]
 
+# Physical maxima, far beyond any machine or model built (and far beyond the presets): a value past one describes
+# nothing real, and would only make the simulator build or loop over it (a graph node per NIC, a partition
+# search over layers). Each is named in the field's "must be <= N" rule.
+Layers = Annotated[StrictInt, Field(ge=1, le=10_000)]
+Width = Annotated[StrictInt, Field(ge=1, le=2**20)]  # hidden, FFN and head sizes
+Heads = Annotated[StrictInt, Field(ge=1, le=65_536)]
+Vocabulary = Annotated[StrictInt, Field(ge=1, le=2**24)]
+Tokens = Annotated[StrictInt, Field(ge=1, le=2**24)]  # a sample's sequence
+GpusPerNode = Annotated[StrictInt, Field(ge=1, le=1_024)]
+NicsPerNode = Annotated[StrictInt, Field(ge=1, le=64)]
+DomainGpus = Annotated[StrictInt, Field(ge=1, le=65_536)]
+Tflops = Annotated[StrictFloat, Field(gt=0, le=1e6, allow_inf_nan=False)]  # a GPU's peak, TFLOP/s
+GBps = Annotated[StrictFloat, Field(gt=0, le=1e6, allow_inf_nan=False)]  # GB/s of memory or NVLink
+Gbitps = Annotated[StrictFloat, Field(gt=0, le=1e7, allow_inf_nan=False)]  # a NIC's Gbit/s
+Samples = Annotated[StrictInt, Field(ge=1, le=2**24)]  # a batch
+LatencyUs = Annotated[StrictFloat, Field(ge=0, le=1e6, allow_inf_nan=False)]  # up to a second per hop
+
 # The parallel dimensions that `placement` orders, innermost first; cp may be left out (it then goes right after
 # tp, Megatron-Core's order tp-cp-dp-pp).
 PARALLEL_DIMENSIONS: tuple[str, ...] = ("dp", "tp", "pp")
@@ -77,24 +94,24 @@ class ModelIn(BaseModel):
 
     preset: StrictStr | None = Field(default=None, description="a model preset, e.g. gpt3-1.3b")
     architecture: Literal["decoder_only", "encoder_decoder", "encoder_only"] | None = None
-    num_layers: Size | None = Field(default=None, description="decoder_only and encoder_only")
-    encoder_layers: Size | None = Field(default=None, description="encoder_decoder")
-    decoder_layers: Size | None = Field(default=None, description="encoder_decoder")
-    hidden_size: Size | None = None
-    num_attention_heads: Size | None = None
-    num_kv_heads: Size | None = Field(
+    num_layers: Layers | None = Field(default=None, description="decoder_only and encoder_only")
+    encoder_layers: Layers | None = Field(default=None, description="encoder_decoder")
+    decoder_layers: Layers | None = Field(default=None, description="encoder_decoder")
+    hidden_size: Width | None = None
+    num_attention_heads: Heads | None = None
+    num_kv_heads: Heads | None = Field(
         default=None, description="grouped-query attention; default num_attention_heads"
     )
-    head_dim: Size | None = Field(default=None, description="default hidden_size / num_attention_heads")
-    ffn_hidden_size: Size | None = None
+    head_dim: Width | None = Field(default=None, description="default hidden_size / num_attention_heads")
+    ffn_hidden_size: Width | None = None
     gated_mlp: StrictBool | None = Field(
         default=None, description="SwiGLU / GeGLU: three MLP matrices instead of two"
     )
-    vocab_size: Size | None = None
-    seq_length: Size | None = Field(
+    vocab_size: Vocabulary | None = None
+    seq_length: Tokens | None = Field(
         default=None, description="tokens per sample (the encoder input for encoder_decoder)"
     )
-    decoder_seq_length: Size | None = Field(
+    decoder_seq_length: Tokens | None = Field(
         default=None, description="encoder_decoder only: target tokens per sample"
     )
     tied_embeddings: StrictBool | None = None
@@ -112,14 +129,14 @@ class GpuSpecIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: StrictStr = Field(default="custom", description="what messages call it")
-    peak_tflops_bf16: PositiveFloat | None = Field(default=None, description="dense 16-bit tensor peak, TFLOP/s")
+    peak_tflops_bf16: Tflops | None = Field(default=None, description="dense 16-bit tensor peak, TFLOP/s")
     peak_tflops_fp8: NonNegativeFloat | None = Field(
         default=None, description="dense FP8 tensor peak, TFLOP/s; 0 = no FP8 tensor cores"
     )
     memory_gib: PositiveFloat | None = Field(default=None, description="HBM capacity, GiB")
-    hbm_bandwidth_gb_per_s: PositiveFloat | None = Field(default=None, description="HBM bandwidth, GB/s")
+    hbm_bandwidth_gb_per_s: GBps | None = Field(default=None, description="HBM bandwidth, GB/s")
     tdp_w: PositiveFloat | None = Field(default=None, description="board power, W")
-    nvlink_bandwidth_gb_per_s: PositiveFloat | None = Field(
+    nvlink_bandwidth_gb_per_s: GBps | None = Field(
         default=None, description="per GPU, per direction; default the cluster's"
     )
 
@@ -160,25 +177,25 @@ class ClusterIn(BaseModel):
     gpu: Literal["v100-32gb", "a100-40gb", "a100-80gb", "h100-80gb", "h200-141gb", "b200-180gb",
                  "gb200-186gb"] | None = None
     gpu_spec: GpuSpecIn | None = Field(default=None, description="a user-defined GPU instead of a catalog one")
-    nvlink_domain_gpus: Size | None = Field(
+    nvlink_domain_gpus: DomainGpus | None = Field(
         default=None, description="GPUs sharing one NVLink switch domain, whole nodes; default the node"
     )
-    gpus_per_node: Size | None = None
-    nvlink_bandwidth_gb_per_s: PositiveFloat | None = Field(
+    gpus_per_node: GpusPerNode | None = None
+    nvlink_bandwidth_gb_per_s: GBps | None = Field(
         default=None, description="GB/s (10^9 bytes) per GPU, per direction, through the node's switch"
     )
-    nics_per_node: Size | None = None
-    nic_bandwidth_gbit_per_s: PositiveFloat | None = Field(
+    nics_per_node: NicsPerNode | None = None
+    nic_bandwidth_gbit_per_s: Gbitps | None = Field(
         default=None, description="Gbit/s (10^9 bits) per NIC, per direction"
     )
     fabric: Literal["fat_tree", "rail_optimized"] | None = Field(
         default=None, description="inter-node network shape"
     )
-    oversubscription: Annotated[StrictFloat, Field(ge=1, allow_inf_nan=False)] | None = Field(
+    oversubscription: Annotated[StrictFloat, Field(ge=1, le=1_024, allow_inf_nan=False)] | None = Field(
         default=None, description="1 = full bisection"
     )
-    intra_node_latency_us: NonNegativeFloat | None = Field(default=None, description="microseconds per hop")
-    inter_node_latency_us: NonNegativeFloat | None = Field(default=None, description="microseconds per hop")
+    intra_node_latency_us: LatencyUs | None = Field(default=None, description="microseconds per hop")
+    inter_node_latency_us: LatencyUs | None = Field(default=None, description="microseconds per hop")
     slow_gpus: list[SlowGpuIn] = Field(default_factory=list, max_length=65536,
                                        description="stragglers: GPUs whose compute takes longer")
     degraded_links: list[DegradedLinkIn] = Field(default_factory=list, max_length=65536,
@@ -215,8 +232,8 @@ class LayoutIn(BaseModel):
     virtual_stages: Size = Field(
         default=1, description="model chunks per pipeline rank; > 1 only with interleaved_1f1b"
     )
-    microbatch_size: Size = Field(default=1, description="samples per microbatch")
-    global_batch_size: Size = Field(description="samples per iteration; divisible by dp * microbatch_size")
+    microbatch_size: Samples = Field(default=1, description="samples per microbatch")
+    global_batch_size: Samples = Field(description="samples per iteration; divisible by dp * microbatch_size")
     schedule: Literal["gpipe", "1f1b", "interleaved_1f1b"] = "1f1b"
     sequence_parallel: StrictBool = False
     zero_stage: ZeroStage = 0

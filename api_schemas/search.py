@@ -24,6 +24,7 @@ from pydantic import (
     ConfigDict,
     Field,
     StrictBool,
+    StrictInt,
     StrictStr,
     ValidationError,
     ValidationInfo,
@@ -31,7 +32,7 @@ from pydantic import (
 )
 
 from api_schemas.errors import WHOLE_REQUEST, FieldError, RequestError, from_validation_error
-from api_schemas.loading import parse_document, read_request_text
+from api_schemas.loading import Syntax, parse_document, read_request_text
 from api_schemas.request import (
     ClusterIn,
     LayoutIn,
@@ -39,6 +40,7 @@ from api_schemas.request import (
     NonNegativeFloat,
     OptionsIn,
     PositiveFloat,
+    Samples,
     SimulationRequest,
     Size,
     TrainingIn,
@@ -71,9 +73,13 @@ def _distinct(values: list[Any] | None) -> list[Any] | None:
     return out
 
 
+# The most values one list of the search space may hold (a space's size is the product of its lists').
+MAX_CHOICES = 64
+
+
 def _choices(description: str | None = None) -> Any:
-    """A list of values to try (at least one); None: generated."""
-    return Field(default=None, min_length=1, description=description)
+    """A list of values to try (at least one, at most MAX_CHOICES); None: generated."""
+    return Field(default=None, min_length=1, max_length=MAX_CHOICES, description=description)
 
 
 class SearchSpaceIn(BaseModel):
@@ -106,8 +112,8 @@ class SearchSpaceIn(BaseModel):
         default=["bf16"], min_length=1, description="fp8 needs a GPU with FP8 tensor cores (Hopper or later)")
     fp8_recipe: list[Literal["tensorwise", "rowwise", "mxfp8", "blockwise"]] = Field(
         default=["tensorwise"], min_length=1, description="the FP8 recipes tried where precision is fp8")
-    max_microbatch_size: Size = 8
-    max_virtual_stages: Size = 8
+    max_microbatch_size: Annotated[StrictInt, Field(ge=1, le=1024)] = 8
+    max_virtual_stages: Annotated[StrictInt, Field(ge=1, le=64)] = 8
     min_free_memory_gib: NonNegativeFloat = Field(
         default=0.0, description="discard layouts that leave less than this free per GPU")
     num_nodes: list[Size] | None = _choices(
@@ -159,7 +165,7 @@ class SearchRequest(BaseModel):
 
     model: ModelIn
     cluster: ClusterIn
-    global_batch_size: Size
+    global_batch_size: Samples
     space: SearchSpaceIn = Field(default_factory=SearchSpaceIn)
     bounds: SearchBoundsIn = Field(default_factory=SearchBoundsIn)
     baseline: LayoutIn | None = Field(default=None, description="a layout to compare the best with (simulated too)")
@@ -257,16 +263,17 @@ def _point_error(exc: ValidationError, index: int, point: dict[str, Any]) -> Req
     return RequestError(details)
 
 
-def _mapping(text: str, source: str, what: str) -> dict[str, Any]:
-    data = parse_document(text, source)
+def _mapping(text: str, source: str, what: str, syntax: Syntax | None = None) -> dict[str, Any]:
+    data = parse_document(text, source, syntax)
     if not isinstance(data, dict):
         raise RequestError.for_field(WHOLE_REQUEST, f"{source} must be a mapping ({what})")
     return data
 
 
-def parse_search_request(text: str, source: str = "<request>") -> SearchRequest:
-    """Parse a search request (or a simulation request, whose layout becomes the baseline)."""
-    data = _mapping(text, source, "model, cluster and global_batch_size")
+def parse_search_request(text: str, source: str = "<request>", syntax: Syntax | None = None) -> SearchRequest:
+    """Parse a search request (or a simulation request, whose layout becomes the baseline); `syntax` as for
+    parse_document."""
+    data = _mapping(text, source, "model, cluster and global_batch_size", syntax)
     return search_request_from(data)
 
 

@@ -17,8 +17,9 @@ from simcore import VERSION, ClusterSpec, Scenario, SpecError, check
 from simcore.planning.objective import Goal, Objective
 from simcore.planning.rank import Evaluation, describe
 from simcore.planning.search import Bounds, Progress, Ranked, SearchResult, search
+from simcore.planning.space import space_bound
 
-__all__ = ["Progress", "prepare", "run_search"]
+__all__ = ["Progress", "prepare", "run_search", "space_size_bound"]
 
 ESTIMATE_ORDER = {
     "time": "closed-form estimate of tokens/s, most promising first; ranked by simulated tokens/s",
@@ -80,9 +81,18 @@ def _figures(e: Evaluation) -> dict[str, Any]:
 
 def prepare(request: SearchRequest) -> tuple[Scenario, tuple[ClusterSpec, ...], Goal]:
     """The search's base scenario (the request's cluster), the cluster sizes of `space.num_nodes` (() for the
-    request's alone) and its goal; raises SpecError naming the field. Cheap: nothing is enumerated."""
+    request's alone) and its goal, with the baseline and the space checked too: raises SpecError naming the
+    field (``baseline.tp``). Cheap: nothing is enumerated."""
     base = _scenario(request, LayoutIn(dp=1, tp=1, pp=1, global_batch_size=request.global_batch_size))
+    _baseline(request, base)
+    adapters.to_space(request.space)
     return base, _clusters(request), _goal(request)
+
+
+def space_size_bound(request: SearchRequest, base: Scenario, clusters: tuple[ClusterSpec, ...]) -> int:
+    """An upper bound of the layouts the search would generate over its cluster sizes (before enumerating)."""
+    space = adapters.to_space(request.space)
+    return sum(space_bound(base.model, c.num_gpus, c.gpus_per_node, space) for c in clusters or (base.cluster,))
 
 
 def _ranked(entry: Ranked) -> dict[str, Any]:

@@ -11,6 +11,8 @@ import os
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from service.limits import MIB, Limits, machine_memory_bytes
+
 __all__ = ["Settings"]
 
 
@@ -23,6 +25,13 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="CLUSTERSIM_", extra="ignore", frozen=True)
 
+    host: str = Field(default="127.0.0.1",
+                      description="address `clustersim serve` listens on when --host is not given; on a loopback "
+                      "address without a token, requests must name a local Host (DNS rebinding)")
+    allowed_hosts: str = Field(default="",
+                               description="comma-separated host names accepted in the Host and Origin headers "
+                               "besides localhost, 127.0.0.1 and ::1 (checked only on a loopback address without a "
+                               "token; '*' accepts any)")
     port: int = Field(default=8000, ge=0, le=65535,
                       description="TCP port of `clustersim serve` when --port is not given (and of the container's "
                       "health check)")
@@ -34,15 +43,33 @@ class Settings(BaseSettings):
     workers: int = Field(default_factory=_default_workers, ge=1,
                          description="simulation processes at once for jobs (and as many again for inline runs)")
     max_body_bytes: int = Field(default=1_000_000, ge=1, description="largest request body")
+    body_timeout_s: float = Field(default=30.0, gt=0,
+                                  description="time a client has to send a request body, from its headers (408)")
+    max_connections: int = Field(default=256, ge=1,
+                                 description="open connections `clustersim serve` accepts at once (uvicorn's "
+                                 "limit_concurrency); over it a request is answered 503")
     max_gpus: int = Field(default=16_384, ge=1, description="largest cluster a request may describe")
     max_microbatches: int = Field(default=8_192, ge=1, description="most microbatches per pipeline per iteration")
     max_inline_events: int = Field(default=500_000, ge=1,
                                    description="estimated engine events above which POST /v1/simulations says "
                                    "413 and points to jobs (about 3 s of simulation)")
     max_job_events: int = Field(default=20_000_000, ge=1, description="estimated engine events a job may need")
+    max_inline_seconds: float = Field(default=20.0, gt=0,
+                                      description="estimated CPU seconds above which POST /v1/simulations says 413 "
+                                      "and points to jobs")
+    max_job_seconds: float = Field(default=1800.0, gt=0, description="estimated CPU seconds a job may need")
+    max_trace_bytes: int = Field(default=256 * 1024 * 1024, ge=1024,
+                                 description="largest stored (gzip) trace: a run whose estimated trace is larger is "
+                                 "refused (413), one whose trace turns out larger fails (trace_too_large)")
+    retention_days: float = Field(default=30.0, ge=0,
+                                  description="finished jobs, and results no job refers to, older than this are "
+                                  "deleted (hourly); 0 keeps everything")
     max_search_candidates: int = Field(default=200, ge=1,
                                        description="most layouts one POST /v1/searches job simulates (caps the "
                                        "request's bounds.max_candidates)")
+    max_search_space: int = Field(default=4_000_000, ge=1,
+                                  description="most layouts a search's space may generate, by an upper bound "
+                                  "checked before POST /v1/searches answers (413)")
     max_queued_jobs: int = Field(default=100, ge=1,
                                  description="jobs waiting for a worker (and inline runs waiting for one) before "
                                  "429")
@@ -51,9 +78,10 @@ class Settings(BaseSettings):
     max_job_attempts: int = Field(default=3, ge=1,
                                   description="starts of a job, counting reruns after a restart, before it fails")
     worker_memory_mb: int | None = Field(default=None, ge=64,
-                                         description="address-space limit of each simulation process; none if unset")
+                                         description="address-space limit of each simulation process; unset: the "
+                                         "machine's memory shared by 2 x workers processes (at least 1024)")
     api_token: SecretStr | None = Field(default=None,
-                                        description="when set, POST and DELETE need 'Authorization: Bearer TOKEN'")
+                                        description="when set, every /v1 route needs 'Authorization: Bearer TOKEN'")
 
     @field_validator("database")
     @classmethod
@@ -61,6 +89,20 @@ class Settings(BaseSettings):
         if "://" in value and not value.startswith("sqlite://"):
             raise ValueError("only SQLite is supported: give a file path or a sqlite:/// URL")
         return value
+
+    def memory_cap_mb(self) -> int:
+        """The memory cap of each simulation process: `worker_memory_mb`, or the machine's memory shared by the
+        2 x workers processes that may run at once (jobs and inline runs), at least 1 GiB."""
+        if self.worker_memory_mb is not None:
+            return self.worker_memory_mb
+        return max(1024, machine_memory_bytes() // (2 * self.workers) // MIB)
+
+    def limits(self, inline: bool) -> Limits:
+        """What one simulation may be and cost: an inline one, or a job (and a CLI run)."""
+        return Limits(max_gpus=self.max_gpus, max_microbatches=self.max_microbatches,
+                      max_events=self.max_inline_events if inline else self.max_job_events,
+                      max_seconds=self.max_inline_seconds if inline else self.max_job_seconds,
+                      memory_bytes=self.memory_cap_mb() * MIB, max_trace_bytes=self.max_trace_bytes)
 
     def database_path(self) -> str:
         """The SQLite file path: ``database`` itself, or the path of a ``sqlite:///`` URL."""

@@ -32,8 +32,9 @@ from simcore.domain.model import Activation, Architecture, AttentionKind, ModelS
 from simcore.domain.presets import MODEL_PRESET_SOURCES, MODEL_PRESETS
 from simcore.domain.training import Checkpointing, Failures, TrainingRun
 from simcore.errors import SpecError
+from simcore.estimate import Cost, estimate_cost
 from simcore.metrics import Metrics, StageReport
-from simcore.simulate import VERSION, Network, Outcome, Scenario, build_network, check, estimate_events, simulate
+from simcore.simulate import VERSION, Network, Outcome, Scenario, build_network, check, simulate
 from simcore.trace import chrome_trace
 from simcore.training import RunTotals, TrainingPlan, plan_training
 from topology.cluster_spec import NODE_PRESET_NOTES, NODE_PRESETS, ClusterSpec, Fabric, sized
@@ -43,9 +44,9 @@ from topology.health import DegradedLink, Health, SlowGpu
 __all__ = [
     "FITTED", "GB", "GIB", "GPUS", "MODEL_PRESETS", "MODEL_PRESET_SOURCES", "NODE_PRESETS", "NODE_PRESET_NOTES",
     "VERSION", "Activation", "Architecture", "AttentionKind", "Checkpointing", "ClusterSpec", "CollectiveAlgorithm",
-    "CostParameters", "CpComm", "DegradedLink", "Fabric", "Failures", "Fidelity", "Fp8Recipe", "GpuKind", "GpuSpec",
-    "Health", "Layout", "Metrics", "ModelShape", "Network", "Outcome", "Partition", "Precision", "Recompute",
-    "RunTotals", "Scenario", "Schedule", "SlowGpu", "SpecError", "StageMemory", "StageReport", "TrainingPlan",
-    "TrainingRun", "build_network", "check", "chrome_trace", "estimate_events", "model_from_fields",
+    "Cost", "CostParameters", "CpComm", "DegradedLink", "Fabric", "Failures", "Fidelity", "Fp8Recipe", "GpuKind",
+    "GpuSpec", "Health", "Layout", "Metrics", "ModelShape", "Network", "Outcome", "Partition", "Precision",
+    "Recompute", "RunTotals", "Scenario", "Schedule", "SlowGpu", "SpecError", "StageMemory", "StageReport",
+    "TrainingPlan", "TrainingRun", "build_network", "check", "chrome_trace", "estimate_cost", "model_from_fields",
     "nearest_catalog_gpu", "plan_training", "simulate", "sized", "validate_layout",
 ]

@@ -68,28 +68,6 @@ def check(scenario: Scenario) -> None:
         validate_training(scenario.training)
 
 
-# Engine events per pipeline pass: the pass itself, its wait, its send and the flow network's start and finish.
-# Measured when it was set on the 1T example (272,094 events for 65,536 passes; `python bench/speed_1t.py` now
-# counts 259,518, 3.96 a pass). It counts a pipeline's events only: ZeRO 2 and 3's per-microbatch collectives
-# make many more (up to 300 times the estimate on bench/golden_results.py's set, ZeRO 3 with bucketed gathers).
-EVENTS_PER_PASS = 4.2
-# An allowance per pipeline rank for its events outside the passes (optimizer step, waits for the data-parallel
-# collectives and the other ranks): a 1-GPU iteration makes 3.
-EVENTS_PER_RANK = 64
-
-
-def estimate_events(scenario: Scenario) -> int:
-    """About how many engine events a simulation needs, without building anything (for admission limits)."""
-    layout = scenario.layout
-    full = scenario.fidelity is Fidelity.FULL or scenario.cluster.health.uneven_compute
-    replicas = layout.dp if full else 1
-    passes = 2 * layout.num_microbatches * layout.virtual_stages
-    per_pass = EVENTS_PER_PASS
-    if layout.cp > 1:  # context parallelism runs each layer's ring steps as events: a step and its send
-        per_pass += 2 * (layout.cp + 1) * scenario.model.num_layers / (layout.pp * layout.virtual_stages)
-    return int(per_pass * replicas * layout.pp * passes) + EVENTS_PER_RANK * layout.pp
-
-
 @dataclass(frozen=True, slots=True)
 class Network:
     """A built cluster and its collective model (with its routes and collective phases cached as they are

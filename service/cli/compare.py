@@ -13,6 +13,7 @@ input, said before anything is simulated.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from collections.abc import Callable, Sequence
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from service.cli.plot import check_plot_target
 from service.cli.rendering import console
+from service.cli.usage import add_limits_option, within_limits
 
 if TYPE_CHECKING:
     from api_schemas import RequestError, SimulationRequest
@@ -122,8 +124,10 @@ def _invalid(path: str, err: RequestError) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from api_schemas import RequestError, load_request_file
+    from service import convert
     from service.compare import ComparisonError, compare_results, comparison
     from service.plots import comparison_figure, save
+    from simcore import SpecError
 
     check_plot_target(args.plot)
     items: list[tuple[str, SimulationRequest]] = []
@@ -132,6 +136,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
             items.append((label, load_request_file(path)))
         except RequestError as err:
             return _invalid(path, err)
+        with contextlib.suppress(RequestError, SpecError):  # an invalid one is named by compare_results below
+            scenario = convert.to_scenario(items[-1][1])
+            within_limits(scenario, args.no_limits, path)
     try:
         results = compare_results(items)
     except ComparisonError as err:
@@ -152,4 +159,5 @@ def add_compare_command(subparsers: Any) -> None:
     p.add_argument("files", nargs="+", metavar="FILE", help="request files (YAML or JSON), one column each")
     p.add_argument("--json", action="store_true", help="print the comparison JSON instead of a table")
     p.add_argument("--plot", metavar="FILE", help="draw the requests side by side, time by category (.svg or .png)")
+    add_limits_option(p)
     p.set_defaults(func=cmd_compare)

@@ -29,15 +29,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from service.http.app import create_app
     from service.settings import Settings
 
-    given = {"workers": args.workers, "port": args.port}
+    given = {"workers": args.workers, "port": args.port, "host": args.host}
     try:
         settings = Settings(**{name: value for name, value in given.items() if value is not None})
     except ValidationError as err:
         first = err.errors()[0]
         sys.stderr.write(f"clustersim: invalid setting: {'.'.join(map(str, first['loc']))}: {first['msg']}\n")
         return 2
-    uvicorn.run(create_app(settings), host=args.host, port=settings.port, log_level=args.log_level,
-                timeout_graceful_shutdown=10)
+    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=args.log_level,
+                timeout_graceful_shutdown=10, limit_concurrency=settings.max_connections)
     return 0
 
 
@@ -48,7 +48,7 @@ def add_serve_commands(subparsers: Any) -> None:
     p.add_argument("--reference", metavar="FILE", help="training-runs JSON (default: the copy shipped inside)")
     p.set_defaults(func=cmd_validate)
     p = subparsers.add_parser("serve", help="run the HTTP API (uvicorn); settings from CLUSTERSIM_* variables")
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--host", help="address to listen on (default: CLUSTERSIM_HOST, else 127.0.0.1)")
     p.add_argument("--port", type=int, help="TCP port (default: CLUSTERSIM_PORT, else 8000)")
     p.add_argument("--workers", type=int, metavar="N",
                    help="simulation processes at once (default: CLUSTERSIM_WORKERS, else the CPU count)")

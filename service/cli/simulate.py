@@ -15,7 +15,7 @@ import json
 from typing import Any
 
 from service.cli import plot
-from service.cli.usage import writable_file
+from service.cli.usage import add_limits_option, within_limits, writable_file
 
 __all__ = ["add_simulate_commands", "cmd_presets", "cmd_simulate"]
 
@@ -37,6 +37,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     scenario = convert.to_scenario(request)
     if args.trace or args.timeline or plot.needs_spans(args):
         scenario = convert.replace_spans(scenario)
+    within_limits(scenario, args.no_limits)
     outcome = simulate(scenario)
     body = convert.to_response(outcome)
     print(_dump(body))
@@ -66,6 +67,7 @@ def add_simulate_commands(subparsers: Any) -> None:
     p.add_argument("--trace", metavar="FILE", help="write a Chrome trace (Perfetto) of the iteration")
     p.add_argument("--timeline", metavar="FILE", help="write every span as JSON lines")
     plot.add_simulate_plot_options(p)
+    add_limits_option(p)
     p.set_defaults(func=cmd_simulate)
     p = subparsers.add_parser("presets", help="list presets")
     p.add_argument("kind", nargs="?", choices=["models", "clusters", "gpus"])

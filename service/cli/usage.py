@@ -8,8 +8,9 @@ from __future__ import annotations
 import importlib.util
 import os
 from pathlib import Path
+from typing import Any
 
-__all__ = ["UsageError", "check_executor", "writable_dir", "writable_file"]
+__all__ = ["UsageError", "add_limits_option", "check_executor", "within_limits", "writable_dir", "writable_file"]
 
 
 class UsageError(Exception):
@@ -64,3 +65,36 @@ def check_executor(executor: str, address: str | None) -> None:
         raise UsageError("--address", "only applies to --executor ray")
     if executor == "ray" and importlib.util.find_spec("ray") is None:
         raise UsageError("--executor", "ray is not installed: pip install 'clustersim[ray]'")
+
+
+def add_limits_option(parser: Any) -> None:
+    """The --no-limits flag of a command that simulates (an argparse parser)."""
+    parser.add_argument("--no-limits", action="store_true",
+                        help="run even what the service's limits refuse (CLUSTERSIM_MAX_GPUS, estimated time and "
+                        "memory)")
+
+
+def within_limits(scenario: Any, lifted: bool, source: str = "") -> None:
+    """Refuse (UsageError on --no-limits, exit 2) a valid scenario over the limits the service would admit it as
+    a job under (service.limits, from the CLUSTERSIM_* settings), unless `lifted`. `source` names the file when
+    the command reads several."""
+    if lifted:
+        return
+    from pydantic import ValidationError
+
+    from service.limits import LimitError, admit_scenario
+    from service.settings import Settings
+    from simcore import check
+
+    check(scenario)
+    try:
+        limits = Settings().limits(inline=False)
+    except ValidationError as err:
+        first = err.errors()[0]
+        raise UsageError(f"CLUSTERSIM_{'.'.join(map(str, first['loc'])).upper()}", first["msg"]) from None
+    try:
+        admit_scenario(scenario, limits)
+    except LimitError as err:
+        where = f"{source}: " if source else ""
+        raise UsageError(f"{where}{err.field}", f"{err.message}; the service would refuse it too (--no-limits "
+                         "runs it anyway)") from None

@@ -15,12 +15,16 @@ from typing import Any, TypeVar
 
 from api_schemas import ClusterIn, FieldError, RequestError, SimulationRequest, parse_request
 from api_schemas.compare import parse_comparison_request
+from api_schemas.loading import Syntax
 from api_schemas.search import SearchRequest, parse_search_request
 from service import convert as adapters
 from service.http.errors import ApiError, invalid, within_item
 from service.jobs.manager import Submission
+from service.limits import LimitError, admit_scenario
 from service.search import prepare as prepare_search
-from simcore import VERSION, SpecError, check, estimate_events
+from service.search import space_size_bound
+from service.settings import Settings
+from simcore import VERSION, SpecError, check
 
 __all__ = ["MAX_INT", "Admitted", "AdmittedComparison", "AdmittedSearch", "admit", "admit_comparison", "admit_request",
            "admit_search", "cache_key"]
@@ -96,13 +100,6 @@ def _refuse_big_ints(request: SimulationRequest | SearchRequest) -> None:
         raise invalid(RequestError(big))
 
 
-def _refuse_over_gpus(cluster: ClusterIn, gpus: int, max_gpus: int) -> None:
-    """413 for a cluster over the service's GPU limit, naming the size field the request gave."""
-    if gpus > max_gpus:
-        field = "cluster.num_nodes" if cluster.num_nodes is not None else "cluster.num_gpus"
-        raise _over(field, "GPU count", gpus, max_gpus)
-
-
 def _text(body: bytes) -> str:
     try:
         return body.decode("utf-8")
@@ -110,11 +107,12 @@ def _text(body: bytes) -> str:
         raise invalid(RequestError.for_field("request", "must be UTF-8 text")) from None
 
 
-def _parse(body: bytes, parser: Callable[..., T]) -> T:
-    """The body read by `parser` (one of api_schemas' parse_* functions); raise ApiError 422 naming the field."""
+def _parse(body: bytes, parser: Callable[..., T], syntax: Syntax | None) -> T:
+    """The body read by `parser` (one of api_schemas' parse_* functions) as `syntax` says (JSON, YAML, or YAML
+    then JSON); raise ApiError 422 naming the field."""
     text = _text(body)
     try:
-        return parser(text, source="the request body")
+        return parser(text, source="the request body", syntax=syntax)
     except RequestError as err:
         raise invalid(err) from None
     except (ValueError, RecursionError) as err:  # a number with thousands of digits, nesting past the stack
@@ -127,50 +125,64 @@ def _over(field: str, what: str, value: int, limit: int) -> ApiError:
                     [FieldError(field, f"{what} must be <= {limit}")], extra={"limit": limit})
 
 
-def admit(body: bytes, *, max_gpus: int, max_microbatches: int, max_events: int, inline: bool) -> Admitted:
+def _refuse_over_gpus(cluster: ClusterIn, gpus: int, max_gpus: int) -> None:
+    """413 for a cluster over the service's GPU limit, naming the size field the request gave."""
+    if gpus > max_gpus:
+        field = "cluster.num_nodes" if cluster.num_nodes is not None else "cluster.num_gpus"
+        raise _over(field, "GPU count", gpus, max_gpus)
+
+
+def _over_limit(err: LimitError, request: SimulationRequest, code: str, jobs: bool = False) -> ApiError:
+    """413 for a request over a limit, naming the size field the request gave for the GPU count."""
+    field = err.field
+    if field == "cluster.num_gpus" and request.cluster.num_nodes is not None:
+        field = "cluster.num_nodes"
+    message = f"{err.message}; submit it as a job: POST /v1/jobs" if jobs else err.message
+    rule = f"{err.rule} inline; use POST /v1/jobs" if jobs else err.rule
+    extra: dict[str, Any] = {**err.extra, "jobs": "/v1/jobs"} if jobs else dict(err.extra)
+    return ApiError(413, code, message, [FieldError(field, rule)], extra=extra)
+
+
+def admit(body: bytes, settings: Settings, *, inline: bool, syntax: Syntax | None = None) -> Admitted:
     """Validate a body against the contract, the domain and the limits; raise ApiError (422 or 413)."""
-    return admit_request(_parse(body, parse_request), max_gpus=max_gpus, max_microbatches=max_microbatches,
-                         max_events=max_events, inline=inline)
+    return admit_request(_parse(body, parse_request, syntax), settings, inline=inline)
 
 
-def admit_request(request: SimulationRequest, *, max_gpus: int, max_microbatches: int, max_events: int,
-                  inline: bool) -> Admitted:
-    """Check a request valid by the contract against the domain and the limits; raise ApiError (422 or 413)."""
+def admit_request(request: SimulationRequest, settings: Settings, *, inline: bool) -> Admitted:
+    """Check a request valid by the contract against the domain and the limits (service.limits: the job
+    limits, and for an inline run the inline ones too, each on the run it would be: a job records its trace);
+    raise ApiError (422 or 413)."""
     _refuse_big_ints(request)
     try:
         scenario = adapters.to_scenario(request)
         check(scenario)
-        events = estimate_events(scenario)
+        as_job = adapters.replace_spans(scenario)
+        as_inline = as_job if request.options.trace else scenario
     except (SpecError, RequestError) as err:
         raise invalid(adapters.request_error(err)) from None
     except (ArithmeticError, ValueError) as err:  # arithmetic on extreme values the schema allows
         rule = "cannot be simulated: " + " ".join(str(err).split())[:200]
         raise invalid(RequestError.for_field("request", rule)) from None
-    _refuse_over_gpus(request.cluster, scenario.cluster.num_gpus, max_gpus)
-    microbatches = scenario.layout.num_microbatches
-    if microbatches > max_microbatches:
-        raise _over("layout.global_batch_size", "microbatch count", microbatches, max_microbatches)
-    if events > max_events:
-        if inline:
-            raise ApiError(
-                413, "too_large_for_inline",
-                f"this simulation needs about {events} engine events, over the limit of {max_events} for an "
-                "inline answer; submit it as a job: POST /v1/jobs",
-                [FieldError("request", f"estimated events must be <= {max_events} inline; use POST /v1/jobs")],
-                extra={"estimated_events": events, "limit": max_events, "jobs": "/v1/jobs"})
-        raise ApiError(413, "too_large",
-                       f"this simulation needs about {events} engine events, over this service's limit of "
-                       f"{max_events} for a job",
-                       [FieldError("request", f"estimated events must be <= {max_events}")],
-                       extra={"estimated_events": events, "limit": max_events})
-    return Admitted(request, request.model_dump_json(), cache_key(request), events, request.options.trace)
+    try:
+        cost = admit_scenario(as_inline if inline else as_job, settings.limits(inline=inline))
+    except LimitError as err:
+        if not inline:
+            raise _over_limit(err, request, "too_large") from None
+        try:  # a job could run it: say so
+            admit_scenario(as_job, settings.limits(inline=False))
+        except LimitError as job_err:
+            raise _over_limit(job_err, request, "too_large") from None
+        raise _over_limit(err, request, "too_large_for_inline", jobs=True) from None
+    return Admitted(request, request.model_dump_json(), cache_key(request), cost.events, request.options.trace)
 
 
-def admit_search(body: bytes, *, max_gpus: int, max_candidates: int, job_id: str) -> AdmittedSearch:
+def admit_search(body: bytes, *, max_gpus: int, max_candidates: int, job_id: str, max_space: int = 2**62,
+                 syntax: Syntax | None = None) -> AdmittedSearch:
     """Validate a search body (or a simulation request: its layout becomes the baseline) and cap its
-    bounds.max_candidates at `max_candidates`; raise ApiError (422, or 413 over the GPU limit). Cheap: the space
-    is enumerated by the job, not here."""
-    request = _parse(body, parse_search_request)
+    bounds.max_candidates at `max_candidates`; raise ApiError (422 for any invalid part, baseline and space
+    included, or 413 over the GPU limit or when the space could hold more than `max_space` layouts). Cheap: the
+    space is bounded from its number of choices and enumerated by the job, not here."""
+    request = _parse(body, parse_search_request, syntax)
     _refuse_big_ints(request)
     try:
         base, sizes, _ = prepare_search(request)
@@ -180,6 +192,12 @@ def admit_search(body: bytes, *, max_gpus: int, max_candidates: int, job_id: str
     for i, size in enumerate(sizes):
         if size.num_gpus > max_gpus:
             raise _over(f"space.num_nodes[{i}]", "GPU count", size.num_gpus, max_gpus)
+    layouts = space_size_bound(request, base, sizes)
+    if layouts > max_space:
+        raise ApiError(413, "too_large", f"the search space may hold up to {layouts} layouts, over this service's "
+                       f"limit of {max_space}; list fewer values in space", [FieldError(
+                           "space", f"layouts generated must be <= {max_space} (bound {layouts})")],
+                       extra={"estimated_layouts": layouts, "limit": max_space})
     asked = request.bounds.max_candidates
     bounds = request.bounds.model_copy(update={"max_candidates": min(asked, max_candidates)
                                                if asked is not None else max_candidates})
@@ -198,15 +216,14 @@ class AdmittedComparison:
     requests: list[Admitted]
 
 
-def admit_comparison(body: bytes, *, max_gpus: int, max_microbatches: int, max_events: int) -> AdmittedComparison:
+def admit_comparison(body: bytes, settings: Settings, syntax: Syntax | None = None) -> AdmittedComparison:
     """Validate a comparison body, then admit each of its requests as an inline simulation (the same rules and
     limits as POST /v1/simulations); raise ApiError (422 or 413) naming the field as ``requests[i].layout.tp``."""
-    comparison = _parse(body, parse_comparison_request)
+    comparison = _parse(body, parse_comparison_request, syntax)
     admitted = []
     for index, request in enumerate(comparison.requests):
         try:
-            admitted.append(admit_request(request, max_gpus=max_gpus, max_microbatches=max_microbatches,
-                                          max_events=max_events, inline=True))
+            admitted.append(admit_request(request, settings, inline=True))
         except ApiError as err:
             raise within_item(err, index) from None
     return AdmittedComparison(comparison.label_list(), admitted)

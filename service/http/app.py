@@ -4,8 +4,9 @@ health. OpenAPI at /docs.
 `create_app(settings)` builds an app from one router per resource (service/http/routes/) whose lifespan opens
 the SQLite store, starts the simulation processes' forkserver and the job dispatcher, and on shutdown puts
 running jobs back in the queue. Request bodies are read raw and parsed by api_schemas (YAML or JSON, duplicate
-keys refused), exactly as the CLI reads a file. The routes that change state need the bearer token when one is
-configured (service.http.context.require_token).
+keys refused) as their Content-Type says (service.http.httpio). Every /v1 route needs the bearer token when one
+is configured (service.http.context.require_token); without one, a server on a loopback address answers only
+requests addressed to this machine (service.http.guard).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from fastapi import FastAPI
 
 from service.http import errors
 from service.http.context import Service
+from service.http.guard import HostGuard, guarded
 from service.http.openapi import openapi
 from service.http.routes import comparisons, health, jobs, presets, searches, simulations
 from service.jobs.manager import JobManager
@@ -40,11 +42,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         svc.store = Store(s.database_path())
-        svc.pool = WorkerPool(threads=2 * s.workers + 2, memory_mb=s.worker_memory_mb)
+        svc.pool = WorkerPool(threads=2 * s.workers + 2, memory_mb=s.memory_cap_mb())
         svc.inline = InlineSlots(s.workers, s.max_queued_jobs)
         await asyncio.to_thread(svc.pool.warm)
         svc.jobs = JobManager(svc.store, svc.pool, workers=s.workers, max_queued=s.max_queued_jobs,
-                              timeout_s=s.job_timeout_s, max_attempts=s.max_job_attempts)
+                              timeout_s=s.job_timeout_s, max_attempts=s.max_job_attempts,
+                              max_trace_bytes=s.max_trace_bytes, retention_s=s.retention_days * 86400)
         svc.jobs.start()
         svc.ready = True
         try:
@@ -61,6 +64,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for router in routers:
         app.include_router(router)
     errors.install(app, routers)
+    if guarded(s):
+        app.add_middleware(HostGuard, settings=s)
     # The bearer scheme appears in the OpenAPI schema only when a token is required.
     app.openapi = lambda: openapi(app, bearer=s.api_token is not None)  # type: ignore[method-assign]
     return app

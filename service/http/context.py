@@ -1,9 +1,10 @@
 """What every route of the HTTP service shares, as FastAPI dependencies: the running service (settings, store,
 worker pool, inline slots, job manager) and the bearer token check.
 
-The token is checked in one place, `require_token`, which a router declares on the routes that change state
-(POST and DELETE): with ``CLUSTERSIM_API_TOKEN`` set, a request without ``Authorization: Bearer <token>`` is
-refused with 401 before its body is read; without a token set, every request passes.
+The token is checked in one place, `require_token`, which every /v1 router declares for all its routes (reads
+too: a job's id is not a secret, since GET /v1/jobs lists them): with ``CLUSTERSIM_API_TOKEN`` set, a request
+without ``Authorization: Bearer <token>`` is refused with 401 before its body is read; without a token set,
+every request passes. /healthz, /readyz and the documentation stay open.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Annotated
 from fastapi import Depends, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from api_schemas.loading import Syntax
 from service.http.admission import Admitted, AdmittedComparison, AdmittedSearch, admit, admit_comparison, admit_search
 from service.http.errors import ApiError
 from service.jobs.manager import JobManager
@@ -35,20 +37,17 @@ class Service:
         self.jobs: JobManager
         self.inline: InlineSlots
 
-    def admit(self, body: bytes, inline: bool) -> Admitted:
+    def admit(self, body: bytes, inline: bool, syntax: Syntax | None = None) -> Admitted:
         """A simulation body admitted under the inline or the job limits (ApiError 422 or 413 otherwise)."""
-        s = self.settings
-        return admit(body, max_gpus=s.max_gpus, max_microbatches=s.max_microbatches,
-                     max_events=s.max_inline_events if inline else s.max_job_events, inline=inline)
+        return admit(body, self.settings, inline=inline, syntax=syntax)
 
-    def admit_search(self, body: bytes, job_id: str) -> AdmittedSearch:
+    def admit_search(self, body: bytes, job_id: str, syntax: Syntax | None = None) -> AdmittedSearch:
         s = self.settings
-        return admit_search(body, max_gpus=s.max_gpus, max_candidates=s.max_search_candidates, job_id=job_id)
+        return admit_search(body, max_gpus=s.max_gpus, max_candidates=s.max_search_candidates, job_id=job_id,
+                            max_space=s.max_search_space, syntax=syntax)
 
-    def admit_comparison(self, body: bytes) -> AdmittedComparison:
-        s = self.settings
-        return admit_comparison(body, max_gpus=s.max_gpus, max_microbatches=s.max_microbatches,
-                                max_events=s.max_inline_events)
+    def admit_comparison(self, body: bytes, syntax: Syntax | None = None) -> AdmittedComparison:
+        return admit_comparison(body, self.settings, syntax)
 
 
 def service(request: Request) -> Service:
@@ -59,7 +58,7 @@ def service(request: Request) -> Service:
 
 ServiceDep = Annotated[Service, Depends(service)]
 
-_bearer = HTTPBearer(auto_error=False, description="required for POST and DELETE when CLUSTERSIM_API_TOKEN is set")
+_bearer = HTTPBearer(auto_error=False, description="required on every /v1 route when CLUSTERSIM_API_TOKEN is set")
 
 
 def require_token(svc: ServiceDep,
@@ -75,4 +74,4 @@ def require_token(svc: ServiceDep,
 
 
 AUTHORIZED = [Depends(require_token)]
-"""The `dependencies=` of every route that changes state (POST, DELETE)."""
+"""The `dependencies=` of every /v1 router."""

@@ -9,26 +9,29 @@ the one place where an error becomes a response.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterable
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from api_schemas import FieldError, RequestError, error_body
 from api_schemas.compare import item_field
+from api_schemas.errors import printable
 from service.jobs.errors import JobError, JobFinished, JobNotFinished, JobNotFound, NoTrace, QueueFull
 
 __all__ = ["ApiError", "from_job_error", "install", "invalid", "invalid_details", "within_item"]
 
 log = logging.getLogger("clustersim.service")
 
-_CODES = {400: "bad_request", 401: "unauthorized", 404: "not_found", 405: "method_not_allowed",
-          409: "conflict", 413: "too_large", 415: "unsupported_media_type", 422: "invalid_request",
-          429: "too_many_requests", 500: "internal_error", 503: "not_ready"}
+_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
+          405: "method_not_allowed", 408: "request_timeout", 409: "conflict", 413: "too_large",
+          415: "unsupported_media_type", 422: "invalid_request", 429: "too_many_requests", 500: "internal_error",
+          503: "not_ready"}
 
 
 class ApiError(Exception):
@@ -39,6 +42,7 @@ class ApiError(Exception):
 
     def __init__(self, status: int, code: str, message: str, details: Iterable[FieldError] = (),
                  extra: dict[str, Any] | None = None, headers: dict[str, str] | None = None) -> None:
+        message = printable(message)
         super().__init__(message)
         self.status = status
         self.code = code
@@ -53,8 +57,10 @@ class ApiError(Exception):
         error.update(self.extra)
         return {"error": error}
 
-    def response(self) -> JSONResponse:
-        return JSONResponse(self.body(), status_code=self.status, headers=self.headers or None)
+    def response(self) -> Response:
+        # ASCII escapes: whatever a message or an extra value holds (a lone surrogate), it encodes.
+        return Response(json.dumps(self.body(), ensure_ascii=True), status_code=self.status,
+                        headers=self.headers or None, media_type="application/json")
 
 
 def invalid(err: RequestError) -> ApiError:
@@ -102,17 +108,17 @@ def _loc(loc: Iterable[Any]) -> str:
     return ".".join(str(part) for part in loc) or "request"
 
 
-async def _api_error(_: Request, exc: Exception) -> JSONResponse:
+async def _api_error(_: Request, exc: Exception) -> Response:
     assert isinstance(exc, ApiError)
     return exc.response()
 
 
-async def _job_error(_: Request, exc: Exception) -> JSONResponse:
+async def _job_error(_: Request, exc: Exception) -> Response:
     assert isinstance(exc, JobError)
     return from_job_error(exc).response()
 
 
-async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
+async def _validation_error(_: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
     details = [FieldError(_loc(e.get("loc", ())), " ".join(str(e.get("msg", "is invalid")).split()))
                for e in exc.errors()]
@@ -130,7 +136,7 @@ def _allowed_methods(request: Request) -> str:
     return ", ".join(sorted(methods))
 
 
-async def _http_error(request: Request, exc: Exception) -> JSONResponse:
+async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
     code = _CODES.get(exc.status_code, "error")
     message = exc.detail if isinstance(exc.detail, str) else code.replace("_", " ")
@@ -140,7 +146,7 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     return ApiError(exc.status_code, code, message, headers=headers).response()
 
 
-async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+async def _unexpected(request: Request, exc: Exception) -> Response:
     # A bug, never a client's fault: log it, answer in the contract's format without internals.
     log.exception("internal error on %s %s", request.method, request.url.path)
     return ApiError(500, "internal_error", "internal error; the server log has the details").response()

@@ -4,28 +4,63 @@ document.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import time
-import zlib
 from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse
+from starlette.requests import ClientDisconnect
 
+from api_schemas.loading import Syntax
 from service.http.errors import ApiError
 from service.http.models import JobStatus, job_links
-from service.jobs.store import CachedResult, JobRow
+from service.jobs.store import JobRow
+from service.settings import Settings
 
-__all__ = ["EVENTS_PER_S", "accepted", "job_status", "read_body", "result_response", "wants_trace"]
+__all__ = ["ACCEPTED_TYPES", "EVENTS_PER_S", "accepted", "body_syntax", "job_status", "read_body", "read_document",
+           "wants_trace"]
+
+log = logging.getLogger("clustersim.service")
 
 # Engine events per second of a job's run with its trace (the 1T example: 272,094 events in about 4.4 s on one
 # core of the 2-core development machine, trace serialization included); only for the progress estimate.
 EVENTS_PER_S = 60_000.0
 
 
-async def read_body(request: Request, limit_bytes: int) -> bytes:
-    """The whole body, or 413 as soon as it is known to exceed `limit_bytes`."""
+# The request body types a route reads, and how: JSON as JSON only, YAML as YAML only. A body without a
+# Content-Type is read as the CLI reads a file (YAML, else JSON). Any other type (text/plain, a form) is 415
+# before the body is read: those are the types a web page may POST to another site without asking first.
+_JSON_TYPES = frozenset({"application/json"})
+_YAML_TYPES = frozenset({"application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml"})
+ACCEPTED_TYPES = sorted(_JSON_TYPES | _YAML_TYPES)
+
+
+def body_syntax(request: Request) -> Syntax | None:
+    """How to read the request's body by its Content-Type; 415 for a type the routes do not read."""
+    declared = request.headers.get("content-type")
+    if declared is None:
+        return None
+    media, _, parameters = declared.partition(";")
+    media = media.strip().lower()
+    charset = next((p.split("=", 1)[1].strip().strip('"').lower() for p in parameters.split(";")
+                    if p.strip().lower().startswith("charset=")), "utf-8")
+    if charset in ("utf-8", "utf8"):
+        if media in _JSON_TYPES or (media.startswith("application/") and media.endswith("+json")):
+            return "json"
+        if media in _YAML_TYPES:
+            return "yaml"
+    raise ApiError(415, "unsupported_media_type",
+                   f"Content-Type {declared[:100]!r} is not read here: send UTF-8 application/json or "
+                   "application/yaml", extra={"accepted": ACCEPTED_TYPES})
+
+
+async def read_body(request: Request, limit_bytes: int, timeout_s: float = 30.0) -> bytes:
+    """The whole body, or 413 as soon as it is known to exceed `limit_bytes`, 408 when it has not all arrived
+    within `timeout_s`, 400 (not an internal error) when the client disconnects before sending it all."""
     def too_large() -> ApiError:
         return ApiError(413, "body_too_large", f"the request body is over the limit of {limit_bytes} bytes",
                         extra={"limit": limit_bytes})
@@ -34,20 +69,28 @@ async def read_body(request: Request, limit_bytes: int) -> bytes:
     if declared.isdigit() and int(declared) > limit_bytes:
         raise too_large()
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit_bytes:
-            raise too_large()
-        chunks.append(chunk)
+    try:
+        async with asyncio.timeout(timeout_s):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit_bytes:
+                    raise too_large()
+                chunks.append(chunk)
+    except TimeoutError:
+        raise ApiError(408, "body_timeout", f"the request body did not arrive within {timeout_s:g} s",
+                       headers={"Connection": "close"}) from None
+    except ClientDisconnect:
+        log.info("client disconnected during the upload of %s %s", request.method, request.url.path)
+        raise ApiError(400, "client_disconnected", "the client disconnected before sending the whole body",
+                       headers={"Connection": "close"}) from None
     return b"".join(chunks)
 
 
-def result_response(cached: CachedResult, include_trace: bool, headers: dict[str, str] | None = None) -> Response:
-    """The result JSON as stored; with the Chrome trace under "trace" when asked for (options.trace)."""
-    body = cached.result.encode("utf-8")
-    if include_trace and cached.trace is not None:
-        body = body[:-1] + b', "trace": ' + zlib.decompress(cached.trace) + b"}"
-    return Response(body, media_type="application/json", headers=headers)
+async def read_document(request: Request, settings: Settings) -> tuple[bytes, Syntax | None]:
+    """The body of a route that reads a document and how to read it: 415 by its Content-Type before anything
+    is read, then `read_body` under the settings' size and time limits."""
+    syntax = body_syntax(request)
+    return await read_body(request, settings.max_body_bytes, settings.body_timeout_s), syntax
 
 
 def wants_trace(job: JobRow) -> bool:

@@ -14,10 +14,30 @@ from api_schemas.compare import ComparisonRequest
 from api_schemas.search import SearchRequest
 from service.http.models import ErrorBody
 
-__all__ = ["ERROR", "accepted_job", "body_of", "openapi"]
+__all__ = ["ERROR", "JOB_RESULT", "SEARCH_RESULT_SCHEMA", "accepted_job", "body_of", "openapi"]
 
 ERROR: dict[str, Any] = {"model": ErrorBody}
 """The `responses=` entry of an error status: the contract's error document."""
+
+
+SEARCH_RESULT_SCHEMA: dict[str, Any] = {
+    "title": "SearchResult", "type": "object",
+    "description": "the search result document (README, Search and sweeps): the problem, the best layout and the "
+                   "top ones with their simulated figures, what was generated, pruned and simulated, and the run",
+    "required": ["problem", "best", "top", "search", "discarded_families", "run"],
+    "properties": {"problem": {"type": "object"}, "best": {"anyOf": [{"type": "object"}, {"type": "null"}]},
+                   "top": {"type": "array", "items": {"type": "object"}}, "search": {"type": "object"},
+                   "discarded_families": {"type": "array", "items": {"type": "object"}},
+                   "baseline": {"type": "object"}, "run": {"type": "object"}},
+}
+
+JOB_RESULT: dict[str, Any] = {
+    "description": "the result: a simulation result for a simulation job, the search result document for a search "
+                   "job (the job's `kind` says which)",
+    "content": {"application/json": {"schema": {"anyOf": [{"$ref": "#/components/schemas/SimulationResult"},
+                                                           SEARCH_RESULT_SCHEMA]}}},
+}
+"""The 200 response of GET /v1/jobs/{id}/result: either result document."""
 
 
 def body_of(document: type[BaseModel]) -> dict[str, Any]:

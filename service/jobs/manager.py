@@ -16,17 +16,20 @@ import contextlib
 import json
 import logging
 import threading
+import time
 import uuid
 from dataclasses import dataclass
 from typing import Literal
 
 from service.jobs.errors import JobFinished, JobNotFinished, JobNotFound, NoTrace, QueueFull
-from service.jobs.pool import RunResult, WorkerPool
+from service.jobs.pool import WORKER_DIED, RunResult, WorkerPool
 from service.jobs.store import CachedResult, JobRow, Store
 
 __all__ = ["JobManager", "Submission"]
 
 log = logging.getLogger("clustersim.service")
+
+PRUNE_EVERY_S = 3600.0
 
 
 def _error(code: str, message: str, details: list[tuple[str, str]] | None = None) -> str:
@@ -57,13 +60,16 @@ class JobManager:
     """Submits, dispatches, cancels and recovers jobs; all methods run on the event loop's thread."""
 
     def __init__(self, store: Store, pool: WorkerPool, *, workers: int, max_queued: int, timeout_s: float,
-                 max_attempts: int) -> None:
+                 max_attempts: int, max_trace_bytes: int = 2**62, retention_s: float = 0.0) -> None:
         self._store = store
         self._pool = pool
         self._workers = workers
         self._max_queued = max_queued
         self._timeout_s = timeout_s
         self._max_attempts = max_attempts
+        self._max_trace_bytes = max_trace_bytes
+        self._retention_s = retention_s
+        self._pruner: asyncio.Task[None] | None = None
         self._running: dict[str, _Running] = {}
         self._wake = asyncio.Event()
         self._dispatcher: asyncio.Task[None] | None = None
@@ -81,14 +87,17 @@ class JobManager:
         if requeued or failed:
             log.warning("recovered jobs after a restart: %d queued again, %d failed", requeued, failed)
         self._dispatcher = asyncio.create_task(self._dispatch(), name="clustersim-dispatcher")
+        if self._retention_s > 0:
+            self._pruner = asyncio.create_task(self._prune(), name="clustersim-pruner")
 
     async def stop(self) -> None:
         """Stop dispatching; running jobs are ended and queued again, to run after the next start."""
         self._stopping = True
-        if self._dispatcher is not None:
-            self._dispatcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._dispatcher
+        for task in (self._dispatcher, self._pruner):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         for running in list(self._running.values()):
             running.task.cancel()
         for running in list(self._running.values()):
@@ -126,16 +135,16 @@ class JobManager:
         assert cached is not None, "a succeeded job has its result stored"
         return job, cached
 
-    def trace(self, job_id: str) -> bytes:
-        """The zlib-compressed Chrome trace of a succeeded simulation job; NoTrace for a search job (or a
-        trace that was not recorded), JobNotFound, JobNotFinished."""
+    def trace(self, job_id: str) -> CachedResult:
+        """The stored result of a succeeded simulation job, which has a trace (`Store.trace_chunks` reads it);
+        NoTrace for a search job (or a trace that was not recorded), JobNotFound, JobNotFinished."""
         job = self.job(job_id)
         if job.kind != "simulation":
             raise NoTrace(job_id, job.kind)
         _, cached = self.result(job_id)
-        if cached.trace is None:
+        if not cached.has_trace:
             raise NoTrace(job_id, job.kind)
-        return cached.trace
+        return cached
 
     def cancel(self, job_id: str) -> JobRow:
         """Cancel a queued or running job: JobNotFound if unknown, JobFinished if it has finished."""
@@ -146,6 +155,14 @@ class JobManager:
         if running is not None:
             running.cancel.set()
         return self.job(job_id)
+
+    async def _prune(self) -> None:
+        """Every hour (and at start), delete what is older than the retention (Store.prune)."""
+        while True:
+            jobs, results = await asyncio.to_thread(self._store.prune, time.time() - self._retention_s)
+            if jobs or results:
+                log.info("retention: deleted %d finished jobs and %d results", jobs, results)
+            await asyncio.sleep(PRUNE_EVERY_S)
 
     async def _dispatch(self) -> None:
         while not self._stopping:
@@ -163,8 +180,8 @@ class JobManager:
         try:
             search = job.kind == "search"
             cached = None if search else self._store.result(job.cache_key)
-            if cached is not None and cached.trace is not None:
-                self._store.succeed(job.id, job.cache_key, cached.result, cached.trace, cached=True)
+            if cached is not None and cached.has_trace:
+                self._store.succeed(job.id, job.cache_key, cached.result, None, cached=True)  # the trace stays
                 return
             outcome = await self._pool.run(job.request, not search, self._timeout_s, cancel, kind=job.kind)
             self._record(job, outcome)
@@ -179,7 +196,11 @@ class JobManager:
             self._wake.set()
 
     def _record(self, job: JobRow, outcome: RunResult) -> None:
-        if outcome.status == "ok":
+        if outcome.status == "ok" and outcome.trace is not None and len(outcome.trace) > self._max_trace_bytes:
+            self._store.finish(job.id, "failed", _error(
+                "trace_too_large", f"the trace is {len(outcome.trace)} bytes compressed, over the limit of "
+                f"{self._max_trace_bytes}"))
+        elif outcome.status == "ok":
             assert outcome.result is not None
             self._store.succeed(job.id, job.cache_key, outcome.result, outcome.trace, cached=False)
         elif outcome.status == "invalid":
@@ -189,6 +210,7 @@ class JobManager:
             self._store.finish(job.id, "timed_out", _error(
                 "timeout", f"the {job.kind} ran past the wall-time limit of {self._timeout_s:g} s"))
         elif outcome.status == "error":
-            code = "out_of_memory" if outcome.error_type == "MemoryError" else "simulation_error"
+            code = {"MemoryError": "out_of_memory", WORKER_DIED: "worker_died"}.get(outcome.error_type,
+                                                                                  "simulation_error")
             self._store.finish(job.id, "failed", _error(code, f"{outcome.error_type}: {outcome.message}"))
         # cancelled: the DELETE already stored it

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import signal
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -17,7 +18,10 @@ from typing import Literal
 
 from service.jobs import worker
 
-__all__ = ["InlineSlots", "RunResult", "WorkerPool"]
+__all__ = ["WORKER_DIED", "InlineSlots", "RunResult", "WorkerPool"]
+
+WORKER_DIED = "WorkerDied"
+"""The `error_type` of a run whose process ended without answering (killed, out of memory)."""
 
 _POLL_S = 0.05
 
@@ -26,8 +30,8 @@ RunStatus = Literal["ok", "invalid", "error", "timeout", "cancelled"]
 
 @dataclass(frozen=True, slots=True)
 class RunResult:
-    """How a run ended. ok: `result` JSON and `trace` (zlib, or None); invalid: `details` (field, rule);
-    error: `error_type` and `message`; timeout and cancelled: nothing more."""
+    """How a run ended. ok: `result` JSON and `trace` (gzip, or None), and what the run took; invalid: `details`
+    (field, rule); error: `error_type` and `message`; timeout and cancelled: nothing more."""
 
     status: RunStatus
     result: str | None = None
@@ -35,6 +39,8 @@ class RunResult:
     details: list[tuple[str, str]] = field(default_factory=list)
     error_type: str = ""
     message: str = ""
+    cpu_seconds: float = 0.0  # ok: the CPU time of its process
+    peak_rss_bytes: int = 0  # ok: the process's peak resident memory
 
 
 class WorkerPool:
@@ -92,8 +98,7 @@ class WorkerPool:
                         message = receiver.recv()
                     except EOFError:
                         process.join(1)
-                        return RunResult("error", error_type="WorkerDied",
-                                         message=f"the simulation process ended with exit code {process.exitcode}")
+                        return RunResult("error", error_type=WORKER_DIED, message=_death(process.exitcode))
                     return _result(message)
         finally:
             if process.is_alive():
@@ -104,12 +109,25 @@ class WorkerPool:
             alive_w.close()
 
 
+def _death(exitcode: int | None) -> str:
+    """Why a simulation process ended without answering, in words."""
+    if exitcode is not None and exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        cause = " (the out-of-memory killer sends it)" if name == "SIGKILL" else ""
+        return f"the simulation process was killed by {name}{cause}"
+    return f"the simulation process ended with exit code {exitcode} before answering"
+
+
 def _result(message: tuple[object, ...]) -> RunResult:
     kind = message[0]
     if kind == "ok":
-        result, trace = message[1], message[2]
+        result, trace, seconds, peak = message[1:5]
         assert isinstance(result, str) and (trace is None or isinstance(trace, bytes))
-        return RunResult("ok", result=result, trace=trace)
+        assert isinstance(seconds, float) and isinstance(peak, int)
+        return RunResult("ok", result=result, trace=trace, cpu_seconds=seconds, peak_rss_bytes=peak)
     if kind == "invalid":
         details = message[1]
         assert isinstance(details, list)

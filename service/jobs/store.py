@@ -3,7 +3,10 @@
 A job is written before the API answers 202, and its result in the same transaction that marks it succeeded,
 with ``synchronous=FULL``, so a crash (even SIGKILL) loses neither. Results are keyed by the canonical form of
 the request (see `service.http.admission`); a job's result is the cache row of its key, with the Chrome trace
-zlib-compressed beside it. Times are Unix seconds. One connection, used from the event loop's thread.
+gzip-compressed beside it (zlib in databases written before), read back in chunks (`trace_chunks`) so that no
+trace is held whole in the API process. Old finished jobs and results no job refers to are deleted by `prune`.
+Times are Unix seconds. One connection, used from the event loop's thread (and from the threads that stream a
+trace, under the same lock).
 """
 
 from __future__ import annotations
@@ -68,10 +71,17 @@ class JobRow:
 
 @dataclass(frozen=True, slots=True)
 class CachedResult:
-    """A cached result: its JSON text (no trace) and the zlib-compressed Chrome trace JSON, if recorded."""
+    """A cached result: its JSON text (no trace), its key, whether a Chrome trace is stored beside it, and that
+    trace's compressed bytes only when they were just produced (read from the store, it is streamed:
+    `Store.trace_chunks`)."""
 
     result: str
-    trace: bytes | None
+    key: str
+    has_trace: bool
+    trace: bytes | None = None
+
+
+TRACE_CHUNK_BYTES = 1 << 16
 
 
 def _row(values: tuple[object, ...]) -> JobRow:
@@ -197,9 +207,11 @@ class Store:
         return cur.rowcount == 1
 
     def requeue(self, job_id: str) -> None:
-        """Put a running job back in the queue (the service is stopping; it runs again after the restart)."""
+        """Put a running job back in the queue (the service is stopping; it runs again after the restart). The
+        interrupted run does not count as an attempt: only runs that a crash ended do (see `recover`)."""
         with self._transaction() as db:
-            db.execute("UPDATE jobs SET status = 'queued' WHERE id = ? AND status = 'running'", (job_id,))
+            db.execute("UPDATE jobs SET status = 'queued', attempts = MAX(attempts - 1, 0) "
+                       "WHERE id = ? AND status = 'running'", (job_id,))
 
     def recover(self, max_attempts: int, error: str) -> tuple[int, int]:
         """At start-up: jobs left running by a process that died are queued again, unless they have had
@@ -226,8 +238,37 @@ class Store:
 
     def result(self, key: str) -> CachedResult | None:
         with self._lock:
-            row = self._db.execute("SELECT result, trace FROM results WHERE key = ?", (key,)).fetchone()
-        return CachedResult(row[0], row[1]) if row else None
+            row = self._db.execute("SELECT result, trace IS NOT NULL FROM results WHERE key = ?", (key,)).fetchone()
+        return CachedResult(row[0], key, bool(row[1])) if row else None
+
+    def trace_chunks(self, key: str, chunk_bytes: int = TRACE_CHUNK_BYTES) -> Iterator[bytes]:
+        """The stored (compressed) trace of `key`, a chunk at a time (SQLite's incremental blob reads); nothing
+        if there is none."""
+        with self._lock:
+            row = self._db.execute("SELECT rowid, length(trace) FROM results WHERE key = ? AND trace IS NOT NULL",
+                                   (key,)).fetchone()
+        if row is None:
+            return
+        rowid, size = row
+        offset = 0
+        while offset < size:
+            with self._lock, self._db.blobopen("results", "trace", rowid, readonly=True) as blob:
+                blob.seek(offset)
+                data = blob.read(chunk_bytes)
+            if not data:
+                return
+            offset += len(data)
+            yield data
+
+    def prune(self, before: float) -> tuple[int, int]:
+        """Delete finished jobs that finished before `before`, then results created before it that no job refers
+        to; (jobs, results) deleted."""
+        with self._transaction() as db:
+            jobs = db.execute("DELETE FROM jobs WHERE status NOT IN ('queued', 'running') AND finished_at < ?",
+                              (before,)).rowcount
+            results = db.execute("DELETE FROM results WHERE created_at < ? AND key NOT IN "
+                                 "(SELECT cache_key FROM jobs)", (before,)).rowcount
+        return jobs, results
 
     def has_result(self, key: str, with_trace: bool) -> bool:
         with self._lock:

@@ -3,10 +3,11 @@
 A search job runs `run_search` instead: the layout search on the in-process ("inline") executor, no nested
 process pool; its "ok" message carries the search result document and no trace.
 
-The message is ``("ok", result_json, trace_zlib_or_None)``, ``("invalid", [(field, rule), ...])`` or
-``("error", exception_type_name, one_line_message, traceback_text)``. The result JSON is exactly what
-``clustersim simulate`` prints (`adapters.to_response`), without the trace; the trace is the Chrome trace JSON,
-zlib-compressed. The forkserver preloads this module so that a new process starts in milliseconds.
+The message is ``("ok", result_json, trace_gzip_or_None, cpu_seconds, peak_rss_bytes)``,
+``("invalid", [(field, rule), ...])`` or ``("error", exception_type_name, one_line_message, traceback_text)``.
+The result JSON is exactly what ``clustersim simulate`` prints (`adapters.to_response`), without the trace; the
+trace is the Chrome trace JSON, gzip-compressed. The forkserver preloads this module so that a new process
+starts in milliseconds.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import resource
 import threading
 import traceback
 import zlib
@@ -47,8 +49,6 @@ def _exit_with_server(alive: Connection) -> None:
 def _limit_memory(memory_mb: int | None) -> None:
     if memory_mb is None:
         return
-    import resource
-
     limit = memory_mb * 1024 * 1024
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
@@ -64,6 +64,9 @@ def _serve(work: Callable[[], tuple[object, ...]], memory_mb: int | None, conn: 
     try:
         _limit_memory(memory_mb)
         message = work()
+        if message[0] == "ok":  # what the run took: the process's CPU time and peak resident memory
+            usage = resource.getrusage(resource.RUSAGE_SELF)
+            message = (*message, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024)
     except (SpecError, RequestError) as err:
         message = ("invalid", [(d.field, d.rule) for d in adapters.request_error(err).details])
     except BaseException as err:  # noqa: BLE001 -- reported to the parent, which decides what it means
@@ -84,7 +87,8 @@ def run(request_json: str, keep_spans: bool, memory_mb: int | None, conn: Connec
         outcome = simulate(scenario)
         trace = None
         if keep_spans:
-            trace = zlib.compress(json.dumps(adapters.chrome_trace(outcome.spans)).encode("utf-8"), 6)
+            packer = zlib.compressobj(6, zlib.DEFLATED, 16 + zlib.MAX_WBITS)  # gzip, as it is served
+            trace = packer.compress(json.dumps(adapters.chrome_trace(outcome.spans)).encode("utf-8")) + packer.flush()
         return ("ok", json.dumps(adapters.to_response(outcome)), trace)
 
     _serve(work, memory_mb, conn, alive)

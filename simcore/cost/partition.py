@@ -148,8 +148,12 @@ def _balanced(n: int, weight: float, extras: list[float]) -> list[int]:
     parts can hold all n layers, then layers taken off the costliest parts until exactly n remain."""
     parts = len(extras)
 
+    most = n - parts + 1  # a part holds at most this many layers (every other part holds one)
+
     def fit(cap: float) -> list[int]:
-        return [int((cap - x) / weight + 1e-9) for x in extras]
+        # Clipped at `most`: a part whose extra cost is small next to the others' (a huge vocabulary on the last
+        # stage) would otherwise fit billions of layers, all taken off again one at a time below.
+        return [min(most, int((cap - x) / weight + 1e-9)) for x in extras]
 
     caps = sorted({x + c * weight for x in extras for c in range(1, n - parts + 2)})
     lo, hi = 0, len(caps) - 1

@@ -55,7 +55,7 @@ Gate = Callable[[], Event]  # asking for a gate issues its gather (if any) and r
 
 # Megatron-Core's gradient buckets hold at least this many parameters per data-parallel rank
 # (megatron/core/distributed: bucket_size = max(40M, 1M x dp)).
-_BUCKET_ELEMENTS_PER_DP_RANK = 1_000_000
+BUCKET_ELEMENTS_PER_DP_RANK = 1_000_000
 
 
 class GradientSync:
@@ -103,7 +103,7 @@ class GradientSync:
         # for the second model chunk onwards; buckets of max(40M, 1M x dp) elements otherwise.
         if not self.overlap or chunk > 0:
             return [cost.parameters]
-        size = max(DP_BUCKET_ELEMENTS, _BUCKET_ELEMENTS_PER_DP_RANK * self.dp)
+        size = max(DP_BUCKET_ELEMENTS, BUCKET_ELEMENTS_PER_DP_RANK * self.dp)
         full, rest = divmod(cost.parameters, size)
         return [size] * full + ([rest] if rest else [])
 

@@ -71,7 +71,36 @@ def context_parallel_sizes(model: ModelShape, gpus: int) -> tuple[int, ...]:
 
 
 def divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+    """The divisors of n in increasing order (in O(sqrt n): a batch may have millions of samples)."""
+    small, large = [], []
+    d = 1
+    while d * d <= n:
+        if n % d == 0:
+            small.append(d)
+            if d != n // d:
+                large.append(n // d)
+        d += 1
+    return small + large[::-1]
+
+
+def space_bound(model: ModelShape, num_gpus: int, gpus_per_node: int, space: Space) -> int:
+    """An upper bound of the layouts `enumerate_layouts` generates, from the number of choices of each dimension
+    alone (cheap: nothing is enumerated), so a search can be refused before it plans a space too large."""
+    tps = len(space.tp) if space.tp is not None else sum(1 for t in divisors(num_gpus) if t <= gpus_per_node)
+    pps = len(space.pp) if space.pp is not None else len(divisors(num_gpus))
+    mbs = len(space.microbatch_size) if space.microbatch_size is not None else space.max_microbatch_size
+    interleave = len(space.virtual_stages) if space.virtual_stages is not None else space.max_virtual_stages
+    # Interleaved 1F1B is one schedule per v; the others one each.
+    schedules = (len(space.schedule) if space.schedule is not None else len(SCHEDULE_ORDER)) - 1 + interleave
+    choices = (len(space.zero_stage) if space.zero_stage is not None else 4,
+               len(space.recompute) if space.recompute is not None else len(RECOMPUTE_ORDER),
+               len(space.sequence_parallel) if space.sequence_parallel is not None else 2,
+               len(space.placement) if space.placement is not None else len(PLACEMENTS),
+               len(space.overlap_grad_reduce), len(space.tp_comm_overlap), len(_precisions(space)))
+    bound = tps * pps * mbs * schedules
+    for count in choices:
+        bound *= count
+    return bound
 
 
 def distinct_placements(dp: int, tp: int, pp: int, orders: tuple[str, ...] = PLACEMENTS, cp: int = 1) -> list[str]:

@@ -69,7 +69,7 @@ def test_api_answers_the_training_section(tmp_path: Path) -> None:
     from service.settings import Settings
 
     app = create_app(Settings(data_dir=str(tmp_path), workers=1))
-    with TestClient(app) as client:
+    with TestClient(app, base_url="http://localhost") as client:
         doc = {**request_doc(), "training": TRAINING}
         answer = client.post("/v1/simulations", json=doc)
         assert answer.status_code == 200, answer.text

@@ -4,29 +4,28 @@ and the Chrome trace of a job; DELETE cancels one. A search job (POST /v1/search
 from __future__ import annotations
 
 import asyncio
-import zlib
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
 
-from api_schemas import SimulationRequest, SimulationResult
+from api_schemas import SimulationRequest
 from service.http.context import AUTHORIZED, ServiceDep
-from service.http.httpio import accepted, job_status, read_body, result_response, wants_trace
+from service.http.httpio import accepted, job_status, read_document, wants_trace
 from service.http.models import JobPage, JobState, JobStatus
-from service.http.openapi import ERROR, accepted_job, body_of
+from service.http.openapi import ERROR, JOB_RESULT, accepted_job, body_of
+from service.http.traces import result_response, trace_response
 
-router = APIRouter(tags=["jobs"])
+router = APIRouter(tags=["jobs"], dependencies=AUTHORIZED)
 
 
 @router.post("/v1/jobs", status_code=202, openapi_extra=body_of(SimulationRequest), response_model=JobStatus,
-             dependencies=AUTHORIZED,
              responses={202: accepted_job("accepted; Location names the job"),
-                        401: ERROR, 413: ERROR, 422: ERROR, 429: ERROR})
+                        401: ERROR, 408: ERROR, 413: ERROR, 415: ERROR, 422: ERROR, 429: ERROR})
 async def submit_job(request: Request, svc: ServiceDep) -> JSONResponse:
     """Accept a request as a background job: 202 with the job and a Location header."""
-    body = await read_body(request, svc.settings.max_body_bytes)
-    admitted = await asyncio.to_thread(svc.admit, body, False)
+    body, syntax = await read_document(request, svc.settings)
+    admitted = await asyncio.to_thread(svc.admit, body, False, syntax)
     return accepted(svc.jobs.submit(admitted.submission()))
 
 
@@ -51,24 +50,24 @@ async def get_job(job_id: str, svc: ServiceDep) -> JobStatus:
 
 
 @router.get("/v1/jobs/{job_id}/result",
-            responses={200: {"model": SimulationResult, "description": "the result"}, 404: ERROR, 409: ERROR})
+            responses={200: JOB_RESULT, 401: ERROR, 404: ERROR, 409: ERROR})
 async def get_job_result(job_id: str, svc: ServiceDep) -> Response:
     """The result of a succeeded job (409 until then); with the trace if the request asked for it. A search
     job's result is the search result document."""
     job, cached = svc.jobs.result(job_id)
-    return result_response(cached, job.kind == "simulation" and wants_trace(job))
+    return result_response(svc.store, cached, job.kind == "simulation" and wants_trace(job))
 
 
 @router.get("/v1/jobs/{job_id}/trace",
             responses={200: {"content": {"application/json": {"schema": {"type": "object"}}},
                              "description": "Chrome trace (Trace Event Format), for Perfetto"},
                        404: ERROR, 409: ERROR})
-async def get_job_trace(job_id: str, svc: ServiceDep) -> Response:
+async def get_job_trace(job_id: str, request: Request, svc: ServiceDep) -> Response:
     """The Chrome trace of a succeeded simulation job (Perfetto, chrome://tracing); 409 for a search job."""
-    return Response(zlib.decompress(svc.jobs.trace(job_id)), media_type="application/json")
+    return trace_response(request, svc.store, svc.jobs.trace(job_id))
 
 
-@router.delete("/v1/jobs/{job_id}", response_model=JobStatus, dependencies=AUTHORIZED,
+@router.delete("/v1/jobs/{job_id}", response_model=JobStatus,
                responses={401: ERROR, 404: ERROR, 409: ERROR})
 async def cancel_job(job_id: str, svc: ServiceDep) -> JobStatus:
     """Cancel a queued or running job (409 if it has finished)."""

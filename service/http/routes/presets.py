@@ -8,8 +8,9 @@ from typing import Any
 from fastapi import APIRouter
 
 from service import convert
+from service.http.context import AUTHORIZED
 
-router = APIRouter(tags=["presets"])
+router = APIRouter(tags=["presets"], dependencies=AUTHORIZED)
 
 
 def _catalog(kind: str) -> Callable[[], Awaitable[dict[str, Any]]]:

@@ -9,24 +9,25 @@ from fastapi.responses import Response
 
 from api_schemas import SimulationRequest, SimulationResult
 from service.http.context import AUTHORIZED, ServiceDep
-from service.http.httpio import read_body, result_response
+from service.http.httpio import read_document
 from service.http.inline import busy, cached, run_inline
 from service.http.openapi import ERROR, body_of
+from service.http.traces import result_response
 
-router = APIRouter(tags=["simulations"])
+router = APIRouter(tags=["simulations"], dependencies=AUTHORIZED)
 
 
-@router.post("/v1/simulations", openapi_extra=body_of(SimulationRequest), dependencies=AUTHORIZED,
+@router.post("/v1/simulations", openapi_extra=body_of(SimulationRequest),
              responses={200: {"model": SimulationResult, "description": "the result (with a trace if asked)"},
-                        401: ERROR, 413: ERROR, 422: ERROR, 429: ERROR})
+                        401: ERROR, 408: ERROR, 413: ERROR, 415: ERROR, 422: ERROR, 429: ERROR, 503: ERROR})
 async def run_simulation(request: Request, svc: ServiceDep) -> Response:
     """Simulate one request and answer with its result. Over the inline event limit: 413, use jobs."""
-    body = await read_body(request, svc.settings.max_body_bytes)
-    admitted = await asyncio.to_thread(svc.admit, body, True)
+    body, syntax = await read_document(request, svc.settings)
+    admitted = await asyncio.to_thread(svc.admit, body, True, syntax)
     hit = cached(svc, admitted, admitted.trace)
     if hit is not None:
-        return result_response(hit, admitted.trace, {"X-Clustersim-Cache": "hit"})
+        return result_response(svc.store, hit, admitted.trace, {"X-Clustersim-Cache": "hit"})
     if svc.inline.full:
         raise busy()
     result = await run_inline(svc, admitted, admitted.trace)
-    return result_response(result, admitted.trace, {"X-Clustersim-Cache": "miss"})
+    return result_response(svc.store, result, admitted.trace, {"X-Clustersim-Cache": "miss"})

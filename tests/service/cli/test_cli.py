@@ -384,3 +384,18 @@ def test_overlap_grad_reduce_hides_dp_comm_without_pipeline() -> None:
     assert overlapped["communication_s"]["dp"] > 0
     assert overlapped["time_breakdown_s"]["dp_comm"] < plain["time_breakdown_s"]["dp_comm"]
     assert overlapped["iteration_time_s"] < plain["iteration_time_s"]
+
+
+@pytest.mark.parametrize("text", ["[" * 100_000 + "]" * 100_000, "a: &a [*a]\n", '{"model": "\\ud800"}',
+                                  "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+                                      f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 10)}]\n"
+                                      for i in range(6))])
+@pytest.mark.parametrize("command", ["simulate", "search", "compare"])
+def test_any_document_exits_2_with_one_line_never_a_traceback(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                              text: str, command: str) -> None:
+    path = tmp_path / "hostile.yaml"
+    path.write_text(text, encoding="utf-8")
+    code, out, err = run_cli(capsys, command, str(path))
+    assert code == 2, err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert out == ""

@@ -28,7 +28,7 @@ M64 = EXAMPLES / "bubble-vs-microbatches" / "m64.yaml"
 @contextmanager
 def client_for(database: Path, **settings: Any) -> Iterator[TestClient]:
     options: dict[str, Any] = {"workers": 2, **settings}
-    with TestClient(create_app(Settings(database=str(database), **options))) as client:
+    with TestClient(create_app(Settings(database=str(database), **options)), base_url="http://localhost") as client:
         yield client
 
 
@@ -290,7 +290,7 @@ def test_jobs_and_cache_survive_a_restart(tmp_path: Path) -> None:
 
 # --- bearer token: 401 ------------------------------------------------------------------------------------------
 
-def test_token_is_required_to_create_and_delete(tmp_path: Path) -> None:
+def test_token_is_required_to_create_read_and_delete(tmp_path: Path) -> None:
     with client_for(tmp_path / "auth.db", api_token="s3cret") as c:
         good = {"Authorization": "Bearer s3cret"}
         for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "Basic s3cret"}):
@@ -301,6 +301,7 @@ def test_token_is_required_to_create_and_delete(tmp_path: Path) -> None:
             assert_error(c.delete("/v1/jobs/anything", headers=headers), 401, "unauthorized")
         assert c.post("/v1/simulations", json=request_doc(), headers=good).status_code == 200
         job = c.post("/v1/jobs", json=request_doc(seed=5), headers=good).json()
-        assert c.get(f"/v1/jobs/{job['id']}").status_code == 200  # reading needs no token
-        assert c.get("/v1/jobs").status_code == 200
+        for path in (f"/v1/jobs/{job['id']}", "/v1/jobs", f"/v1/jobs/{job['id']}/result"):
+            assert_error(c.get(path), 401, "unauthorized")  # reading needs the token too: ids are listed
+            assert c.get(path, headers=good).status_code in (200, 409)
         assert c.delete(f"/v1/jobs/{job['id']}", headers=good).status_code in (200, 409)

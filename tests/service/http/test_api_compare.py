@@ -33,7 +33,8 @@ MAX_GPUS = 16
 @pytest.fixture(scope="module")
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     database: Path = tmp_path_factory.mktemp("compare") / "api.db"
-    with TestClient(create_app(Settings(database=str(database), workers=2, max_gpus=MAX_GPUS))) as c:
+    app = create_app(Settings(database=str(database), workers=2, max_gpus=MAX_GPUS))
+    with TestClient(app, base_url="http://localhost") as c:
         yield c
 
 

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 from fastapi.testclient import TestClient
 
@@ -34,7 +35,7 @@ SEARCH: dict[str, Any] = {
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     settings = Settings(database=str(tmp_path_factory.mktemp("search") / "api.db"), workers=2,
                         max_search_candidates=2)
-    with TestClient(create_app(settings)) as c:
+    with TestClient(create_app(settings), base_url="http://localhost") as c:
         yield c
 
 
@@ -69,6 +70,13 @@ def test_a_search_runs_as_a_job_and_its_result_is_the_search_document(client: Te
     # The service capped bounds.max_candidates (3) at CLUSTERSIM_MAX_SEARCH_CANDIDATES (2), on one process.
     assert result["search"]["simulated"] == 2
     assert result["run"]["executor"] == "inline"
+    # The schema of the result route declares both documents; this one is the search result.
+    declared = client.get("/openapi.json").json()["paths"]["/v1/jobs/{job_id}/result"]["get"]["responses"]["200"]
+    choices = declared["content"]["application/json"]["schema"]["anyOf"]
+    assert choices[0] == {"$ref": "#/components/schemas/SimulationResult"}
+    jsonschema.validate(result, choices[1])
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"iteration_time_s": 1.0}, choices[1])
     # The trace: 409 with its own code, whatever the job's state.
     trace = client.get(f"/v1/jobs/{job['id']}/trace")
     assert trace.status_code == 409
@@ -118,7 +126,7 @@ def test_missing_fields_and_unreadable_bodies_are_422(client: TestClient) -> Non
 
 def test_a_search_over_the_gpu_limit_is_413(tmp_path: Path) -> None:
     settings = Settings(database=str(tmp_path / "small.db"), workers=1, max_gpus=4)
-    with TestClient(create_app(settings)) as c:
+    with TestClient(create_app(settings), base_url="http://localhost") as c:
         response = c.post("/v1/searches", json=SEARCH)
     assert response.status_code == 413
     assert response.json()["error"]["details"][0]["field"] == "cluster.num_nodes"
@@ -126,7 +134,7 @@ def test_a_search_over_the_gpu_limit_is_413(tmp_path: Path) -> None:
 
 def test_a_search_size_over_the_gpu_limit_is_413_naming_it(tmp_path: Path) -> None:
     settings = Settings(database=str(tmp_path / "small.db"), workers=1, max_gpus=16)
-    with TestClient(create_app(settings)) as c:
+    with TestClient(create_app(settings), base_url="http://localhost") as c:
         response = c.post("/v1/searches", json={**SEARCH, "space": {"num_nodes": [1, 2, 4]}})
     assert response.status_code == 413
     assert response.json()["error"]["details"][0]["field"] == "space.num_nodes[2]"
@@ -170,7 +178,7 @@ def test_a_search_job_left_running_runs_again_after_a_restart(tmp_path: Path) ->
         assert claimed is not None and claimed.status == "running"
     finally:
         store.close()
-    with TestClient(create_app(Settings(database=str(path), workers=1))) as c:
+    with TestClient(create_app(Settings(database=str(path), workers=1)), base_url="http://localhost") as c:
         done = wait_done(c, "interrupted")
         assert done["status"] == "succeeded" and done["kind"] == "search" and done["attempts"] == 2
         assert c.get("/v1/jobs/interrupted/result").json()["top"]

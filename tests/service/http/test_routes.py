@@ -1,5 +1,5 @@
 """The app's routes, one router per resource: the bearer token is one FastAPI dependency
-(service.http.context.require_token) that really refuses, declared on every route that changes state and on no
+(service.http.context.require_token) that really refuses, declared on every /v1 route (reads too) and on no
 other, and checked before the body is read; a 405 names every method of the path."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ def _needs_token(route: APIRoute) -> bool:
     return any(d.call is require_token for d in route.dependant.dependencies)
 
 
-def test_every_route_that_changes_state_and_no_other_needs_the_token() -> None:
+def test_every_v1_route_and_no_other_needs_the_token() -> None:
     routers = [m.router for m in (simulations, jobs, searches, comparisons, presets, health)]
     routes = [r for router in routers for r in router.routes if isinstance(r, APIRoute)]
     assert len(routes) == 14
@@ -27,12 +27,22 @@ def test_every_route_that_changes_state_and_no_other_needs_the_token() -> None:
     assert writes == {("POST", "/v1/simulations"), ("POST", "/v1/jobs"), ("POST", "/v1/searches"),
                       ("POST", "/v1/comparisons"), ("DELETE", "/v1/jobs/{job_id}")}
     for route in routes:
-        assert _needs_token(route) == bool(route.methods & {"POST", "DELETE"}), route.path
+        assert _needs_token(route) == route.path.startswith("/v1/"), route.path
+
+
+def test_with_a_token_reads_need_it_too_and_health_and_docs_stay_open(tmp_path: Path) -> None:
+    settings = Settings(database=str(tmp_path / "read.db"), workers=1, api_token="s3cret")
+    with TestClient(create_app(settings), base_url="http://localhost") as client:
+        for path in ("/v1/jobs", "/v1/jobs/x", "/v1/jobs/x/result", "/v1/jobs/x/trace", "/v1/presets/models"):
+            assert client.get(path).status_code == 401, path
+            assert client.get(path, headers={"Authorization": "Bearer s3cret"}).status_code in (200, 404), path
+        for path in ("/healthz", "/readyz", "/openapi.json", "/docs"):
+            assert client.get(path).status_code == 200, path
 
 
 def test_the_token_is_checked_before_the_body_is_read(tmp_path: Path) -> None:
     settings = Settings(database=str(tmp_path / "auth.db"), workers=1, api_token="s3cret", max_body_bytes=10)
-    with TestClient(create_app(settings)) as client:
+    with TestClient(create_app(settings), base_url="http://localhost") as client:
         response = client.post("/v1/simulations", content=b"x" * 100)  # over the body limit, and no token
         assert response.status_code == 401, response.text
         assert response.json()["error"]["code"] == "unauthorized"
@@ -46,11 +56,13 @@ def test_the_bearer_scheme_is_in_the_schema_only_with_a_token() -> None:
     assert all("security" not in op for ops in open_schema["paths"].values() for op in ops.values())
     guarded = create_app(Settings(database=":memory:", api_token="s3cret")).openapi()
     assert guarded["paths"]["/v1/simulations"]["post"]["security"] == [{"HTTPBearer": []}]
-    assert "security" not in guarded["paths"]["/v1/jobs"]["get"]
+    assert guarded["paths"]["/v1/jobs"]["get"]["security"] == [{"HTTPBearer": []}]
+    assert "security" not in guarded["paths"]["/healthz"]["get"]
 
 
 def test_a_wrong_method_is_405_naming_every_method_of_the_path(tmp_path: Path) -> None:
-    with TestClient(create_app(Settings(database=str(tmp_path / "allow.db"), workers=1))) as client:
+    app = create_app(Settings(database=str(tmp_path / "allow.db"), workers=1))
+    with TestClient(app, base_url="http://localhost") as client:
         for path, allowed in (("/v1/jobs", "GET, POST"), ("/v1/jobs/x", "DELETE, GET"), ("/healthz", "GET")):
             response = client.put(path)
             assert response.status_code == 405
@@ -70,3 +82,10 @@ def test_create_app_stays_small_and_no_service_module_is_over_400_lines() -> Non
     long = {str(p.relative_to(root)): n for p in root.rglob("*.py")
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > 400}
     assert long == {}
+
+
+def test_the_readme_settings_table_names_every_setting_and_no_other() -> None:
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("Settings (environment variables):", 1)[1].split("\n\n", 2)[1]
+    listed = {line.split("`")[1] for line in section.splitlines() if line.startswith("| `CLUSTERSIM_")}
+    assert listed == {f"CLUSTERSIM_{name.upper()}" for name in Settings.model_fields}

@@ -64,3 +64,22 @@ def test_jobs_survive_sigkill(start_server: Any) -> None:
         result["simulator"].pop("wall_time_s")
         assert result == expected_result(copy.deepcopy(doc))
     assert httpx.get(f"{server.url}/v1/jobs/{ids[0]}", timeout=5).json()["attempts"] == 2
+
+
+def test_graceful_restarts_do_not_count_as_attempts(start_server: Any) -> None:
+    # Two deploys (SIGTERM: running jobs are put back) and one crash (SIGKILL) while the same job runs, with the
+    # default of 3 attempts: only the crash counts, and the job succeeds.
+    long = request_doc(LARGE)
+    long["layout"]["global_batch_size"] = 768
+    long["options"] = {"seed": 11}
+    server = start_server(CLUSTERSIM_WORKERS="1", CLUSTERSIM_MAX_JOB_ATTEMPTS="2")
+    job_id = httpx.post(f"{server.url}/v1/jobs", json=long, timeout=10).json()["id"]
+    for stop in ("stop", "stop", "kill"):
+        poll(server.url, job_id, {"running"}, 30)
+        time.sleep(0.2)
+        assert httpx.get(f"{server.url}/v1/jobs/{job_id}", timeout=5).json()["status"] == "running"
+        getattr(server, stop)()
+        server = start_server(CLUSTERSIM_WORKERS="1", CLUSTERSIM_MAX_JOB_ATTEMPTS="2")
+    job = poll(server.url, job_id, {"succeeded", "failed", "cancelled", "timed_out"}, 60)
+    assert job["status"] == "succeeded", job
+    assert job["attempts"] == 2  # the crashed run and the one that finished

@@ -4,6 +4,7 @@ layer maps to responses in one place (service.http.errors.from_job_error)."""
 from __future__ import annotations
 
 import ast
+import time
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -60,7 +61,7 @@ def test_cached_results_and_traces(store: Store) -> None:
     store.put_result("search:s", '{"top": []}', None)
     done = jobs.submit(Submission("simulation", "{}", "sim"), "sim-job")
     assert done.status == "succeeded" and done.cached
-    assert zlib.decompress(jobs.trace("sim-job")) == b"{}"
+    assert zlib.decompress(b"".join(store.trace_chunks(jobs.trace("sim-job").key))) == b"{}"
     search = jobs.submit(Submission("search", "{}", "search:s"), "search-job")
     assert search.status == "succeeded"
     with pytest.raises(NoTrace) as no_trace:
@@ -89,3 +90,18 @@ def test_jobs_import_nothing_of_http() -> None:
                        else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
             for module in modules:
                 assert not module.startswith(("service.http", "fastapi", "starlette")), f"{path.name}: {module}"
+
+
+def test_traces_are_read_back_in_chunks_and_old_rows_pruned(store: Store) -> None:
+    blob = bytes(range(256)) * 1000
+    store.put_result("big", "{}", blob)
+    chunks = list(store.trace_chunks("big", chunk_bytes=10_000))
+    assert b"".join(chunks) == blob and max(map(len, chunks)) == 10_000
+    assert list(store.trace_chunks("missing")) == []
+    jobs = manager(store)
+    jobs.submit(Submission("simulation", "{}", "big"), "old")  # succeeded from the cache
+    store.put_result("orphan", "{}", None)
+    later = time.time() + 10
+    assert store.prune(time.time() - 3600) == (0, 0)  # nothing that old
+    assert store.prune(later) == (1, 2)
+    assert store.job("old") is None and store.result("big") is None and store.result("orphan") is None
