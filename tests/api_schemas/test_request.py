@@ -206,9 +206,19 @@ def test_any_size_below_one_is_rejected_naming_that_field(field: tuple[str, str]
     assert errors_of(with_field(section, name, value)) == [FieldError(f"{section}.{name}", "must be >= 1")]
 
 
-@given(field=st.sampled_from(SIZE_FIELDS), value=st.integers(min_value=1, max_value=10**12))
-def test_any_positive_size_is_accepted(field: tuple[str, str], value: int) -> None:
+def _maximum(section: str, name: str) -> int:
+    """The field's physical maximum from the schema (its `le`), or 10**12 where it has none."""
+    schema = SimulationRequest.model_json_schema()
+    ref = schema["properties"][section].get("$ref") or schema["properties"][section]["anyOf"][0]["$ref"]
+    field = schema["$defs"][ref.rsplit("/", 1)[1]]["properties"][name]
+    bounds = [option.get("maximum") for option in field.get("anyOf", [field])]
+    return int(next((b for b in bounds if b is not None), 10**12))
+
+
+@given(field=st.sampled_from(SIZE_FIELDS), fraction=st.floats(min_value=0, max_value=1))
+def test_any_positive_size_up_to_its_maximum_is_accepted(field: tuple[str, str], fraction: float) -> None:
     section, name = field
+    value = max(1, round(fraction * _maximum(section, name)))
     request = SimulationRequest.model_validate(with_field(section, name, value))
     assert getattr(getattr(request, section), name) == value
 
