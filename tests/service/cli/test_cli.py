@@ -367,9 +367,14 @@ def test_bubble_shrinks_as_microbatches_grow() -> None:
     overheads = [r["pipeline_overhead"] for r in results]
     assert all(a > b for a, b in zip(bubbles, bubbles[1:], strict=False)), bubbles
     assert all(a > b for a, b in zip(overheads, overheads[1:], strict=False)), overheads
-    # Never better than the equal-stage, free-communication closed form (p-1)/(m+p-1), p = 8.
-    for m, bubble in zip((8, 16, 32, 64), bubbles, strict=True):
-        assert bubble >= 7 / (m + 7) * 0.95
+    # Never better than the equal-stage, free-communication closed form (p-1)/(m+p-1), p = 8, measured against
+    # the pipeline's own span: the iteration also holds the optimizer step and the gradient synchronisation
+    # (the tied embedding's all-reduce included) outside it.
+    for m, result in zip((8, 16, 32, 64), results, strict=True):
+        b = result["time_breakdown_s"]
+        outside = b["optimizer"] + b["dp_comm"]
+        pipeline = result["iteration_time_s"] - outside
+        assert result["bubble_fraction"] * result["iteration_time_s"] >= 7 / (m + 7) * pipeline * 0.95
 
 
 def test_overlap_grad_reduce_hides_dp_comm_without_pipeline() -> None:
