@@ -2,7 +2,8 @@
 pipeline ranks holding a copy of the shared word embedding (the first stage, a decoder's first stage, the last
 stage's output layer) all-reduce its gradient, blocking, before the optimizer step (Megatron-Core's
 finalize_model_grads, _allreduce_word_embedding_grads). One collective per replica on the flow network, started
-when the last of its ranks arrives."""
+when the last of its ranks arrives. It exists only because of pipelining, so its time and bytes count as
+pipeline communication (`pp`)."""
 
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ class EmbeddingSync:
         if done is None:
             done = self._done[replica] = Event(self.clock)
         ranks, size = self.workload.embedding_sync_ranks, self.workload.embedding_sync_bytes
-        record.comm_bytes["dp"] += size
+        record.comm_bytes["pp"] += size
         arrived = self._arrived[replica] = self._arrived.get(replica, 0) + 1
         if arrived == len(ranks):
             place = self.placement
@@ -45,7 +46,7 @@ class EmbeddingSync:
             started = self.clock.now
 
             def complete() -> None:
-                record.comm_busy_s["dp"] += self.clock.now - started
+                record.comm_busy_s["pp"] += self.clock.now - started
                 done.succeed()
 
             self.events += 1

@@ -339,9 +339,9 @@ class Engine:
             # first stage's last backward passes), after it for the all-reduce itself.
             drain_end = min(max(self._passes_end, waited), clock.now)
             t["bubble"] += drain_end - waited
-            t["dp_comm"] += clock.now - drain_end
+            t["pp_comm"] += clock.now - drain_end
             self.rec.span(track, "idle: pipeline drain", "bubble", waited, drain_end)
-            self.rec.span(track, "wait embedding all-reduce", "dp_comm", drain_end, clock.now)
+            self.rec.span(track, "wait embedding all-reduce", "pp_comm", drain_end, clock.now)
         waited = clock.now
         self._barrier_waiting += 1
         if self._barrier_waiting == self._ranks_total:
