@@ -97,6 +97,16 @@ class CpPass:
     def sent_bytes(self) -> float:
         return self.layers * _sent(self.layer)
 
+    def scaled(self, factor: float) -> CpPass:
+        """The pass on a GPU whose compute takes `factor` times as long (a straggler): its sends unchanged."""
+        def one(segment: Segment) -> Segment:
+            if isinstance(segment, float):
+                return segment * factor
+            if isinstance(segment, RingStep):
+                return RingStep(segment.compute_s * factor, segment.send_bytes)
+            return segment
+        return CpPass(self.extra_s * factor, tuple(one(s) for s in self.layer), self.layers)
+
 
 def _compute(segments: tuple[Segment, ...]) -> float:
     return sum(s if isinstance(s, float) else s.compute_s for s in segments if not isinstance(s, Exchange))
