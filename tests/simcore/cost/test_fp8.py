@@ -154,4 +154,10 @@ def test_every_fp8_and_blackwell_row_is_simulated_and_judged_within_bounds() -> 
     assert len(judged) == 19
     assert sum(judged) / len(judged) <= 10.0 and max(judged) <= 25.0
     by_file = report["by_reference"][modern.REFERENCE]
-    assert by_file["not_fitted"]["mean_abs_error_pct"] == pytest.approx(sum(judged) / len(judged))
+    # The file's other judged rows run with context parallelism (tests/simcore/calibration/
+    # test_context_parallel_rows.py): 11 with a step time.
+    cp_rows = [abs(c["error_pct"]) for c in cases.values() if not c["calibration"] and c["id"] not in
+               {r["id"] for r in rows}]
+    assert len(cp_rows) == 11
+    assert by_file["not_fitted"]["mean_abs_error_pct"] == pytest.approx(
+        (sum(judged) + sum(cp_rows)) / (len(judged) + len(cp_rows)))
