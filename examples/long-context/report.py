@@ -4,6 +4,7 @@ fastest layout of each (best/*.yaml), the searches' counts (best/searches.json),
 from what the simulator measured. No figure in the README is typed in.
 
     python examples/long-context/report.py          # searches (minutes), writes best/, README.md, throughput.svg
+    python examples/long-context/report.py --render # README.md and throughput.svg from best/ (no search)
     python examples/long-context/report.py --check  # re-simulates best/ and exits 1 if README.md is not current
 """
 
@@ -20,6 +21,8 @@ import yaml
 from api_schemas import SimulationRequest
 from service import convert
 from service.search import run_search
+from simcore import GIB, MODEL_PRESETS, Layout, model_from_fields
+from simcore.cost.memory import userbuffer_bytes
 from simcore.simulate import simulate
 
 HERE = Path(__file__).resolve().parent
@@ -85,6 +88,11 @@ def describe(layout: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
+# Speed-ups closer to 1 than this are ties: the two layouts do the same work, and the simulator's small
+# differences (a kernel's efficiency at another size) are not a reason to choose.
+TIE = 0.01
+
+
 def pays(rows: dict[str, dict[str, Any]], length: int) -> float:
     """Tokens/s of the best layout with CP over the best without, at one length."""
     return float(rows[f"{label(length)}-cp"]["tokens_per_s"] / rows[f"{label(length)}-no-cp"]["tokens_per_s"])
@@ -92,6 +100,14 @@ def pays(rows: dict[str, dict[str, Any]], length: int) -> float:
 
 def cp_of(rows: dict[str, dict[str, Any]], length: int) -> int:
     return int(rows[f"{label(length)}-cp"]["request"]["layout"].get("cp", 1))
+
+
+def userbuffers_gib(length: int) -> float:
+    """TP overlap's userbuffers per GPU at `length` tokens a sample, microbatch 1, without CP (GiB)."""
+    model = model_from_fields({**MODEL_PRESETS[MODEL["preset"]], "seq_length": length})
+    layout = Layout(dp=1, tp=8, pp=1, microbatch_size=1, global_batch_size=1, sequence_parallel=True,
+                    tp_comm_overlap=True)
+    return userbuffer_bytes(model, layout) / GIB
 
 
 def render(rows: dict[str, dict[str, Any]], counts: dict[str, Any]) -> str:
@@ -119,28 +135,37 @@ def render(rows: dict[str, dict[str, Any]], counts: dict[str, Any]) -> str:
             f"{describe(ring['request']['layout'])} | {ring['tokens_per_s']:,.0f} | {ring['mfu']:.1%} | "
             f"{ring['memory']['peak_gib_per_gpu']:.1f} | {ring['time_breakdown_s'].get('cp_comm', 0.0):.3f} | "
             f"{pays(rows, length):.2f}x |")
-    first = next((n for n in LENGTHS if cp_of(rows, n) > 1 and pays(rows, n) > 1.0), None)
-    lines += ["", "Searched (generated / fit and obey the rules / simulated):", ""]
-    for name, c in counts.items():
-        lines.append(f"- {name}: {c['generated']:,} / {c['feasible']:,} / {c['simulated']:,}")
+    first = next((n for n in LENGTHS if cp_of(rows, n) > 1 and pays(rows, n) > 1 + TIE), None)
+    ties = [n for n in LENGTHS if cp_of(rows, n) > 1 and abs(pays(rows, n) - 1) <= TIE]
+    lines += ["", "Layouts searched (generated / fit and obey the rules / simulated):", ""]
+    for length in LENGTHS:
+        parts = []
+        for variant in VARIANTS:
+            c = counts[f"{label(length)}-{variant}"]
+            parts.append(f"{variant} {c['generated']:,} / {c['feasible']:,} / {c['simulated']:,}")
+        lines.append(f"- {length:,} tokens: " + "; ".join(parts))
     lines += [
         "",
         "## What the table says",
         "",
         f"- CP starts to pay at {first:,} tokens a sample" if first else "- CP never pays here",
-        "  (the first length where the fastest layout with CP beats the fastest without).",
+        f"  (the first length where the fastest layout with CP beats the fastest without by more than {TIE:.0%})."
+        + (f" At {', '.join(f'{n:,}' for n in ties)} tokens the fastest layout has CP but ties (within"
+           f" {TIE:.0%}) the fastest without: CP and TP split the same work, both hide their communication"
+           " (CP's K/V ring under attention, TP's collectives under the GEMMs with TP overlap), and both fit."
+           if ties else ""),
     ]
     short = rows[f"{label(LENGTHS[0])}-cp"]
     lines += [
-        f"- At {LENGTHS[0]:,} tokens there is no reason to split a sample: 128 samples give every GPU its own"
-        f" (the fastest layout with CP allowed is {describe(short['request']['layout'])}). Splitting would",
-        "  make the attention blocks small, and a block that cannot hide its K/V send leaves it exposed.",
+        f"- At {LENGTHS[0]:,} tokens there is no reason to split a sample: "
+        f"{TOKENS_PER_ITERATION // LENGTHS[0]} samples give every GPU its own (the fastest layout with CP allowed"
+        f" is {describe(short['request']['layout'])}).",
         "- From 128K tokens the activations of a sample no longer fit on a few GPUs without recomputing the",
         "  forward pass (full recomputation costs a third more compute), and without CP the ways to split a",
-        "  sample are TP (on NVLink up to 8; TP overlap's userbuffers add 12 buffers of a sample's hidden",
-        "  states per GPU, 12 GiB at 128K) and PP (with one or two samples per replica the pipeline never fills).",
-        "  CP splits the sequence itself: every rank keeps 1/cp of the activations, and its ring of K/V sends",
-        "  hides under attention blocks that grow with the square of the length.",
+        "  sample are TP (on NVLink up to 8; TP overlap's userbuffers add 12 buffers of a sample's hidden states",
+        f"  per GPU, {userbuffers_gib(131072):.0f} GiB at 128K tokens) and PP (with one or two samples per replica"
+        " the pipeline never fills). CP splits the sequence itself: every rank keeps 1/cp of the activations,",
+        "  and its ring of K/V sends hides under attention blocks that grow with the square of the length.",
         "- At 512K and 1M tokens there are two samples or one: without CP most of the 32 GPUs can only be used",
         "  by a long pipeline that one or two microbatches cannot fill, or by TP across nodes.",
         "",
@@ -175,8 +200,10 @@ def draw(rows: dict[str, dict[str, Any]]) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if README.md differs from a fresh run")
+    parser.add_argument("--render", action="store_true", help="write README.md and the picture from best/ "
+                        "without searching again")
     args = parser.parse_args(argv)
-    counts = (json.loads((BEST / "searches.json").read_text()) if args.check else search_all())
+    counts = (json.loads((BEST / "searches.json").read_text()) if args.check or args.render else search_all())
     rows = results()
     text = render(rows, counts)
     if args.check:

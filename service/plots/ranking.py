@@ -23,7 +23,8 @@ _MEMORY, _RULE = "#5A5A5A", "#B8B8B8"  # greys: a discarded family is not a kind
 
 
 def _family(f: Mapping[str, Any]) -> str:
-    return (f"DP {f['dp']} x TP {f['tp']} x PP {f['pp']}, ZeRO {f['zero_stage']}, {f['recompute']}"
+    return (f"DP {f['dp']} x TP {f['tp']} x PP {f['pp']}" + (f" x CP {f['cp']}" if f.get("cp") else "")
+            + f", ZeRO {f['zero_stage']}, {f['recompute']}"
             + (", SP" if f.get("sequence_parallel") else ""))
 
 

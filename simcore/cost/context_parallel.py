@@ -97,17 +97,15 @@ class CpPass:
     def sent_bytes(self) -> float:
         return self.layers * _sent(self.layer)
 
-    def slowed(self, factor: float) -> CpPass:
-        """The pass on a GPU whose compute takes `factor` times as long: its compute segments and the attention
-        blocks of its ring steps scale, its transfers and collectives do not."""
-        def scale(segment: Segment) -> Segment:
+    def scaled(self, factor: float) -> CpPass:
+        """The pass on a GPU whose compute takes `factor` times as long (a straggler): its sends unchanged."""
+        def one(segment: Segment) -> Segment:
             if isinstance(segment, float):
                 return segment * factor
             if isinstance(segment, RingStep):
                 return RingStep(segment.compute_s * factor, segment.send_bytes)
             return segment
-
-        return CpPass(self.extra_s * factor, tuple(scale(s) for s in self.layer), self.layers)
+        return CpPass(self.extra_s * factor, tuple(one(s) for s in self.layer), self.layers)
 
 
 def _compute(segments: tuple[Segment, ...]) -> float:

@@ -55,8 +55,9 @@ RUNTIME_BYTES = 1.0 * GIB
 # which registers one communicator, with a buffer of that shape, per overlapped GEMM: 4 ring-exchange (qkv_fprop,
 # fc1_fprop, proj_dgrad, fc2_dgrad), 2 pipelined (proj_fprop, fc2_fprop), 4 bulk (qkv/fc1 dgrad and wgrad) and
 # 2 external (proj_wgrad, fc2_wgrad); the 8 all-gather buffers hold FP8 (1 byte) in FP8 training, the rest 16
-# bits (TransformerEngine transformer_engine/pytorch/module/base.py @d0067d0, initialize_ub; Megatron-LM
-# _initialize_tp_communicators). Small at 4K tokens, 12 GiB at 128K tokens of h = 4096.
+# bits (TransformerEngine @d0067d0: transformer_engine/pytorch/module/base.py, initialize_ub; common/
+# comm_gemm_overlap/comm_gemm_overlap.cpp registers a buffer of the whole shape for each, the ring-exchange ones
+# all-gathers; Megatron-LM _initialize_tp_communicators). Small at 4K tokens, 12 GiB at 128K tokens of h = 4096.
 USERBUFFER_GEMMS, USERBUFFER_ALL_GATHERS = 12, 8
 
 

@@ -88,11 +88,13 @@ class ChunkCost:
         recomputed forward's included, scale; its tensor-parallel collectives do not (they wait for it, which
         the longer compute before them already is)."""
         recompute_kernels = self.recompute_s - self.recompute_tp_s
+        # Context parallelism's passes run their segments: every compute segment scales (the tensor-parallel
+        # time folded into them too, an approximation); the ring's sends do not.
         return replace(self, forward_compute_s=self.forward_compute_s * factor,
                        backward_compute_s=self.backward_compute_s * factor,
                        recompute_s=recompute_kernels * factor + self.recompute_tp_s,
-                       cp_forward=None if self.cp_forward is None else self.cp_forward.slowed(factor),
-                       cp_backward=None if self.cp_backward is None else self.cp_backward.slowed(factor))
+                       cp_forward=self.cp_forward.scaled(factor) if self.cp_forward else None,
+                       cp_backward=self.cp_backward.scaled(factor) if self.cp_backward else None)
 
     @property
     def backward_s(self) -> float:
