@@ -34,7 +34,7 @@ STEPS: list[list[str]] = [
     ["examples/fp8/report.py"],
     ["examples/cost-to-train/plan.py"],
     ["examples/stragglers/report.py"],
-    ["examples/long-context/report.py"],
+    ["examples/long-context/report.py", "--render"],  # from best/ (searching again: without --render)
 ]
 
 
