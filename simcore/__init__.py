@@ -25,6 +25,7 @@ from simcore.domain.layout import (
     Precision,
     Recompute,
     Schedule,
+    ZeroImplementation,
     validate_layout,
 )
 from simcore.domain.model import Activation, Architecture, AttentionKind, ModelShape, model_from_fields
@@ -43,7 +44,7 @@ __all__ = [
     "VERSION", "Activation", "Architecture", "AttentionKind", "Checkpointing", "ClusterSpec", "CollectiveAlgorithm",
     "CostParameters", "Fabric", "Failures", "Fidelity", "Fp8Recipe", "GpuKind", "GpuSpec", "Layout", "Metrics",
     "ModelShape", "Network", "Outcome", "Partition", "Precision", "Recompute", "RunTotals", "Scenario", "Schedule",
-    "SpecError", "StageMemory", "StageReport", "TrainingPlan", "TrainingRun", "build_network", "check",
-    "chrome_trace", "estimate_events", "model_from_fields", "nearest_catalog_gpu", "plan_training", "simulate",
+    "SpecError", "StageMemory", "StageReport", "TrainingPlan", "TrainingRun", "ZeroImplementation", "build_network",
+    "check", "chrome_trace", "estimate_events", "model_from_fields", "nearest_catalog_gpu", "plan_training", "simulate",
     "sized", "validate_layout",
 ]

@@ -49,6 +49,15 @@ class Fp8Recipe(StrEnum):
     BLOCKWISE = "blockwise"  # 1x128 activation and 128x128 weight blocks with fp32 scales (DeepSeek-V3 style)
 
 
+class ZeroImplementation(StrEnum):
+    """How sharded data parallelism runs (simcore/cost/sharding.py gives each one's mechanisms and defaults)."""
+
+    MEGATRON = "megatron"  # Megatron-Core: ZeRO 1 as the distributed optimizer; ZeRO 3 one gather per layer
+    FSDP = "fsdp"  # PyTorch FSDP1/FSDP2 full shard, one unit per transformer layer
+    DEEPSPEED = "deepspeed"  # DeepSpeed ZeRO 3 since 2022: one coalesced gather per sub-module
+    DEEPSPEED_2021 = "deepspeed_2021"  # DeepSpeed v0.3-v0.4: one gather per parameter, device-wide syncs
+
+
 class Fidelity(StrEnum):
     REPRESENTATIVE = "representative"
     FULL = "full"
@@ -80,6 +89,7 @@ class Layout:
     encoder_pipeline_stages: int | None = None  # encoder-decoder: stages holding the encoder; None: chosen
     zero3_gather_bucket_elements: int | None = None  # ZeRO 3 gathers in buckets this large; None: one per layer
     fp8_recipe: Fp8Recipe | None = None  # precision fp8 only; None: tensorwise
+    zero_implementation: ZeroImplementation = ZeroImplementation.MEGATRON
 
     @property
     def fp8(self) -> Fp8Recipe | None:
@@ -146,6 +156,17 @@ def validate_layout(layout: Layout, model: ModelShape, num_gpus: int) -> None:
             raise SpecError("layout.zero3_gather_bucket_elements", "applies to zero_stage 3 only")
         if layout.zero3_gather_bucket_elements < 1:
             raise SpecError("layout.zero3_gather_bucket_elements", "must be >= 1")
+        if layout.zero_implementation is not ZeroImplementation.MEGATRON:
+            raise SpecError("layout.zero3_gather_bucket_elements",
+                            f"applies to zero_implementation megatron only ({layout.zero_implementation} gathers "
+                            "in its own units)")
+    if layout.zero_implementation in (ZeroImplementation.DEEPSPEED, ZeroImplementation.DEEPSPEED_2021):
+        raise SpecError("layout.zero_implementation", f"{layout.zero_implementation} is not simulated yet "
+                        "(megatron and fsdp are)")
+    if layout.zero_implementation is not ZeroImplementation.MEGATRON and layout.zero_stage != 3:
+        raise SpecError("layout.zero_implementation",
+                        f"{layout.zero_implementation} is modelled for zero_stage 3 (sharded parameters) only; "
+                        f"zero_stage {layout.zero_stage} runs as megatron")
 
 
 def validate_precision(layout: Layout, gpu: GpuSpec) -> None:

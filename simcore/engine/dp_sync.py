@@ -42,6 +42,7 @@ from functools import partial
 from simcore.cost.collectives import Collective
 from simcore.cost.kernels import BYTES
 from simcore.cost.parameters import DP_BUCKET_ELEMENTS
+from simcore.cost.sharding import policy as sharding_policy
 from simcore.cost.workload import Workload
 from simcore.domain.layout import Layout
 from simcore.domain.schedules import BACKWARD, Pass
@@ -71,6 +72,7 @@ class GradientSync:
         self.overlap = layout.overlap_grad_reduce
         self.grad_reduce_bytes = layout.grad_reduce_bytes
         self.zero3_bucket = layout.zero3_gather_bucket_elements
+        self.policy = sharding_policy(layout.zero_implementation)
         self._streams: dict[tuple[int, int, str], Stream] = {}
         self._rendezvous: dict[tuple[int, str], Rendezvous] = {}  # full fidelity's
         self._pass_ready: dict[tuple[int, int, int], list[Job]] = {}  # each backward pass's gradient jobs
@@ -173,6 +175,13 @@ class GradientSync:
         for _ in range(count - 1):
             self._queue_gather(replica, rank, parameters / count, record, None)  # nobody waits for these
         return self._gather(replica, rank, parameters / count, record)
+
+    def gather_depth(self, direction: str) -> int:
+        """How many slices ahead of the one computing the gathers may run: one (Megatron's ZeRO 3), or the
+        implementation's limits (FSDP: two in forward, `limit_all_gathers`; one in backward, BACKWARD_PRE)."""
+        if self.policy is None:
+            return 1
+        return self.policy.backward_depth if direction == BACKWARD else self.policy.forward_depth
 
     # -- what the rank's passes call -------------------------------------------------------------------------
     def pass_gates(self, replica: int, rank: int, ps: Pass, layers: int, parameters: int,

@@ -191,18 +191,20 @@ class Engine:
     def _gated_pass(self, gates: list[Gate], duration: float, t: dict[str, float], track: str,
                     ps: Pass) -> Process:
         """A pass of `duration` seconds in equal slices, each behind its gate (its parameters' gather), the next
-        slice's gather issued when the current slice starts (prefetch)."""
+        slices' gathers issued when the current slice starts (prefetch: as many as the implementation lets run
+        ahead, simcore/cost/sharding.py)."""
         clock = self.clock
-        pending = gates[0]()
+        depth = self.sync.gather_depth(ps.direction)
+        issued = [gates[0]()]
         for k in range(len(gates)):
-            current = pending
+            current = issued[k]
             if not current.triggered:
                 waited = clock.now
                 yield current
                 t["dp_comm"] += clock.now - waited
                 self.rec.span(track, "wait parameter gather", "dp_comm", waited, clock.now)
-            if k + 1 < len(gates):
-                pending = gates[k + 1]()  # prefetch the next slice's parameters
+            while len(issued) < min(len(gates), k + 1 + depth):
+                issued.append(gates[len(issued)]())  # prefetch the next slices' parameters
             self.events += 1
             yield duration / len(gates)
             self.rec.span(track, f"{'fwd' if ps.direction != BACKWARD else 'bwd'} mb{ps.microbatch} part {k + 1}",
