@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from simcore.cost.collectives import CollectiveModel
 from simcore.cost.memory import stage_memory
 from simcore.cost.parameters import FITTED, CostParameters
+from simcore.cost.sharding import sharding_units
 from simcore.cost.workload import build_workload
 from simcore.domain.layout import (
     CollectiveAlgorithm,
@@ -130,7 +131,8 @@ def simulate(scenario: Scenario, network: Network | None = None) -> Outcome:
     workload = build_workload(model, layout, gpu, placement, collectives, scenario.free_communication,
                               scenario.cost_parameters)
     engine = Engine(EngineConfig(layout, placement, workload, collectives, scenario.fidelity,
-                                 scenario.free_communication, scenario.keep_spans, network.passes(layout)))
+                                 scenario.free_communication, scenario.keep_spans, network.passes(layout),
+                                 sharding_units(model, layout, workload)))
     result = engine.run()
     memory = stage_memory(model, layout, workload)
     metrics = compute_metrics(model, layout, gpu, workload, result, memory)

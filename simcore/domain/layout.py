@@ -160,13 +160,15 @@ def validate_layout(layout: Layout, model: ModelShape, num_gpus: int) -> None:
             raise SpecError("layout.zero3_gather_bucket_elements",
                             f"applies to zero_implementation megatron only ({layout.zero_implementation} gathers "
                             "in its own units)")
-    if layout.zero_implementation in (ZeroImplementation.DEEPSPEED, ZeroImplementation.DEEPSPEED_2021):
-        raise SpecError("layout.zero_implementation", f"{layout.zero_implementation} is not simulated yet "
-                        "(megatron and fsdp are)")
+    deepspeed = (ZeroImplementation.DEEPSPEED, ZeroImplementation.DEEPSPEED_2021)
+    if layout.zero_implementation in deepspeed and layout.pp > 1:
+        # deepspeed/runtime/pipe/engine.py asserts a ZeRO stage below 2 with pipeline parallelism
+        raise SpecError("layout.zero_implementation", "DeepSpeed's ZeRO 3 does not run with pipeline "
+                        f"parallelism (pp {layout.pp}); use pp 1")
     if layout.zero_implementation is not ZeroImplementation.MEGATRON and layout.zero_stage != 3:
         raise SpecError("layout.zero_implementation",
                         f"{layout.zero_implementation} is modelled for zero_stage 3 (sharded parameters) only; "
-                        f"zero_stage {layout.zero_stage} runs as megatron")
+                        f"use megatron for zero_stage {layout.zero_stage}")
 
 
 def validate_precision(layout: Layout, gpu: GpuSpec) -> None:

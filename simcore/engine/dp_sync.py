@@ -111,7 +111,9 @@ class GradientSync:
         """Queue the rank's gradient reductions (and ZeRO 1/2's overlapped parameter gathers); return the event
         of its last gradient collective finishing."""
         done = Event(self.clock)
-        if not self.active:
+        if not self.active or self.policy is not None:
+            # The frameworks' implementations reduce from their passes: FSDP after each unit's backward
+            # (`unit_reduced`), DeepSpeed from simcore/engine/sharded.py.
             done.succeed()
             return done
         backward = [i for i, ps in enumerate(passes) if ps.direction == BACKWARD]
@@ -138,6 +140,10 @@ class GradientSync:
                 self._first_forward[(replica, rank, chunk)] = [
                     self._gather(replica, rank, n, record) for n in reversed(self.buckets(rank, chunk))]
         return done
+
+    def stream(self, replica: int, rank: int, name: str, record: RankRecord) -> Stream:
+        """The rank's communication stream `name` ("grad" or "gather"), made on first use."""
+        return self._stream(replica, rank, name, record)
 
     def _stream(self, replica: int, rank: int, name: str, record: RankRecord) -> Stream:
         key = (replica, rank, name)
@@ -182,6 +188,17 @@ class GradientSync:
         if self.policy is None:
             return 1
         return self.policy.backward_depth if direction == BACKWARD else self.policy.forward_depth
+
+    def unit_reduced(self, replica: int, rank: int, parameters: float, record: RankRecord) -> Event | None:
+        """FSDP: reduce-scatter a unit's gradient as its backward ends, on the stream its all-gathers use (one
+        process group runs its collectives on one NCCL stream: pytorch/pytorch#65299, #64803); the event of its
+        end. None for Megatron's ZeRO 3, whose gradient buckets `start` queues."""
+        if self.policy is None or not self.active:
+            return None
+        done = Event(self.clock)
+        job = Job(Collective.REDUCE_SCATTER, "grad", parameters * self.grad_reduce_bytes, READY, done)
+        self._stream(replica, rank, "gather", record).put(job)
+        return done
 
     # -- what the rank's passes call -------------------------------------------------------------------------
     def pass_gates(self, replica: int, rank: int, ps: Pass, layers: int, parameters: int,

@@ -22,8 +22,9 @@ from dataclasses import dataclass
 
 from simcore.cost.collectives import CollectiveModel
 from simcore.cost.patterns import FlowPattern
+from simcore.cost.sharding import Unit
 from simcore.cost.workload import ChunkCost, Workload
-from simcore.domain.layout import Fidelity, Layout
+from simcore.domain.layout import Fidelity, Layout, Recompute
 from simcore.domain.placement import Placement
 from simcore.domain.schedules import BACKWARD, POLICIES, Pass
 from simcore.engine.clock import Clock, Event, Process, Signal, start
@@ -31,6 +32,7 @@ from simcore.engine.dp_collectives import DataParallelCollectives
 from simcore.engine.dp_sync import Gate, GradientSync
 from simcore.engine.flows import FlowNetwork
 from simcore.engine.recorder import RankRecord, Recorder
+from simcore.engine.sharded import ShardedPasses
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +47,8 @@ class EngineConfig:
     # Each pipeline rank's passes in schedule order, when the caller has them (simulate() keeps them across
     # simulations); else the engine asks the schedule.
     passes: tuple[list[Pass], ...] | None = None
+    # Each virtual stage's gather units, for implementations that gather per sub-module (simcore/engine/sharded.py).
+    units: tuple[tuple[Unit, ...], ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +87,11 @@ class Engine:
         self.dp_collectives = DataParallelCollectives(self.clock, self.net, config.collectives, config.placement,
                                                       config.free_communication)
         self.sync = GradientSync(self.clock, layout, config.workload, self.dp_collectives, self.rec, self.replicas)
+        policy = self.sync.policy
+        self.sharded = None
+        if policy is not None and policy.per_submodule and config.units is not None and self.sync.active:
+            self.sharded = ShardedPasses(self.clock, self.sync, policy, config.units, self.rec, layout.dp,
+                                         layout.recompute is Recompute.FULL)
 
     # -- helpers ---------------------------------------------------------------------------------------
     def _arrival(self, kind: str, replica: int, vstage: int, microbatch: int) -> _Arrival:
@@ -151,9 +160,12 @@ class Engine:
                     self._account_wait(t, track, waited, arrival.produced_s, ps)
             start = clock.now
             duration = cost.forward_s if forward else cost.backward_s
-            gates = self.sync.pass_gates(replica, rank, ps, cost.layers, cost.parameters, record)
-            if gates:  # the pass runs slice by slice, each behind its parameter gather
-                yield from self._gated_pass(gates, duration, t, track, ps)
+            gates = [] if self.sharded else self.sync.pass_gates(replica, rank, ps, cost.layers, cost.parameters,
+                                                                  record)
+            if self.sharded:  # sub-module by sub-module, behind their gathers and synchronisations
+                yield from self.sharded.run(replica, rank, ps, cost, record, track)
+            elif gates:  # the pass runs slice by slice, each behind its parameter gather
+                yield from self._gated_pass(gates, duration, t, track, ps, (replica, rank, cost.parameters, record))
                 if not forward:
                     self.sync.backward_pass(replica, rank, i, clock.now, clock.now)
             else:
@@ -173,7 +185,7 @@ class Engine:
                 tp_comm += cost.backward_tp_s + cost.recompute_tp_s
                 tp_busy += cost.backward_tp_s + cost.recompute_tp_s + cost.tp_hidden_backward_s
                 tp_bytes += cost.tp_bytes_backward
-            if self.rec.keep_spans and not gates:
+            if self.rec.keep_spans and not gates and not self.sharded:
                 self._pass_spans(track, ps, cost, start)
             if forward and vs < last_vs:
                 self._send("act", replica, rank, (vs + 1) % p, vs + 1, ps.microbatch, record)
@@ -188,14 +200,15 @@ class Engine:
         record.comm_bytes["tp"] += tp_bytes
         yield from self._step(replica, rank, record, track, dp_done)
 
-    def _gated_pass(self, gates: list[Gate], duration: float, t: dict[str, float], track: str,
-                    ps: Pass) -> Process:
+    def _gated_pass(self, gates: list[Gate], duration: float, t: dict[str, float], track: str, ps: Pass,
+                    owner: tuple[int, int, int, RankRecord]) -> Process:
         """A pass of `duration` seconds in equal slices, each behind its gate (its parameters' gather), the next
         slices' gathers issued when the current slice starts (prefetch: as many as the implementation lets run
         ahead, simcore/cost/sharding.py)."""
         clock = self.clock
         depth = self.sync.gather_depth(ps.direction)
         issued = [gates[0]()]
+        reductions: list[Event] = []
         for k in range(len(gates)):
             current = issued[k]
             if not current.triggered:
@@ -209,6 +222,18 @@ class Engine:
             yield duration / len(gates)
             self.rec.span(track, f"{'fwd' if ps.direction != BACKWARD else 'bwd'} mb{ps.microbatch} part {k + 1}",
                           "compute", clock.now - duration / len(gates), clock.now)
+            if ps.direction == BACKWARD:
+                replica, rank, parameters, record = owner
+                reduced = self.sync.unit_reduced(replica, rank, parameters / len(gates), record)
+                if reduced is not None:
+                    reductions.append(reduced)
+        if reductions:  # FSDP's end of backward: the compute stream waits for the reduce-scatters
+            waited = clock.now
+            for event in reductions:
+                if not event.processed:
+                    yield event
+            t["dp_comm"] += clock.now - waited
+            self.rec.span(track, "wait gradient reduce-scatter", "dp_comm", waited, clock.now)
 
     def _step(self, replica: int, rank: int, record: RankRecord, track: str, dp_done: Event) -> Process:
         """After the rank's passes: wait for its gradient reduction (`dp_done`), then for every rank (the global
@@ -277,4 +302,6 @@ class Engine:
         self.clock.run()
         iteration = max(r.end_s for r in self.rec.ranks)
         events = self.events + self.sync.events + self.dp_collectives.events + self.net.events
+        if self.sharded:
+            events += self.sharded.events
         return EngineResult(iteration, self.rec, events, len(self.rec.ranks))

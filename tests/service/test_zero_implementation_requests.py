@@ -36,7 +36,7 @@ def doc(**layout: Any) -> dict[str, Any]:
     return {**BASE, "layout": {**BASE["layout"], **layout}}
 
 
-@pytest.mark.parametrize("name", ["megatron", "fsdp"])
+@pytest.mark.parametrize("name", ["megatron", "fsdp", "deepspeed", "deepspeed_2021"])
 def test_each_implementation_reaches_the_layout_and_its_document(name: str) -> None:
     scenario = convert.to_scenario(SimulationRequest.model_validate(doc(zero_implementation=name)))
     assert scenario.layout.zero_implementation is ZeroImplementation(name)

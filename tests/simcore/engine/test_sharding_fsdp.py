@@ -59,7 +59,7 @@ def test_fsdp_is_no_slower_than_one_gather_ahead() -> None:
             <= outcome(ZeroImplementation.MEGATRON).metrics.iteration_time_s + 1e-12)
 
 
-@pytest.mark.parametrize("implementation", ["fsdp"])
+@pytest.mark.parametrize("implementation", ["fsdp", "deepspeed", "deepspeed_2021"])
 def test_the_framework_implementations_need_zero_stage_3(implementation: str) -> None:
     layout = dataclasses.replace(LAYOUT, zero_stage=1, zero_implementation=ZeroImplementation(implementation))
     with pytest.raises(SpecError) as err:
