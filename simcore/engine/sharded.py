@@ -64,13 +64,14 @@ class ShardedPasses:
         self.host_s = host  # host time to issue one collective
         self.copies_s = dp * KERNEL_OVERHEAD_S if policy.list_collectives else 0.0  # GPU copies after a gather
         self.grad_bytes = BYTES  # DeepSpeed reduces gradients in the parameters' 16-bit type
-        self._visits: dict[int, tuple[tuple[Visit, ...], tuple[Visit, ...]]] = {}
+        self._visits: dict[tuple[int, float, float, float], tuple[tuple[Visit, ...], tuple[Visit, ...]]] = {}
         self._states: dict[tuple[int, int], _RankState] = {}
 
     def visits(self, cost: ChunkCost) -> tuple[tuple[Visit, ...], tuple[Visit, ...]]:
-        found = self._visits.get(cost.virtual_stage)
+        key = (cost.virtual_stage, cost.forward_s, cost.recompute_s, cost.backward_s)  # a straggler's are slower
+        found = self._visits.get(key)
         if found is None:
-            found = self._visits[cost.virtual_stage] = pass_visits(
+            found = self._visits[key] = pass_visits(
                 self.units[cost.virtual_stage], cost.forward_s, cost.recompute_s, cost.backward_s,
                 self.regather and self.policy.regather_on_recompute, self.policy.reuse_distance_elements)
         return found
