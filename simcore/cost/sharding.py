@@ -181,7 +181,8 @@ def pass_visits(units: tuple[Unit, ...], forward_s: float, recompute_s: float, b
         mine = [i for i, u in enumerate(units) if u.layer == layer]
         if regather and layer >= 0:
             backward += [(i, recompute_s * units[i].weight / total, False) for i in mine]
-        backward += [(i, grads_s * units[i].weight / total, True) for i in reversed(mine)]
+        own = grads_s if layer >= 0 else backward_s  # the embedding has no hooks to recompute: all in one visit
+        backward += [(i, own * units[i].weight / total, True) for i in reversed(mine)]
     trace = forward + backward
     keeps = _keeps([i for i, _, _ in trace], [u.elements for u in units], reuse_elements)
     visits = [Visit(i, s, b, k) for (i, s, b), k in zip(trace, keeps, strict=True)]
