@@ -260,6 +260,7 @@ def run_validation(path: str | None = None, params: CostParameters = FITTED) -> 
             "reference": name, "source": str(case["id"]).split("-", 1)[0], "group": group_of(str(case["id"])),
         })
     return {"cases": cases, **_means(cases), "skipped": skipped, "fitted_sources": list(FITTED_SOURCES),
+            "fitted_rows": {"HOST_OP_2021_S": list(FITTED_ROWS)},
             "by_reference": summarise(cases, "reference"), "by_source": summarise(cases, "source"),
             "by_group": summarise(cases, "group")}
 
@@ -297,6 +298,8 @@ def render_table(report: dict[str, Any]) -> str:
         lines.append(f"rows not fitted: mean |error| {report['mean_abs_error_pct']:.1f}%, "
                      f"max |error| {report['max_abs_error_pct']:.1f}%")
     lines.append(f"fitted on the sources: {', '.join(report['fitted_sources'])}")
+    for constant, rows in report.get("fitted_rows", {}).items():
+        lines.append(f"fitted on the rows {', '.join(rows)}: {constant}")
     lines.append(f"{'reference file or source group':40s} {'fitted: rows mean max':>24s} "
                  f"{'not fitted: rows mean max':>28s}")
     for summary in (report["by_reference"], report["by_source"], report["by_group"]):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from simcore.calibration.validate import is_calibration_case, load_reference
+from simcore.calibration.validate import is_calibration_case, load_reference, render_table
 from simcore.cost.sharding import FITTED_ROWS, HOST_OP_2021_S, HOST_OP_RANGE_S
 
 BENCH = Path(__file__).resolve().parents[3] / "bench" / "fit_zero3_host.py"
@@ -27,3 +27,10 @@ def test_the_constant_is_the_fit() -> None:
 def test_validate_marks_the_two_rows_as_fitted() -> None:
     rows = [c for c in load_reference() if c.get("id") in FITTED_ROWS]
     assert len(rows) == 2 and all(is_calibration_case(c) for c in rows)
+
+
+def test_validate_names_the_constant_and_its_rows() -> None:
+    report = {"cases": [], "mean_abs_error_pct": None, "max_abs_error_pct": None, "skipped": [],
+              "fitted_sources": ["megatron20"], "fitted_rows": {"HOST_OP_2021_S": list(FITTED_ROWS)},
+              "by_reference": {}, "by_source": {}, "by_group": {}}
+    assert f"fitted on the rows {', '.join(FITTED_ROWS)}: HOST_OP_2021_S" in render_table(report)
