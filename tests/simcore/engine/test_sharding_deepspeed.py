@@ -15,7 +15,7 @@ from simcore.cost.sharding import (
     layer_submodules,
     pass_visits,
 )
-from simcore.domain.layout import Layout, Recompute, ZeroImplementation, validate_layout
+from simcore.domain.layout import Fidelity, Layout, Recompute, ZeroImplementation, validate_layout
 from simcore.domain.model import model_from_fields
 from simcore.domain.presets import MODEL_PRESETS
 from simcore.simulate import Outcome, Scenario, simulate
@@ -120,3 +120,13 @@ def test_with_free_communication_only_the_2021_host_issue_remains() -> None:
     assert run("fsdp") == pytest.approx(compute) and run("deepspeed") == pytest.approx(compute)
     host = 16 * 2 * HOST_OP_2021_S
     assert compute + 48 * host - 1e-9 <= run("deepspeed_2021") <= compute + (48 + 50) * host
+
+
+@pytest.mark.parametrize("implementation", ["deepspeed", "deepspeed_2021", "fsdp"])
+def test_full_fidelity_agrees_with_the_representative_replica(implementation: str) -> None:
+    layout = dataclasses.replace(LAYOUT, dp=8, global_batch_size=16,
+                                 zero_implementation=ZeroImplementation(implementation))
+    times = [simulate(Scenario(TWO_LAYERS, sized(NODE_PRESETS["dgx-a100"], 8), layout,
+                               fidelity=fidelity)).metrics.iteration_time_s
+             for fidelity in (Fidelity.REPRESENTATIVE, Fidelity.FULL)]
+    assert times[1] == pytest.approx(times[0], rel=1e-12)
