@@ -257,10 +257,17 @@ class LayoutIn(BaseModel):
         description="how layers are cut into pipeline stages: even = by count (Megatron), balanced = by simulated "
         "stage cost (whole layers per stage); default balanced for encoder_decoder, even otherwise",
     )
+    zero_implementation: Literal["megatron", "fsdp", "deepspeed", "deepspeed_2021"] = Field(
+        default="megatron",
+        description="how sharded data parallelism runs: megatron (Megatron-Core; ZeRO 3 gathers one layer at a "
+        "time), fsdp (PyTorch FSDP full shard, one unit per transformer layer), deepspeed (DeepSpeed ZeRO 3 since "
+        "2022: a coalesced gather per sub-module), deepspeed_2021 (DeepSpeed v0.3-v0.4: a gather per parameter "
+        "with device-wide synchronisations); all but megatron need zero_stage 3",
+    )
     zero3_gather_bucket_elements: Size | None = Field(
         default=None,
-        description="ZeRO 3 only: gather each layer's parameters in all-gathers of at most this many elements, "
-        "one after another; default: one all-gather per layer (FSDP with one unit per transformer layer)",
+        description="ZeRO 3 with zero_implementation megatron only: gather each layer's parameters in all-gathers "
+        "of at most this many elements, one after another; default: one all-gather per layer",
     )
     precision: Literal["bf16", "fp16", "fp8"] = Field(
         default="bf16", description="16-bit format; fp16 gradients are reduced in fp16, bf16's in fp32 (Megatron); "

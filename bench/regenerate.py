@@ -1,7 +1,8 @@
 """Regenerate every figure the repository ships from the current code, in dependency order, after a change that
 moves results (each step is a script a test checks the output of):
 
-1. with --fit: the cost model's fitted parameters (bench/fit_cost_model.py; minutes);
+1. with --fit: the cost model's fitted parameters (bench/fit_cost_model.py; minutes); HOST_OP_2021_S
+   (simcore/cost/sharding.py) is refitted by hand with bench/fit_zero3_host.py, which prints it;
 2. the golden results (bench/golden_results.py --write-tests);
 3. the README's accuracy table (bench/accuracy_table.py);
 4. every example's README and pictures (their own scripts);
@@ -35,6 +36,7 @@ STEPS: list[list[str]] = [
     ["examples/cost-to-train/plan.py"],
     ["examples/stragglers/report.py"],
     ["examples/long-context/report.py", "--render"],  # from best/ (searching again: without --render)
+    ["examples/zero-scaling/compare.py", "--write"],
 ]
 
 

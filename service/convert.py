@@ -48,6 +48,7 @@ from simcore import (
     StageMemory,
     TrainingPlan,
     TrainingRun,
+    ZeroImplementation,
     chrome_trace,
     model_from_fields,
     nearest_catalog_gpu,
@@ -193,6 +194,7 @@ def to_scenario(request: SimulationRequest, free_communication: bool = False) ->
         pipeline_partition=Partition(lay.pipeline_partition) if lay.pipeline_partition else None,
         encoder_pipeline_stages=lay.encoder_pipeline_stages,
         zero3_gather_bucket_elements=lay.zero3_gather_bucket_elements,
+        zero_implementation=ZeroImplementation(lay.zero_implementation),
         fp8_recipe=Fp8Recipe(lay.fp8_recipe) if lay.fp8_recipe else None,
         cp=lay.cp, cp_comm=CpComm(lay.cp_comm),
     )
@@ -373,4 +375,6 @@ def layout_json(layout: Layout) -> dict[str, Any]:
         **({"encoder_pipeline_stages": layout.encoder_pipeline_stages} if layout.encoder_pipeline_stages else {}),
         **({"zero3_gather_bucket_elements": layout.zero3_gather_bucket_elements}
            if layout.zero3_gather_bucket_elements else {}),
+        **({"zero_implementation": str(layout.zero_implementation)}
+           if layout.zero_implementation is not ZeroImplementation.MEGATRON else {}),
     }

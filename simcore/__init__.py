@@ -26,6 +26,7 @@ from simcore.domain.layout import (
     Precision,
     Recompute,
     Schedule,
+    ZeroImplementation,
     validate_layout,
 )
 from simcore.domain.model import Activation, Architecture, AttentionKind, ModelShape, model_from_fields
@@ -47,6 +48,6 @@ __all__ = [
     "Cost", "CostParameters", "CpComm", "DegradedLink", "Fabric", "Failures", "Fidelity", "Fp8Recipe", "GpuKind",
     "GpuSpec", "Health", "Layout", "Metrics", "ModelShape", "Network", "Outcome", "Partition", "Precision",
     "Recompute", "RunTotals", "Scenario", "Schedule", "SlowGpu", "SpecError", "StageMemory", "StageReport",
-    "TrainingPlan", "TrainingRun", "build_network", "check", "chrome_trace", "estimate_cost", "model_from_fields",
-    "nearest_catalog_gpu", "plan_training", "simulate", "sized", "validate_layout",
+    "TrainingPlan", "TrainingRun", "ZeroImplementation", "build_network", "check", "chrome_trace", "estimate_cost",
+    "model_from_fields", "nearest_catalog_gpu", "plan_training", "simulate", "sized", "validate_layout",
 ]

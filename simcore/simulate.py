@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from simcore.cost.collectives import CollectiveModel
 from simcore.cost.memory import stage_memory
 from simcore.cost.parameters import FITTED, CostParameters
+from simcore.cost.sharding import sharding_units
 from simcore.cost.workload import build_workload
 from simcore.domain.layout import (
     CollectiveAlgorithm,
@@ -133,7 +134,8 @@ def simulate(scenario: Scenario, network: Network | None = None) -> Outcome:
     fidelity = Fidelity.FULL if factors else scenario.fidelity
     engine = Engine(EngineConfig(layout, placement, workload, collectives, fidelity, scenario.free_communication,
                                  scenario.keep_spans, gpu=gpu, comm_sm_share=scenario.cost_parameters.comm_sm_share,
-                                 passes=network.passes(layout), compute_time_factors=factors or None))
+                                 passes=network.passes(layout), compute_time_factors=factors or None,
+                                 units=sharding_units(model, layout, workload)))
     result = engine.run()
     memory = stage_memory(model, layout, workload)
     metrics = compute_metrics(model, layout, gpu, workload, result, memory)

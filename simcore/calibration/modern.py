@@ -23,10 +23,10 @@ What each source leaves unstated is filled the same way for every row of that so
   / "FP8-MX" as `mxfp8`; a row with `fsdp` > 0 runs Megatron-FSDP, sharding parameters, gradients and optimizer
   states over data parallelism: ZeRO 3. GB200 rows run on the `gb200-nvl72` preset (their 8 GPUs share the
   rack's NVLink domain).
-- torchtitan (2024-12, H100 96 GB HBM2e at 500 W, 2.4 TB/s): FSDP2 (ZeRO 3), its selective activation
-  checkpointing (the toml default) as `selective`, PyTorch SDPA flash attention, float8 dynamic tensorwise
-  scaling as `tensorwise`. The GPU is not in the catalog: a user-defined GPU with the file's 96 GiB and
-  2,400 GB/s; the file says the peak of this variant, capped at 500 W, is unknown: assumed H100 SXM's peaks
+- torchtitan (2024-12, H100 96 GB HBM2e at 500 W, 2.4 TB/s): FSDP2 (ZeRO 3, `zero_implementation: fsdp`), its
+  selective activation checkpointing (the toml default) as `selective`, PyTorch SDPA flash attention, float8
+  dynamic tensorwise scaling as `tensorwise`. The GPU is not in the catalog: a user-defined GPU with the file's
+  96 GiB and 2,400 GB/s; the file says the peak of this variant, capped at 500 W, is unknown: assumed H100 SXM's peaks
   scaled by the power limit (500 of its 700 W), dense GEMMs being power-bound at the cap [assumption].
   torch.compile has no field: compiled and eager rows are simulated alike (the compiled rows' fused pointwise
   kernels are not modelled).
@@ -37,7 +37,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from simcore.domain.layout import Fp8Recipe, Layout, Precision, Recompute
+from simcore.domain.layout import Fp8Recipe, Layout, Precision, Recompute, ZeroImplementation
 from simcore.domain.model import model_from_fields
 from simcore.simulate import Scenario
 from topology.cluster_spec import NODE_PRESETS, sized
@@ -51,6 +51,8 @@ SOURCES = {"dgxc2411": ("none", 1), "dgxc2505": ("none", 1), "nemo2407": ("none"
 # Sources that publish no microbatch size, and the one taken: NeMo's long-sequence page (`nemo-longseq-*`, CP rows
 # with TFLOP/s only) lists none; its rows say "presumably 1" (NeMo's long-sequence recipes use 1).
 MICROBATCH_BY_SOURCE = {"nemo-longseq": 1}
+# Sources whose sharded data parallelism is a framework's own (simcore/cost/sharding.py): torchtitan's FSDP2.
+IMPLEMENTATIONS = {"tt2412": ZeroImplementation.FSDP}
 # The rows the FP8 efficiency is fitted on (bench/fit_fp8.py).
 CALIBRATION_PREFIX = "dgxc2411-nemotron4-15b-"
 
@@ -136,5 +138,6 @@ def scenario_for(case: dict[str, Any]) -> Scenario:
     layout = Layout(dp=int(lay["dp"]), tp=tp, pp=int(lay["pp"]), microbatch_size=int(microbatch),
                     global_batch_size=int(lay["global_batch"]), recompute=Recompute(recompute),
                     sequence_parallel=tp > 1, tp_comm_overlap=tp > 1, overlap_grad_reduce=True, zero_stage=zero,
-                    precision=precision, fp8_recipe=recipe, cp=int(lay.get("cp") or 1))
+                    precision=precision, fp8_recipe=recipe, cp=int(lay.get("cp") or 1),
+                    zero_implementation=IMPLEMENTATIONS.get(source, ZeroImplementation.MEGATRON))
     return Scenario(model, cluster, layout)

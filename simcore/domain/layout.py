@@ -56,6 +56,15 @@ class CpComm(StrEnum):
     ALL_GATHER = "all_gather"  # Llama 3: K/V all-gathered before attention, their gradients reduce-scattered
 
 
+class ZeroImplementation(StrEnum):
+    """How sharded data parallelism runs (simcore/cost/sharding.py gives each one's mechanisms and defaults)."""
+
+    MEGATRON = "megatron"  # Megatron-Core: ZeRO 1 as the distributed optimizer; ZeRO 3 one gather per layer
+    FSDP = "fsdp"  # PyTorch FSDP1/FSDP2 full shard, one unit per transformer layer
+    DEEPSPEED = "deepspeed"  # DeepSpeed ZeRO 3 since 2022: one coalesced gather per sub-module
+    DEEPSPEED_2021 = "deepspeed_2021"  # DeepSpeed v0.3-v0.4: one gather per parameter, device-wide syncs
+
+
 class Fidelity(StrEnum):
     REPRESENTATIVE = "representative"
     FULL = "full"
@@ -90,6 +99,7 @@ class Layout:
     fp8_recipe: Fp8Recipe | None = None  # precision fp8 only; None: tensorwise
     cp: int = 1  # context parallelism: each sample's sequence split over cp ranks (Megatron-Core's CP)
     cp_comm: CpComm = CpComm.P2P
+    zero_implementation: ZeroImplementation = ZeroImplementation.MEGATRON
 
     @property
     def fp8(self) -> Fp8Recipe | None:
@@ -162,6 +172,19 @@ def validate_layout(layout: Layout, model: ModelShape, num_gpus: int) -> None:
             raise SpecError("layout.zero3_gather_bucket_elements", "applies to zero_stage 3 only")
         if layout.zero3_gather_bucket_elements < 1:
             raise SpecError("layout.zero3_gather_bucket_elements", "must be >= 1")
+        if layout.zero_implementation is not ZeroImplementation.MEGATRON:
+            raise SpecError("layout.zero3_gather_bucket_elements",
+                            f"applies to zero_implementation megatron only ({layout.zero_implementation} gathers "
+                            "in its own units)")
+    deepspeed = (ZeroImplementation.DEEPSPEED, ZeroImplementation.DEEPSPEED_2021)
+    if layout.zero_implementation in deepspeed and layout.pp > 1:
+        # deepspeed/runtime/pipe/engine.py asserts a ZeRO stage below 2 with pipeline parallelism
+        raise SpecError("layout.zero_implementation", "DeepSpeed's ZeRO 3 does not run with pipeline "
+                        f"parallelism (pp {layout.pp}); use pp 1")
+    if layout.zero_implementation is not ZeroImplementation.MEGATRON and layout.zero_stage != 3:
+        raise SpecError("layout.zero_implementation",
+                        f"{layout.zero_implementation} is modelled for zero_stage 3 (sharded parameters) only; "
+                        f"use megatron for zero_stage {layout.zero_stage}")
 
 
 def gpu_product(layout: Layout) -> str:

@@ -42,6 +42,7 @@ from functools import partial
 from simcore.cost.collectives import Collective
 from simcore.cost.kernels import BYTES
 from simcore.cost.parameters import DP_BUCKET_ELEMENTS
+from simcore.cost.sharding import policy as sharding_policy
 from simcore.cost.workload import Workload
 from simcore.domain.layout import Layout
 from simcore.domain.schedules import BACKWARD, Pass
@@ -72,6 +73,7 @@ class GradientSync:
         self.overlap = layout.overlap_grad_reduce
         self.grad_reduce_bytes = layout.grad_reduce_bytes
         self.zero3_bucket = layout.zero3_gather_bucket_elements
+        self.policy = sharding_policy(layout.zero_implementation)
         self._streams: dict[tuple[int, int, str], Stream] = {}
         self._rendezvous: dict[tuple[int, str], Rendezvous] = {}  # full fidelity's
         self._pass_ready: dict[tuple[int, int, int], list[Job]] = {}  # each backward pass's gradient jobs
@@ -112,7 +114,9 @@ class GradientSync:
         """Queue the rank's gradient reductions (and ZeRO 1/2's overlapped parameter gathers); return the event
         of its last gradient collective finishing."""
         done = Event(self.clock)
-        if not self.active:
+        if not self.active or self.policy is not None:
+            # The frameworks' implementations reduce from their passes: FSDP after each unit's backward
+            # (`unit_reduced`), DeepSpeed from simcore/engine/sharded.py.
             done.succeed()
             return done
         backward = [i for i, ps in enumerate(passes) if ps.direction == BACKWARD]
@@ -139,6 +143,10 @@ class GradientSync:
                 self._first_forward[(replica, rank, chunk)] = [
                     self._gather(replica, rank, n, record) for n in reversed(self.buckets(rank, chunk))]
         return done
+
+    def stream(self, replica: int, rank: int, name: str, record: RankRecord) -> Stream:
+        """The rank's communication stream `name` ("grad" or "gather"), made on first use."""
+        return self._stream(replica, rank, name, record)
 
     def _stream(self, replica: int, rank: int, name: str, record: RankRecord) -> Stream:
         key = (replica, rank, name)
@@ -177,6 +185,24 @@ class GradientSync:
         for _ in range(count - 1):
             self._queue_gather(replica, rank, parameters / count, record, None)  # nobody waits for these
         return self._gather(replica, rank, parameters / count, record)
+
+    def gather_depth(self, direction: str) -> int:
+        """How many slices ahead of the one computing the gathers may run: one (Megatron's ZeRO 3), or the
+        implementation's limits (FSDP: two in forward, `limit_all_gathers`; one in backward, BACKWARD_PRE)."""
+        if self.policy is None:
+            return 1
+        return self.policy.backward_depth if direction == BACKWARD else self.policy.forward_depth
+
+    def unit_reduced(self, replica: int, rank: int, parameters: float, record: RankRecord) -> Event | None:
+        """FSDP: reduce-scatter a unit's gradient as its backward ends, on the stream its all-gathers use (one
+        process group runs its collectives on one NCCL stream: pytorch/pytorch#65299, #64803); the event of its
+        end. None for Megatron's ZeRO 3, whose gradient buckets `start` queues."""
+        if self.policy is None or not self.active:
+            return None
+        done = Event(self.clock)
+        job = Job(Collective.REDUCE_SCATTER, "grad", parameters * self.grad_reduce_bytes, READY, done)
+        self._stream(replica, rank, "gather", record).put(job)
+        return done
 
     # -- what the rank's passes call -------------------------------------------------------------------------
     def pass_gates(self, replica: int, rank: int, ps: Pass, layers: int, parameters: int,

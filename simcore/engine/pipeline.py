@@ -24,12 +24,12 @@ from functools import partial
 
 from simcore.cost.collectives import CollectiveModel
 from simcore.cost.context_parallel import CpPass
-from simcore.cost.patterns import FlowPattern
+from simcore.cost.sharding import Unit
 from simcore.cost.workload import ChunkCost, Workload
-from simcore.domain.layout import Fidelity, Layout
+from simcore.domain.layout import Fidelity, Layout, Recompute
 from simcore.domain.placement import Placement
 from simcore.domain.schedules import BACKWARD, POLICIES, Pass
-from simcore.engine.clock import Clock, Event, Process, Signal, Step, start
+from simcore.engine.clock import Clock, Event, Process, Step, start
 from simcore.engine.compute import ComputeStream
 from simcore.engine.context_parallel import ContextRing, CpTotals
 from simcore.engine.dp_collectives import DataParallelCollectives
@@ -38,7 +38,9 @@ from simcore.engine.embedding_sync import EmbeddingSync
 from simcore.engine.flows import FlowNetwork
 from simcore.engine.pass_spans import pass_label, record_pass_spans
 from simcore.engine.recorder import RankRecord, Recorder
+from simcore.engine.sharded import ShardedPasses
 from simcore.engine.tp_links import TensorParallelLinks
+from simcore.engine.transfers import PipelineTransfers
 from topology.hardware import GpuSpec
 
 
@@ -63,6 +65,8 @@ class EngineConfig:
     # and optimizer step take that much longer; the data-parallel synchronisation and the pipeline make the
     # others wait, as events. Needs full fidelity (every replica its own process).
     compute_time_factors: dict[tuple[int, int], float] | None = None
+    # Each virtual stage's gather units, for implementations that gather per sub-module (simcore/engine/sharded.py).
+    units: tuple[tuple[Unit, ...], ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,16 +77,6 @@ class EngineResult:
     simulated_ranks: int
 
 
-class _Arrival(Signal):
-    """An activation or gradient on its way: fired when it has arrived; the producer's finish time."""
-
-    __slots__ = ("produced_s",)
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.produced_s = 0.0
-
-
 class Engine:
     def __init__(self, config: EngineConfig) -> None:
         self.c = config
@@ -90,8 +84,6 @@ class Engine:
         self.net = FlowNetwork(self.clock, config.collectives.capacity)
         self.rec = Recorder(config.keep_spans)
         self.events = 0
-        self._arrivals: dict[tuple[str, int, int, int], _Arrival] = {}
-        self._patterns: dict[tuple[int, int, int], FlowPattern] = {}
         self._barrier_waiting = 0
         layout = config.layout
         self.replicas = list(range(layout.dp)) if config.fidelity is Fidelity.FULL else [0]
@@ -103,6 +95,9 @@ class Engine:
         self.interference = (config.comm_sm_share > 0 and config.gpu is not None and layout.dp > 1
                              and not config.free_communication)
         self.sync = GradientSync(self.clock, layout, config.workload, self.dp_collectives, self.rec, self.replicas)
+        self.transfers = PipelineTransfers(self.clock, self.net, config.collectives, config.placement,
+                                           config.workload, config.fidelity is Fidelity.REPRESENTATIVE,
+                                           config.free_communication, self.rec)
         self.embedding = EmbeddingSync(self.clock, self.dp_collectives, config.placement, config.workload,
                                        config.fidelity is Fidelity.REPRESENTATIVE)
         self.ring = ContextRing(self.clock, self.net, config.collectives, config.placement,
@@ -110,46 +105,13 @@ class Engine:
         # TP groups across nodes load the links (simcore/engine/tp_links.py), unless hidden under the GEMMs.
         self.tp_links = None if config.free_communication or layout.tp < 2 or layout.tp_comm_overlap else \
             TensorParallelLinks(self.clock, self.net, config.collectives, config.placement, config.fidelity)
+        policy = self.sync.policy
+        self.sharded = None
+        if policy is not None and policy.per_submodule and config.units is not None and self.sync.active:
+            self.sharded = ShardedPasses(self.clock, self.sync, policy, config.units, self.rec, layout.dp,
+                                         layout.recompute is Recompute.FULL)
 
     # -- helpers ---------------------------------------------------------------------------------------
-    def _arrival(self, kind: str, replica: int, vstage: int, microbatch: int) -> _Arrival:
-        key = (kind, replica, vstage, microbatch)
-        arrival = self._arrivals.get(key)
-        if arrival is None:
-            arrival = self._arrivals[key] = _Arrival()
-        return arrival
-
-    def _p2p_pattern(self, src_rank: int, dst_rank: int, replica: int) -> FlowPattern:
-        key = (src_rank, dst_rank, replica)
-        pattern = self._patterns.get(key)
-        if pattern is None:
-            place = self.c.placement
-            replicas = range(place.dp) if self.c.fidelity is Fidelity.REPRESENTATIVE else [replica]
-            pattern = self._patterns[key] = self.c.collectives.pipeline_send(place, src_rank, dst_rank, replicas)
-        return pattern
-
-    def _send(self, kind: str, replica: int, src_rank: int, dst_rank: int, vstage: int, microbatch: int,
-              record: RankRecord) -> None:
-        arrival = self._arrival(kind, replica, vstage, microbatch)
-        now = self.clock.now
-        arrival.produced_s = now
-        # An activation goes to `vstage` and is its input; a gradient is that of the sender's (vstage + 1) input.
-        chunks = self.c.workload.chunks
-        size = chunks[vstage].input_bytes if kind == "act" else chunks[vstage + 1].input_bytes
-        record.comm_bytes["pp"] += size
-        if self.c.free_communication or src_rank == dst_rank:
-            arrival.fire(self.clock)
-            return
-
-        def done() -> None:
-            record.comm_busy_s["pp"] += self.clock.now - now
-            if self.rec.keep_spans:
-                self.rec.span(f"stage {src_rank} pp", f"{kind} mb{microbatch}", "pp_comm", now, self.clock.now)
-            arrival.fire(self.clock)
-
-        self.events += 1
-        self.net.start(self._p2p_pattern(src_rank, dst_rank, replica), size, done)
-
     # -- rank processes --------------------------------------------------------------------------------
     def _rank(self, replica: int, rank: int) -> Process:
         c, clock = self.c, self.clock
@@ -180,7 +142,7 @@ class Engine:
             cost = chunks[vs]
             forward = ps.direction != BACKWARD
             if (forward and vs > 0) or (not forward and vs < last_vs):
-                arrival = self._arrival("act" if forward else "grad", replica, vs, ps.microbatch)
+                arrival = self.transfers.arrival("act" if forward else "grad", replica, vs, ps.microbatch)
                 if not arrival.fired:
                     waited = clock.now
                     yield arrival
@@ -193,11 +155,15 @@ class Engine:
             share = kernels / duration if duration > 0 else 0.0
             slowed = 0.0  # what interference added to the pass
             on_links = False
-            gates = self.sync.pass_gates(replica, rank, ps, cost.layers, cost.parameters, record)
+            gates = [] if self.sharded else self.sync.pass_gates(replica, rank, ps, cost.layers, cost.parameters,
+                                                                  record)
             plan = cost.cp_forward if forward else cost.cp_backward
-            if gates:  # the pass runs slice by slice, each behind its parameter gather
+            if self.sharded:  # sub-module by sub-module, behind their gathers and synchronisations
+                yield from self.sharded.run(replica, rank, ps, cost, record, track)
+            elif gates:  # the pass runs slice by slice, each behind its parameter gather
                 if plan is None:
-                    slowed = yield from self._gated_pass(gates, duration, t, track, ps, gpu, share,
+                    slowed = yield from self._gated_pass(gates, duration, t, track, ps,
+                                                         (replica, rank, cost.parameters, record), gpu, share,
                                                          cost.gemm_fraction)
                 else:
                     yield from self._gated_ring_pass(gates, plan, cp, replica, rank, t, track, ps)
@@ -257,12 +223,12 @@ class Engine:
                 tp_comm += cost.backward_tp_s + cost.recompute_tp_s
                 tp_busy += cost.backward_tp_s + cost.recompute_tp_s + cost.tp_hidden_backward_s
                 tp_bytes += cost.tp_bytes_backward
-            if self.rec.keep_spans and not gates and plan is None and not on_links:
+            if self.rec.keep_spans and not gates and not self.sharded and plan is None and not on_links:
                 self._pass_spans(track, ps, cost, start, (duration + slowed) / duration if duration > 0 else 1.0)
             if forward and vs < last_vs:
-                self._send("act", replica, rank, (vs + 1) % p, vs + 1, ps.microbatch, record)
+                self.transfers.send("act", replica, rank, (vs + 1) % p, vs + 1, ps.microbatch, record)
             elif not forward and vs > 0:
-                self._send("grad", replica, rank, (vs - 1) % p, vs - 1, ps.microbatch, record)
+                self.transfers.send("grad", replica, rank, (vs - 1) % p, vs - 1, ps.microbatch, record)
         self._passes_end = max(self._passes_end, clock.now)
         record.busy_s += busy
         t["compute"] += compute
@@ -276,23 +242,26 @@ class Engine:
         yield from self._step(replica, rank, record, track, dp_done, factor)
 
     def _gated_pass(self, gates: list[Gate], duration: float, t: dict[str, float], track: str, ps: Pass,
-                    gpu: ComputeStream | None, share: float,
+                    owner: tuple[int, int, int, RankRecord], gpu: ComputeStream | None, share: float,
                     gemm_fraction: float) -> Generator[Step, None, float]:
         """A pass of `duration` seconds in equal slices, each behind its gate (its parameters' gather), the next
-        slice's gather issued when the current slice starts (prefetch). Returns what interference added to it
-        (the slices run beside the gathers)."""
+        slices' gathers issued when the current slice starts (prefetch: as many as the implementation lets run
+        ahead, simcore/cost/sharding.py). Returns what interference added to it (the slices run beside the
+        gathers)."""
         clock = self.clock
         slowed = 0.0
-        pending = gates[0]()
+        depth = self.sync.gather_depth(ps.direction)
+        issued = [gates[0]()]
+        reductions: list[Event] = []
         for k in range(len(gates)):
-            current = pending
+            current = issued[k]
             if not current.triggered:
                 waited = clock.now
                 yield current
                 t["dp_comm"] += clock.now - waited
                 self.rec.span(track, "wait parameter gather", "dp_comm", waited, clock.now)
-            if k + 1 < len(gates):
-                pending = gates[k + 1]()  # prefetch the next slice's parameters
+            while len(issued) < min(len(gates), k + 1 + depth):
+                issued.append(gates[len(issued)]())  # prefetch the next slices' parameters
             self.events += 1
             piece, began = duration / len(gates), clock.now
             if gpu is not None and gpu.in_flight:
@@ -300,8 +269,19 @@ class Engine:
                 slowed += max(0.0, clock.now - began - piece)
             else:
                 yield piece
-            self.rec.span(track, f"{'fwd' if ps.direction != BACKWARD else 'bwd'} mb{ps.microbatch} part {k + 1}",
-                          "compute", began, clock.now)
+            self.rec.span(track, f"{pass_label(ps, 1)} part {k + 1}", "compute", began, clock.now)
+            if ps.direction == BACKWARD:
+                replica, rank, parameters, record = owner
+                reduced = self.sync.unit_reduced(replica, rank, parameters / len(gates), record)
+                if reduced is not None:
+                    reductions.append(reduced)
+        if reductions:  # FSDP's end of backward: the compute stream waits for the reduce-scatters
+            waited = clock.now
+            for event in reductions:
+                if not event.processed:
+                    yield event
+            t["dp_comm"] += clock.now - waited
+            self.rec.span(track, "wait gradient reduce-scatter", "dp_comm", waited, clock.now)
         return slowed
 
     def _gated_ring_pass(self, gates: list[Gate], plan: CpPass, cp: CpTotals, replica: int, rank: int,
@@ -389,9 +369,11 @@ class Engine:
                 start(self.clock, self._rank(replica, rank))
         self.clock.run()
         iteration = max(r.end_s for r in self.rec.ranks)
-        events = (self.events + self.sync.events + self.dp_collectives.events + self.net.events + self.ring.events
-                  + self.embedding.events)
+        events = (self.events + self.transfers.events + self.sync.events + self.dp_collectives.events
+                  + self.net.events + self.ring.events + self.embedding.events)
         if self.tp_links is not None:
             events += self.tp_links.events
+        if self.sharded:
+            events += self.sharded.events
         return EngineResult(iteration, self.rec, events, len(self.rec.ranks))
 

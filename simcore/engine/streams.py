@@ -32,12 +32,15 @@ class Job:
     readiness, and the event of its end (None when nobody waits for it: an event nobody waits for changes
     nothing)."""
 
-    __slots__ = ("kind", "what", "size", "ready", "taken", "done")
+    __slots__ = ("kind", "what", "size", "ready", "taken", "done", "copies_s")
 
-    def __init__(self, kind: Collective, what: str, size: float, ready: int, done: Event | None) -> None:
+    def __init__(self, kind: Collective, what: str, size: float, ready: int, done: Event | None,
+                 copies_s: float = 0.0) -> None:
         self.kind, self.what, self.size, self.ready = kind, what, size, ready
         self.taken = False  # the stream has got it
         self.done = done
+        # Copy kernels the stream runs with the collective (a list-based collective's one copy per rank), s
+        self.copies_s = copies_s
 
 
 class Rendezvous:
@@ -156,15 +159,21 @@ class Stream:
             self.taking = self.load(job.kind, job.size)
             self.gpu.comm_started(self.taking)
         if self.rendezvous is None:  # the collective's end is an event whose only waiter is this stream
-            self.run_collective(job.kind, job.size, self._end_event)
+            self.run_collective(job.kind, job.size, self._after_copies(job, self._end_event))
             return
         end, last = self.rendezvous.arrive(self.count - 1)
         if last:
-            self.run_collective(job.kind, job.size, end.succeed)
+            self.run_collective(job.kind, job.size, self._after_copies(job, end.succeed))
         if end.callbacks is None:  # processed: go on, as a process that yields it would
             self._finish()
         else:
             end.callbacks.append(self._finish)
+
+    def _after_copies(self, job: Job, then: Callable[[], None]) -> Callable[[], None]:
+        """`then`, or `then` once the job's copy kernels have run after its collective."""
+        if not job.copies_s:
+            return then
+        return lambda: self.clock.call_in(job.copies_s, then)
 
     def _end_event(self) -> None:
         self.clock.call_soon(self._finish)

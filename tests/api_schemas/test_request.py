@@ -78,6 +78,7 @@ FULL_REQUEST: dict[str, Any] = {
         "encoder_pipeline_stages": 1,
         "pipeline_partition": "even",
         "precision": "bf16",
+        "zero_implementation": "fsdp",
     },
     "options": {"fidelity": "full", "trace": True, "seed": 7, "collective_algorithm": "hierarchical"},
 }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -71,8 +72,28 @@ def test_zero3_in_50m_element_gathers_at_1536_gpus_is_less_than_half_of_384() ->
     assert tflops("zero3-50m-gathers-1536") < 0.5 * tflops("zero3-50m-gathers-384")
 
 
-@pytest.mark.xfail(strict=True, reason="with one all-gather per layer (FSDP's unit) the simulated ZeRO 3 keeps 0.82 "
-                   "of its 384-GPU throughput at 1536 GPUs: each 3.6 GB gather is bandwidth-bound and hides behind "
-                   "compute (see the example's README)")
-def test_zero3_at_1536_gpus_is_less_than_half_of_384() -> None:
-    assert tflops("zero3-1536") < 0.5 * tflops("zero3-384")
+def test_zero3_as_deepspeed_ran_it_in_2021_at_1536_gpus_is_less_than_half_of_384() -> None:
+    # Narayanan et al. 2021 measured 0.31 for DeepSpeed's ZeRO 3: per-parameter gathers behind device-wide
+    # synchronisations and list-based collectives whose per-rank work the host issues (simcore/engine/sharded.py).
+    assert tflops("deepspeed-2021-1536") < 0.5 * tflops("deepspeed-2021-384")
+
+
+def test_one_gather_per_layer_keeps_more_than_half() -> None:
+    # The collectives alone, bandwidth-bound and prefetched, do not collapse (the example's README says why).
+    for name in ("zero3", "fsdp", "deepspeed"):
+        assert tflops(f"{name}-1536") > 0.5 * tflops(f"{name}-384")
+
+
+def test_at_1536_gpus_deepspeed_2021_is_slowest_of_the_implementations_and_slower_than_tp_pp() -> None:
+    slowest = tflops("deepspeed-2021-1536")
+    assert all(slowest < tflops(f"{name}-1536") for name in ("deepspeed", "fsdp", "zero3", "tp8-pp8"))
+
+
+def test_the_example_readme_carries_the_current_figures() -> None:
+    spec = importlib.util.spec_from_file_location("zero_scaling_compare", EXAMPLES / "zero-scaling" / "compare.py")
+    assert spec is not None and spec.loader is not None
+    compare = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(compare)
+    text = compare.README.read_text(encoding="utf-8")
+    assert compare.with_figures(text, compare.render(compare.figures())) == text, \
+        "run python examples/zero-scaling/compare.py --write"

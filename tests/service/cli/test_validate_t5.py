@@ -134,9 +134,9 @@ def test_validate_json_includes_the_t5_rows_as_not_calibration(
         nemo_reference: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["validate", "--json", "--reference", str(nemo_reference)]) == 0
     document = json.loads(capsys.readouterr().out)
-    # the contract's keys, plus the per-file, per-source and per-group summaries
+    # the contract's keys, plus the per-file, per-source and per-group summaries and the rows fitted on
     assert set(document) == {"cases", "mean_abs_error_pct", "max_abs_error_pct", "skipped", "fitted_sources",
-                             "by_reference", "by_source", "by_group"}
+                             "fitted_rows", "by_reference", "by_source", "by_group"}
     rows = [c for c in document["cases"] if T5_ID.match(c["id"])]
     assert len(rows) == 6
     for row in rows:

@@ -1,0 +1,71 @@
+"""`layout.zero_implementation` in requests: accepted, carried into a layout's document, and refused (exit 2,
+HTTP 422) with the field and the rule when it does not apply."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import run_cli
+from fastapi.testclient import TestClient
+
+from api_schemas import SimulationRequest
+from service import convert
+from service.http.app import create_app
+from service.settings import Settings
+from simcore import ZeroImplementation
+
+BASE: dict[str, Any] = {
+    "model": {"preset": "gpt3-125m"},
+    "cluster": {"preset": "dgx-a100", "num_nodes": 1},
+    "layout": {"dp": 8, "tp": 1, "pp": 1, "global_batch_size": 16, "zero_stage": 3},
+}
+BAD = [
+    ("unknown implementation", {"zero_implementation": "colossal"}, "layout.zero_implementation", "megatron"),
+    ("fsdp with zero 1", {"zero_implementation": "fsdp", "zero_stage": 1}, "layout.zero_implementation",
+     "zero_stage 3"),
+    ("buckets with deepspeed", {"zero_implementation": "deepspeed", "zero3_gather_bucket_elements": 1000},
+     "layout.zero3_gather_bucket_elements", "megatron only"),
+]
+
+
+def doc(**layout: Any) -> dict[str, Any]:
+    return {**BASE, "layout": {**BASE["layout"], **layout}}
+
+
+@pytest.mark.parametrize("name", ["megatron", "fsdp", "deepspeed", "deepspeed_2021"])
+def test_each_implementation_reaches_the_layout_and_its_document(name: str) -> None:
+    scenario = convert.to_scenario(SimulationRequest.model_validate(doc(zero_implementation=name)))
+    assert scenario.layout.zero_implementation is ZeroImplementation(name)
+    written = convert.layout_json(scenario.layout)
+    assert written.get("zero_implementation", "megatron") == name
+
+
+def test_megatron_is_the_default_and_leaves_the_document_as_it_was() -> None:
+    scenario = convert.to_scenario(SimulationRequest.model_validate(doc()))
+    assert scenario.layout.zero_implementation is ZeroImplementation.MEGATRON
+    assert "zero_implementation" not in convert.layout_json(scenario.layout)
+
+
+@pytest.mark.parametrize(("name", "patch", "field", "rule"), BAD, ids=[b[0] for b in BAD])
+def test_bad_input_exits_2_naming_field_and_rule(name: str, patch: dict[str, Any], field: str, rule: str,
+                                                 tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "request.yaml"
+    path.write_text(yaml.safe_dump(doc(**patch)), encoding="utf-8")
+    code, _, err = run_cli(capsys, "simulate", str(path))
+    assert code == 2
+    assert field in err and rule in err
+
+
+@pytest.mark.parametrize(("name", "patch", "field", "rule"), BAD, ids=[b[0] for b in BAD])
+def test_bad_input_is_http_422_naming_field_and_rule(name: str, patch: dict[str, Any], field: str, rule: str,
+                                                     tmp_path: Path) -> None:
+    with TestClient(create_app(Settings(database=str(tmp_path / "db.sqlite")))) as client:
+        response = client.post("/v1/simulations", content=json.dumps(doc(**patch)),
+                               headers={"content-type": "application/json"})
+    assert response.status_code == 422
+    details = response.json()["error"]["details"]
+    assert any(d["field"] == field and rule in d["rule"] for d in details)
