@@ -157,9 +157,16 @@ def test_messages_between_decoder_stages_carry_the_encoder_output() -> None:
     # target hidden states plus the encoder output.
     assert chunk_bytes == [0.0, hidden, hidden, 2 * hidden]
     assert chunk_bytes[3] > max(c.input_bytes for c in _workload(gpt).chunks)
-    # The bytes the simulation sent: one activation and one gradient across each of the 3 stage boundaries.
-    assert t5_result.communication_bytes["pp"] == pytest.approx(2 * (hidden + hidden + 2 * hidden))
-    assert gpt_result.communication_bytes["pp"] == pytest.approx(2 * 3 * hidden)
+    # The bytes the simulation sent: one activation and one gradient across each of the 3 stage boundaries, and
+    # each stage holding a copy of the tied embedding sends its gradient in the embedding all-reduce.
+    def embedding_bytes(scenario: Scenario) -> float:
+        w = _workload(scenario)
+        return len(w.embedding_sync_ranks) * w.embedding_sync_bytes
+
+    assert _workload(t5).embedding_sync_ranks == (0, 2, 3)
+    assert t5_result.communication_bytes["pp"] == pytest.approx(2 * (hidden + hidden + 2 * hidden)
+                                                                + embedding_bytes(t5))
+    assert gpt_result.communication_bytes["pp"] == pytest.approx(2 * 3 * hidden + embedding_bytes(gpt))
 
 
 def _workload(scenario: Scenario):  # type: ignore[no-untyped-def]
