@@ -9,8 +9,10 @@ every request passes. /healthz, /readyz and the documentation stay open.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -23,7 +25,10 @@ from service.jobs.pool import InlineSlots, WorkerPool
 from service.jobs.store import Store
 from service.settings import Settings
 
-__all__ = ["AUTHORIZED", "Service", "ServiceDep", "require_token", "service"]
+__all__ = ["AUTHORIZED", "PARSERS", "Service", "ServiceDep", "require_token", "service"]
+
+PARSERS = 2
+T = TypeVar("T")
 
 
 class Service:
@@ -36,6 +41,14 @@ class Service:
         self.pool: WorkerPool
         self.jobs: JobManager
         self.inline: InlineSlots
+        # Parsing and admission run in threads, at most PARSERS at once: they hold the GIL while they work, and
+        # many at once would slow the event loop's own turns (/healthz) as much as running on it.
+        self._parsers = asyncio.Semaphore(PARSERS)
+
+    async def off_loop(self, work: Callable[..., T], *args: Any) -> T:
+        """`work(*args)` in a thread, once one of the PARSERS turns is free."""
+        async with self._parsers:
+            return await asyncio.to_thread(work, *args)
 
     def admit(self, body: bytes, inline: bool, syntax: Syntax | None = None) -> Admitted:
         """A simulation body admitted under the inline or the job limits (ApiError 422 or 413 otherwise)."""

@@ -10,6 +10,7 @@ enumeration order (the smallest microbatch, 1F1B), the one most likely to fit.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 from simcore.cost.memory import MemoryShape, RankHolding, StageMemory, memory_shape, rank_holdings, sharded
@@ -104,6 +105,10 @@ class FamilyRecord:
     first_discard: Discard | None = None
 
 
+# Layouts enumerated between two looks at the clock (a few milliseconds of planning).
+CHECK_EVERY = 256
+
+
 @dataclass(slots=True)
 class Plan:
     """The outcome of enumerating and pruning: feasible layouts in enumeration order, with their peak memory."""
@@ -113,6 +118,7 @@ class Plan:
     families: dict[Family, FamilyRecord] = field(default_factory=dict)
     generated: int = 0
     discarded: dict[str, int] = field(default_factory=lambda: {INVALID: 0, MEMORY: 0})
+    truncated: bool = False  # enumeration stopped at the search's time limit
 
     @property
     def pruned(self) -> int:
@@ -143,11 +149,17 @@ def judge(layout: Layout, model: ModelShape, num_gpus: int, gpu: GpuSpec, memory
 
 
 def plan_search(model: ModelShape, num_gpus: int, gpus_per_node: int, gpu: GpuSpec, global_batch_size: int,
-                space: Space, params: CostParameters = FITTED) -> Plan:
-    """Enumerate the space and discard what cannot run, recording per family the first reason."""
+                space: Space, params: CostParameters = FITTED, deadline: float | None = None) -> Plan:
+    """Enumerate the space and discard what cannot run, recording per family the first reason; past `deadline`
+    (time.perf_counter()), checked every CHECK_EVERY layouts once one is feasible, stop enumerating (the plan
+    says `truncated`)."""
     memory = MemoryModel(model, gpu, params)
     plan = Plan()
     for layout in enumerate_layouts(model, num_gpus, gpus_per_node, global_batch_size, space):
+        if (deadline is not None and plan.candidates and plan.generated % CHECK_EVERY == 0
+                and time.perf_counter() > deadline):
+            plan.truncated = True
+            break
         plan.generated += 1
         record = plan.families.setdefault(family_of(layout), FamilyRecord())
         record.layouts += 1

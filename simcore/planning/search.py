@@ -107,6 +107,7 @@ def _merge(plans: Sequence[Plan]) -> Plan:
         merged.peak_memory_bytes.extend(plan.peak_memory_bytes)
         merged.families.update(plan.families)
         merged.generated += plan.generated
+        merged.truncated |= plan.truncated
         for kind, count in plan.discarded.items():
             merged.discarded[kind] = merged.discarded.get(kind, 0) + count
     return merged
@@ -125,9 +126,11 @@ def search(base: Scenario, global_batch_size: int, space: Space, bounds: Bounds 
     model = base.model
     sizes = tuple(clusters) or (base.cluster,)
     plans, owner, estimates, scores = [], [], [], []
+    # The time limit covers planning too: enumeration stops at it (and at least one candidate is simulated).
+    deadline = started + bounds.time_limit_s if bounds.time_limit_s is not None else None
     for c, cluster in enumerate(sizes):
         plan = plan_search(model, cluster.num_gpus, cluster.gpus_per_node, GPUS[cluster.gpu], global_batch_size,
-                           space, base.cost_parameters)
+                           space, base.cost_parameters, deadline)
         estimator = Estimator(model, cluster, base.cost_parameters)
         for layout in plan.candidates:
             estimate = estimator.tokens_per_s(layout)
@@ -183,7 +186,7 @@ def search(base: Scenario, global_batch_size: int, space: Space, bounds: Bounds 
     # first.
     top = sorted(results.values(), key=lambda e: (objective(e), e.index))[:bounds.top_k]
     best = top[0] if top else None
-    if timed_out and len(results) < len(chosen):
+    if plan.truncated or (timed_out and len(results) < len(chosen)):
         stopped_by = StoppedBy.TIME_LIMIT
     elif limit is not None and len(chosen) < len(plan.candidates):
         stopped_by = StoppedBy.MAX_CANDIDATES

@@ -14,8 +14,10 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from api_schemas import (
+    ClusterIn,
     FieldError,
     LayoutIn,
+    ModelIn,
     RequestError,
     SimulationRequest,
     SimulationResult,
@@ -208,20 +210,25 @@ def test_any_size_below_one_is_rejected_naming_that_field(field: tuple[str, str]
 
 
 def _maximum(section: str, name: str) -> int:
-    """The field's physical maximum from the schema (its `le`), or 10**12 where it has none."""
-    schema = SimulationRequest.model_json_schema()
-    ref = schema["properties"][section].get("$ref") or schema["properties"][section]["anyOf"][0]["$ref"]
-    field = schema["$defs"][ref.rsplit("/", 1)[1]]["properties"][name]
-    bounds = [option.get("maximum") for option in field.get("anyOf", [field])]
-    return int(next((b for b in bounds if b is not None), 10**12))
+    """A size field's physical maximum as the schema states it (10^12 where it states none)."""
+    model = {"model": ModelIn, "cluster": ClusterIn, "layout": LayoutIn}[section]
+    schema = model.model_json_schema()["properties"][name]
+    options = schema.get("anyOf", [schema])
+    return int(next((o["maximum"] for o in options if "maximum" in o), 10**12))
 
 
 @given(field=st.sampled_from(SIZE_FIELDS), fraction=st.floats(min_value=0, max_value=1))
 def test_any_positive_size_up_to_its_maximum_is_accepted(field: tuple[str, str], fraction: float) -> None:
     section, name = field
-    value = max(1, round(fraction * _maximum(section, name)))
+    value = max(1, int(fraction * _maximum(section, name)))
     request = SimulationRequest.model_validate(with_field(section, name, value))
     assert getattr(getattr(request, section), name) == value
+
+
+@pytest.mark.parametrize(("section", "name"), [f for f in SIZE_FIELDS if _maximum(*f) < 10**12])
+def test_a_size_past_its_physical_maximum_names_the_field(section: str, name: str) -> None:
+    top = _maximum(section, name)
+    assert errors_of(with_field(section, name, top + 1)) == [FieldError(f"{section}.{name}", f"must be <= {top}")]
 
 
 @pytest.mark.parametrize("value", ["8", 2.5, 4.0, True, None])

@@ -55,7 +55,7 @@ async def run_comparison(request: Request, svc: ServiceDep) -> JSONResponse:
     fails the comparison: 422 (or 413) naming it, e.g. `requests[1].layout.tp`; one that fails while simulating
     (past the inline time limit) ends the others' simulations at once."""
     body, syntax = await read_document(request, svc.settings)
-    admitted = await asyncio.to_thread(svc.admit_comparison, body, syntax)
+    admitted = await svc.off_loop(svc.admit_comparison, body, syntax)
     if svc.inline.full:
         raise busy()
     results = await _all_or_none(svc, admitted.requests)

@@ -3,7 +3,6 @@ and the Chrome trace of a job; DELETE cancels one. A search job (POST /v1/search
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
@@ -25,7 +24,7 @@ router = APIRouter(tags=["jobs"], dependencies=AUTHORIZED)
 async def submit_job(request: Request, svc: ServiceDep) -> JSONResponse:
     """Accept a request as a background job: 202 with the job and a Location header."""
     body, syntax = await read_document(request, svc.settings)
-    admitted = await asyncio.to_thread(svc.admit, body, False, syntax)
+    admitted = await svc.off_loop(svc.admit, body, False, syntax)
     return accepted(svc.jobs.submit(admitted.submission()))
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 
 from fastapi import APIRouter, Request
@@ -26,5 +25,5 @@ async def submit_search(request: Request, svc: ServiceDep) -> JSONResponse:
     the job and a Location header; its result is the search result document, and it has no trace."""
     body, syntax = await read_document(request, svc.settings)
     job_id = uuid.uuid4().hex
-    admitted = await asyncio.to_thread(svc.admit_search, body, job_id, syntax)
+    admitted = await svc.off_loop(svc.admit_search, body, job_id, syntax)
     return accepted(svc.jobs.submit(admitted.submission(), job_id))

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
@@ -23,7 +21,7 @@ router = APIRouter(tags=["simulations"], dependencies=AUTHORIZED)
 async def run_simulation(request: Request, svc: ServiceDep) -> Response:
     """Simulate one request and answer with its result. Over the inline event limit: 413, use jobs."""
     body, syntax = await read_document(request, svc.settings)
-    admitted = await asyncio.to_thread(svc.admit, body, True, syntax)
+    admitted = await svc.off_loop(svc.admit, body, True, syntax)
     hit = cached(svc, admitted, admitted.trace)
     if hit is not None:
         return result_response(svc.store, hit, admitted.trace, {"X-Clustersim-Cache": "hit"})

@@ -4,6 +4,7 @@ simulator's tokens/s; the bounds say why it stopped; the baseline is compared; w
 from __future__ import annotations
 
 import gc
+import time
 from dataclasses import replace
 
 from simcore import (
@@ -57,6 +58,17 @@ def test_a_whole_space_completes_and_a_baseline_is_compared() -> None:
 def test_a_time_limit_still_simulates_one() -> None:
     result = search(BASE, 16, SPACE, Bounds(max_candidates=None, time_limit_s=1e-9), workers=1)
     assert result.stopped_by is StoppedBy.TIME_LIMIT and result.simulated == 1
+
+
+def test_a_time_limit_covers_planning() -> None:
+    # GPT-3 175B on 1,024 GPUs: 77,436 layouts to enumerate and prune (seconds); the limit stops enumerating.
+    base = replace(BASE, model=model_from_fields(MODEL_PRESETS["gpt3-175b"]),
+                   cluster=sized(NODE_PRESETS["dgx-a100"], 1024))
+    started = time.perf_counter()
+    result = search(base, 1536, Space(), Bounds(max_candidates=1, time_limit_s=0.2), workers=1)
+    assert result.plan.truncated and 0 < result.plan.generated < 77_436
+    assert result.stopped_by is StoppedBy.TIME_LIMIT and result.simulated == 1
+    assert result.run.planning_s < 2.0 and time.perf_counter() - started < 60
 
 
 def test_a_worker_keeps_the_network_of_its_cluster() -> None:
