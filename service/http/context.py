@@ -9,13 +9,15 @@ refused with 401 before its body is read; without a token set, every request pas
 from __future__ import annotations
 
 import hmac
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from service.http.admission import Admitted, AdmittedComparison, AdmittedSearch, admit, admit_comparison, admit_search
 from service.http.errors import ApiError
+from service.http.metrics import Metrics
+from service.http.pictures import PictureCache
 from service.jobs.manager import JobManager
 from service.jobs.pool import InlineSlots, WorkerPool
 from service.jobs.store import Store
@@ -25,15 +27,25 @@ __all__ = ["AUTHORIZED", "Service", "ServiceDep", "require_token", "service"]
 
 
 class Service:
-    """The parts of a running service; `store`, `pool`, `inline` and `jobs` exist once the lifespan started."""
+    """The parts of a running service; `store`, `pool`, `inline` and `jobs` exist once the lifespan started.
+    `metrics` (GET /metrics) and `pictures` (drawn pictures) live as long as the app."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.ready = False
+        self.metrics = Metrics()
+        self.metrics.watch(self.live_figures)
+        self.pictures = PictureCache()
         self.store: Store
         self.pool: WorkerPool
         self.jobs: JobManager
         self.inline: InlineSlots
+
+    def live_figures(self) -> dict[str, Any]:
+        """What GET /metrics reads when scraped: jobs by status, running jobs, inline runs waiting."""
+        started = self.ready and self.store.ping()
+        return {"jobs": self.store.counts() if started else {}, "running": self.jobs.running if started else 0,
+                "inline_waiting": self.inline.waiting if started else 0}
 
     def admit(self, body: bytes, inline: bool) -> Admitted:
         """A simulation body admitted under the inline or the job limits (ApiError 422 or 413 otherwise)."""

@@ -18,6 +18,7 @@ Fidelity:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from simcore.cost.collectives import CollectiveModel
@@ -31,6 +32,11 @@ from simcore.engine.dp_collectives import DataParallelCollectives
 from simcore.engine.dp_sync import Gate, GradientSync
 from simcore.engine.flows import FlowNetwork
 from simcore.engine.recorder import RankRecord, Recorder
+
+Progress = Callable[[int, int], None]
+"""Called as the engine runs with (compute passes finished, compute passes in the iteration)."""
+PROGRESS_STEPS = 200  # progress reports per run, about (more for runs with few clock calls a pass)
+CALLS_PER_PASS = 4  # clock calls per compute pass, about: the pass, its wait, its send, the flow's finish
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +78,7 @@ class Engine:
         self.net = FlowNetwork(self.clock, config.collectives.capacity)
         self.rec = Recorder(config.keep_spans)
         self.events = 0
+        self.passes_done = 0  # compute passes finished, every simulated rank (what progress counts)
         self._arrivals: dict[tuple[str, int, int, int], _Arrival] = {}
         self._patterns: dict[tuple[int, int, int], FlowPattern] = {}
         self._barrier_waiting = 0
@@ -85,6 +92,14 @@ class Engine:
         self.sync = GradientSync(self.clock, layout, config.workload, self.dp_collectives, self.rec, self.replicas)
 
     # -- helpers ---------------------------------------------------------------------------------------
+    def _passes_of(self, rank: int) -> list[Pass]:
+        """Pipeline rank `rank`'s passes in schedule order."""
+        c = self.c
+        if c.passes is not None:
+            return c.passes[rank]
+        layout = c.layout
+        return POLICIES[layout.schedule].passes(rank, layout.pp, layout.num_microbatches, layout.virtual_stages)
+
     def _arrival(self, kind: str, replica: int, vstage: int, microbatch: int) -> _Arrival:
         key = (kind, replica, vstage, microbatch)
         arrival = self._arrivals.get(key)
@@ -133,8 +148,7 @@ class Engine:
         self.rec.ranks.append(record)
         t = record.time_s
         track = f"stage {rank}" + (f" dp{replica}" if len(self.replicas) > 1 else "")
-        passes = (c.passes[rank] if c.passes is not None
-                  else POLICIES[layout.schedule].passes(rank, p, layout.num_microbatches, v))
+        passes = self._passes_of(rank)
         dp_done = self.sync.start(replica, rank, record, passes)
         # What the passes add to the record, summed here in pass order (the same sums as adding to the record's
         # dicts pass by pass, which nothing else adds to) and added once at the end.
@@ -175,6 +189,7 @@ class Engine:
                 tp_bytes += cost.tp_bytes_backward
             if self.rec.keep_spans and not gates:
                 self._pass_spans(track, ps, cost, start)
+            self.passes_done += 1
             if forward and vs < last_vs:
                 self._send("act", replica, rank, (vs + 1) % p, vs + 1, ps.microbatch, record)
             elif not forward and vs > 0:
@@ -268,11 +283,19 @@ class Engine:
             self.rec.span(track, f"recv {ps.direction}{ps.microbatch}", "pp_comm", bubble_end, now)
 
     # -- run -------------------------------------------------------------------------------------------
-    def run(self) -> EngineResult:
+    def run(self, progress: Progress | None = None) -> EngineResult:
+        """Simulate the iteration. `progress(done, total)`, when given, is called as it runs (about every
+        `PROGRESS_STEPS`-th of the passes, and at the end) with the compute passes finished and their number."""
         for rank in range(self.c.layout.pp):
             for replica in self.replicas:
                 start(self.clock, self._rank(replica, rank))
-        self.clock.run()
+        if progress is None:
+            self.clock.run()
+        else:
+            total = len(self.replicas) * sum(len(self._passes_of(rank)) for rank in range(self.c.layout.pp))
+            # About CALLS_PER_PASS clock calls a pass (EVENTS_PER_PASS in simulate.py is the same count, measured)
+            every = max(1, total * CALLS_PER_PASS // PROGRESS_STEPS)
+            self.clock.run_observed(lambda: progress(self.passes_done, total), every)
         iteration = max(r.end_s for r in self.rec.ranks)
         events = self.events + self.sync.events + self.dp_collectives.events + self.net.events
         return EngineResult(iteration, self.rec, events, len(self.rec.ranks))

@@ -27,7 +27,9 @@ async def submit_job(request: Request, svc: ServiceDep) -> JSONResponse:
     """Accept a request as a background job: 202 with the job and a Location header."""
     body = await read_body(request, svc.settings.max_body_bytes)
     admitted = await asyncio.to_thread(svc.admit, body, False)
-    return accepted(svc.jobs.submit(admitted.submission()))
+    job = svc.jobs.submit(admitted.submission())
+    svc.metrics.cache_lookup(job.cached)
+    return accepted(job)
 
 
 @router.get("/v1/jobs", response_model=JobPage, responses={422: ERROR})
@@ -41,13 +43,14 @@ async def list_jobs(svc: ServiceDep,
     rows = svc.store.jobs(limit + 1, int(cursor) if cursor else None, status)
     more = len(rows) > limit
     rows = rows[:limit]
-    return JobPage(jobs=[job_status(r) for r in rows], next_cursor=str(rows[-1].seq) if more else None)
+    return JobPage(jobs=[job_status(r, svc.jobs.progress(r.id)) for r in rows],
+                   next_cursor=str(rows[-1].seq) if more else None)
 
 
 @router.get("/v1/jobs/{job_id}", response_model=JobStatus, responses={404: ERROR})
 async def get_job(job_id: str, svc: ServiceDep) -> JobStatus:
     """Status, progress, timestamps and error of one job."""
-    return job_status(svc.jobs.job(job_id))
+    return job_status(svc.jobs.job(job_id), svc.jobs.progress(job_id))
 
 
 @router.get("/v1/jobs/{job_id}/result",
