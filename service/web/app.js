@@ -279,6 +279,7 @@ async function runInline() {
   const container = $("#sim-result");
   setProgress($("#sim-progress"), null);
   setStatus(status, "running", "simulating…");
+  container.replaceChildren(el("div", {class: "empty", text: "Simulating…"}));
   try {
     const started = performance.now();
     const result = await api("POST", "/v1/simulations", text);
@@ -300,6 +301,8 @@ async function runJob() {
   try {
     const job = await api("POST", "/v1/jobs", text);
     setStatus(status, job.status, `job ${job.id.slice(0, 8)}: ${job.status}`);
+    container.replaceChildren(el("div", {class: "empty",
+      text: `Job ${job.id} accepted: its result and pictures appear here once it has succeeded.`}));
     const seen = [];
     const statuses = [job.status];
     const last = await followJob(job.id, (j) => {
@@ -396,33 +399,40 @@ async function runSearch() {
       setProgress(bar, j.progress, `${(100 * j.progress).toFixed(0)}% of the candidates`);
     });
     if (last.status !== "succeeded") throw new Error(`search ${last.status}: ${last.error ? last.error.message : ""}`);
-    const result = await api("GET", `/v1/jobs/${job.id}/result`);
-    const s = result.search;
-    const top = result.top.map((c) => el("tr", {},
-      el("td", {class: "num", text: c.rank}), el("td", {text: c.summary}),
-      el("td", {class: "num", text: number(c.tokens_per_s)}), el("td", {class: "num", text: seconds(c.iteration_time_s)}),
-      el("td", {class: "num", text: percent(c.mfu)}), el("td", {class: "num", text: percent(c.bubble_fraction)}),
-      el("td", {class: "num", text: gib(c.memory.headroom_gib)}), el("td", {class: "why", text: c.why})));
-    const families = (result.discarded_families || []).slice(0, 12).map((f) => el("tr", {},
-      el("td", {text: f.family}), el("td", {class: "num", text: f.layouts}), el("td", {text: f.kind}),
-      el("td", {class: "why", text: f.reason})));
-    const slot = pictureSlot("search", "Top layouts and the families discarded");
-    container.replaceChildren(
-      el("h2", {text: "Search"}),
-      el("p", {class: "meta", text: `${number(s.generated)} layouts generated, ${number(s.discarded.invalid)} break a rule, `
-        + `${number(s.discarded.memory)} do not fit, ${number(s.simulated)} simulated (stopped by ${s.stopped_by})`}),
-      el("table", {class: "grid", "data-table": "search"},
-        el("thead", {}, el("tr", {}, ["rank", "layout", "tokens/s", "iteration", "MFU", "bubble", "headroom", "why"]
-          .map((h) => el("th", {text: h})))), el("tbody", {}, top)),
-      slot.figure,
-      families.length ? el("h3", {text: "Families discarded"}) : null,
-      families.length ? el("table", {class: "grid compact"}, el("thead", {}, el("tr", {},
-        ["family", "layouts", "kind", "reason"].map((h) => el("th", {text: h})))), el("tbody", {}, families)) : null);
-    await fillPicture(slot, () => api("GET", `/v1/jobs/${job.id}/plot?kind=search`, undefined, "blob"));
+    await showSearch(container, job.id);
   } catch (err) {
     if (status.dataset.state !== "failed") setStatus(status, "failed", "failed");
     showError(container, err);
   }
+}
+
+// Show a succeeded search job's ranking, its picture and the families it discarded.
+async function showSearch(container, id) {
+  const result = await api("GET", `/v1/jobs/${id}/result`);
+  const s = result.search;
+  const top = result.top.map((c) => el("tr", {},
+    el("td", {class: "num", text: c.rank}), el("td", {text: c.summary}),
+    el("td", {class: "num", text: number(c.tokens_per_s)}), el("td", {class: "num", text: seconds(c.iteration_time_s)}),
+    el("td", {class: "num", text: percent(c.mfu)}), el("td", {class: "num", text: percent(c.bubble_fraction)}),
+    el("td", {class: "num", text: gib(c.memory.headroom_gib)}),
+    el("td", {class: "why"}, [].concat(c.why || []).map((reason) => el("div", {text: reason})))));
+  const families = (result.discarded_families || []).slice(0, 12).map((f) => el("tr", {},
+    el("td", {text: f.family}), el("td", {class: "num", text: f.layouts}), el("td", {text: f.kind}),
+    el("td", {class: "why", text: f.reason})));
+  const slot = pictureSlot("search", "Top layouts and the families discarded");
+  container.replaceChildren(...[
+    el("h2", {text: "Search"}),
+    el("p", {class: "meta", text: `${number(s.generated)} layouts generated, ${number(s.discarded.invalid)} break a rule, `
+      + `${number(s.discarded.memory)} do not fit, ${number(s.simulated)} simulated (stopped by ${s.stopped_by})`}),
+    el("table", {class: "grid", "data-table": "search"},
+      el("thead", {}, el("tr", {}, ["rank", "layout", "tokens/s", "iteration", "MFU", "bubble", "headroom", "why"]
+        .map((h) => el("th", {text: h})))), el("tbody", {}, top)),
+    slot.figure,
+    families.length ? el("h3", {text: "Families discarded"}) : null,
+    families.length ? el("table", {class: "grid compact"}, el("thead", {}, el("tr", {},
+      ["family", "layouts", "kind", "reason"].map((h) => el("th", {text: h})))), el("tbody", {}, families)) : null,
+  ].filter((node) => node !== null));
+  await fillPicture(slot, () => api("GET", `/v1/jobs/${id}/plot?kind=search`, undefined, "blob"));
 }
 
 // ---- the Jobs tab ---------------------------------------------------------------------------------------------
@@ -434,8 +444,8 @@ async function refreshJobs() {
     body.replaceChildren(...page.jobs.map((job) => {
       const ran = job.started_at && job.finished_at
         ? seconds((Date.parse(job.finished_at) - Date.parse(job.started_at)) / 1000) : "";
-      const open = job.status === "succeeded" && job.kind === "simulation"
-        ? el("button", {type: "button", text: "Open", onclick: () => openJob(job.id)}) : null;
+      const open = job.status === "succeeded"
+        ? el("button", {type: "button", text: "Open", onclick: () => openJob(job.id, job.kind)}) : null;
       const cancel = ["queued", "running"].includes(job.status)
         ? el("button", {type: "button", text: "Cancel", onclick: async () => {
           await api("DELETE", `/v1/jobs/${job.id}`).catch(() => undefined);
@@ -453,10 +463,15 @@ async function refreshJobs() {
   }
 }
 
-async function openJob(id) {
-  switchTab("simulate");
-  const container = $("#sim-result");
+async function openJob(id, kind) {
+  const search = kind === "search";
+  switchTab(search ? "search" : "simulate");
+  const container = search ? $("#search-result") : $("#sim-result");
   try {
+    if (search) {
+      await showSearch(container, id);
+      return;
+    }
     const result = await api("GET", `/v1/jobs/${id}/result`);
     await showResult(container, result, (kind) => api("GET", `/v1/jobs/${id}/plot?kind=${kind}&format=svg`,
       undefined, "blob"), `job ${id}`);

@@ -37,18 +37,18 @@ _KIND = ("timeline: one row per pipeline stage, time on x, the bubble hatched; b
          "time goes; memory: memory per GPU by stage against the capacity")
 
 
-async def _draw(svc: Service, cache_key: str, drawing: Drawing) -> Response:
+async def _draw(svc: Service, cache_key: str, drawing: Drawing, timeout_s: float) -> Response:
     """The picture of a stored result, from the picture cache or drawn in a worker process once an inline slot
-    is free; 413 if drawing runs past the inline time limit."""
+    is free; 413 if drawing runs past `timeout_s`."""
     key = (cache_key, drawing.kind, drawing.fmt)
     picture = svc.pictures.get(key)
     if picture is None:
         if svc.inline.full:
             raise busy()
         async with svc.inline:
-            outcome = await svc.pool.draw(drawing, svc.settings.inline_timeout_s)
+            outcome = await svc.pool.draw(drawing, timeout_s)
         if outcome.status == "timeout":
-            limit = svc.settings.inline_timeout_s
+            limit = timeout_s
             raise ApiError(413, "too_large", f"drawing the {drawing.kind} ran past the limit of {limit:g} s",
                            extra={"limit": limit})
         if outcome.status != "ok" or outcome.picture is None:
@@ -72,7 +72,10 @@ async def job_plot(job_id: str, svc: ServiceDep,
                        extra={"job_kind": job.kind})
     _, stored = svc.jobs.result(job_id)
     trace = svc.jobs.trace(job_id) if kind in NEEDS_SPANS else None
-    return await _draw(svc, job.cache_key, Drawing(kind, format, job.request, stored.result, trace))
+    # A job may be as large as the job limits allow (the 1T GPT's trace has a million spans): its picture is held
+    # to the job time limit, not the inline one.
+    drawing = Drawing(kind, format, job.request, stored.result, trace)
+    return await _draw(svc, job.cache_key, drawing, svc.settings.job_timeout_s)
 
 
 @router.post("/v1/plots", openapi_extra=body_of(SimulationRequest), dependencies=AUTHORIZED,
@@ -92,6 +95,7 @@ async def request_plot(request: Request, svc: ServiceDep,
             raise busy()
         stored = await run_inline(svc, admitted, spans)
     response = await _draw(svc, admitted.cache_key,
-                           Drawing(kind, format, admitted.canonical_json, stored.result, stored.trace))
+                           Drawing(kind, format, admitted.canonical_json, stored.result, stored.trace),
+                           svc.settings.inline_timeout_s)
     response.headers["X-Clustersim-Cache"] = "hit" if hit else "miss"
     return response
