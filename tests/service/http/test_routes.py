@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 
 from service.http.app import create_app
 from service.http.context import require_token
-from service.http.routes import comparisons, health, jobs, presets, searches, simulations
+from service.http.routes import comparisons, health, jobs, plots, presets, searches, simulations
 from service.settings import Settings
 
 
@@ -20,12 +20,12 @@ def _needs_token(route: APIRoute) -> bool:
 
 
 def test_every_route_that_changes_state_and_no_other_needs_the_token() -> None:
-    routers = [m.router for m in (simulations, jobs, searches, comparisons, presets, health)]
+    routers = [m.router for m in (simulations, jobs, plots, searches, comparisons, presets, health)]
     routes = [r for router in routers for r in router.routes if isinstance(r, APIRoute)]
-    assert len(routes) == 14
+    assert len(routes) == 17
     writes = {(m, r.path) for r in routes for m in r.methods if m in ("POST", "DELETE")}
     assert writes == {("POST", "/v1/simulations"), ("POST", "/v1/jobs"), ("POST", "/v1/searches"),
-                      ("POST", "/v1/comparisons"), ("DELETE", "/v1/jobs/{job_id}")}
+                      ("POST", "/v1/comparisons"), ("POST", "/v1/plots"), ("DELETE", "/v1/jobs/{job_id}")}
     for route in routes:
         assert _needs_token(route) == bool(route.methods & {"POST", "DELETE"}), route.path
 
