@@ -72,7 +72,7 @@ async def job_plot(job_id: str, svc: ServiceDep,
                        extra={"job_kind": job.kind})
     _, stored = svc.jobs.result(job_id)
     trace = svc.jobs.trace(job_id) if kind in NEEDS_SPANS else None
-    # A job may be as large as the job limits allow (the 1T GPT's trace has a million spans): its picture is held
+    # A job may be as large as the job limits allow (the 1T GPT's trace is tens of megabytes): its picture is held
     # to the job time limit, not the inline one.
     drawing = Drawing(kind, format, job.request, stored.result, trace)
     return await _draw(svc, job.cache_key, drawing, svc.settings.job_timeout_s)
