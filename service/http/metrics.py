@@ -1,8 +1,8 @@
 """GET /metrics: the service's figures in Prometheus' text format (prometheus-client), one registry per app.
 
 - `clustersim_http_requests_total{route, method, status}` and `clustersim_http_request_duration_seconds{route,
-  method}`: every HTTP request, by the route's path template (`/v1/jobs/{job_id}`; `unmatched` for paths no route
-  serves, so unknown paths cannot grow the series without bound).
+  method}`: every HTTP request, by the route's path template (`/v1/jobs/{job_id}`; `/web/{path}` for the page's
+  static files; `unmatched` for paths no route serves, so unknown paths cannot grow the series without bound).
 - `clustersim_runs_total{kind, outcome}` and `clustersim_run_duration_seconds{kind}`: the runs of the worker
   processes, by kind (`simulation` inline or as a job, `search`, `picture`) and outcome (`ok`, `invalid`, `error`,
   `timeout`, `cancelled`); `clustersim_simulations_total` counts the simulations that finished (ok).
@@ -123,7 +123,8 @@ class MetricsMiddleware:
             await self.app(scope, receive, send_status)
         finally:
             route = scope.get("route")
-            template = str(getattr(route, "path", None) or "unmatched")
+            mounted = str(scope.get("root_path", ""))  # set by a Mount that served it: /web, /docs/assets
+            template = str(getattr(route, "path", None) or (f"{mounted}/{{path}}" if mounted else "unmatched"))
             method = str(scope.get("method", ""))
             self.metrics.requests.labels(template, method, str(status)).inc()
             self.metrics.latency.labels(template, method).observe(time.perf_counter() - started)

@@ -47,6 +47,7 @@ def test_requests_runs_jobs_and_cache_are_counted(client: TestClient) -> None:
     assert client.post("/v1/simulations", content=body).status_code == 401
     assert client.get("/v1/jobs/missing").status_code == 404
     assert client.get("/no/such/path").status_code == 404
+    assert client.get("/web/app.js").status_code == 200
     job = client.post("/v1/jobs", json=with_field(request_doc(), "layout.global_batch_size", 16),
                       headers={"Authorization": "Bearer tok"}).json()
     wait_for(client, job["id"], {"succeeded"})
@@ -61,6 +62,7 @@ def test_requests_runs_jobs_and_cache_are_counted(client: TestClient) -> None:
     assert grew("clustersim_http_requests_total", status="401", **sims) == 1
     assert grew("clustersim_http_requests_total", route="/v1/jobs/{job_id}", method="GET", status="404") == 1
     assert grew("clustersim_http_requests_total", route="unmatched", method="GET", status="404") == 1
+    assert grew("clustersim_http_requests_total", route="/web/{path}", method="GET", status="200") == 1
     assert grew("clustersim_http_request_duration_seconds_count", **sims) == 4
     assert grew("clustersim_http_request_duration_seconds_sum", **sims) > 0
     assert grew("clustersim_simulations_total") == 2  # the inline miss and the job
