@@ -22,7 +22,7 @@ from simcore.domain.model import ModelShape
 from simcore.domain.placement import Placement, place
 from simcore.domain.schedules import POLICIES, Pass
 from simcore.domain.training import TrainingRun, validate_training
-from simcore.engine.pipeline import Engine, EngineConfig
+from simcore.engine.pipeline import Engine, EngineConfig, Progress
 from simcore.engine.recorder import Span
 from simcore.metrics import Metrics, compute_metrics
 from simcore.training import TrainingPlan, plan_training
@@ -116,9 +116,12 @@ def build_network(spec: ClusterSpec, algorithm: CollectiveAlgorithm) -> Network:
     return Network(spec, algorithm, CollectiveModel(cluster, Router(cluster), algorithm))
 
 
-def simulate(scenario: Scenario, network: Network | None = None) -> Outcome:
+def simulate(scenario: Scenario, network: Network | None = None, progress: Progress | None = None) -> Outcome:
     """Simulate one iteration. `network`, when given, must have been built for the scenario's cluster and
-    collective algorithm; reusing it across scenarios only saves building it again."""
+    collective algorithm; reusing it across scenarios only saves building it again. `progress(done, total)`,
+    when given, is called while the engine runs with the compute passes finished and their number (exact: the
+    schedule fixes it), about 200 times a run and once at the end; it must not change anything the engine
+    sees."""
     started = time.perf_counter()
     check(scenario)
     layout, model = scenario.layout, scenario.model
@@ -136,7 +139,7 @@ def simulate(scenario: Scenario, network: Network | None = None) -> Outcome:
                                  scenario.keep_spans, gpu=gpu, comm_sm_share=scenario.cost_parameters.comm_sm_share,
                                  passes=network.passes(layout), compute_time_factors=factors or None,
                                  units=sharding_units(model, layout, workload)))
-    result = engine.run()
+    result = engine.run(progress)
     memory = stage_memory(model, layout, workload)
     metrics = compute_metrics(model, layout, gpu, workload, result, memory)
     warnings = []

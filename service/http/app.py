@@ -20,8 +20,9 @@ from fastapi import FastAPI
 from service.http import errors
 from service.http.context import Service
 from service.http.guard import HostGuard, guarded
+from service.http.metrics import MetricsMiddleware
 from service.http.openapi import openapi
-from service.http.routes import comparisons, health, jobs, presets, searches, simulations
+from service.http.routes import comparisons, health, jobs, pages, plots, presets, searches, simulations
 from service.jobs.manager import JobManager
 from service.jobs.pool import InlineSlots, WorkerPool
 from service.jobs.store import Store
@@ -42,7 +43,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         svc.store = Store(s.database_path())
-        svc.pool = WorkerPool(threads=2 * s.workers + 2, memory_mb=s.memory_cap_mb())
+        svc.pool = WorkerPool(threads=2 * s.workers + 2, memory_mb=s.memory_cap_mb(),
+                              observer=svc.metrics.run_finished)
         svc.inline = InlineSlots(s.workers, s.max_queued_jobs)
         await asyncio.to_thread(svc.pool.warm)
         svc.jobs = JobManager(svc.store, svc.pool, workers=s.workers, max_queued=s.max_queued_jobs,
@@ -58,12 +60,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             svc.pool.close()
             svc.store.close()
 
-    app = FastAPI(title="clustersim", version=VERSION, lifespan=lifespan, description=_DESCRIPTION)
+    app = FastAPI(title="clustersim", version=VERSION, lifespan=lifespan, description=_DESCRIPTION,
+                  docs_url=None, redoc_url=None)
     app.state.service = svc
-    routers = [resource.router for resource in (simulations, jobs, searches, comparisons, presets, health)]
+    routers = [r.router for r in (simulations, jobs, plots, searches, comparisons, presets, health)]
     for router in routers:
         app.include_router(router)
+    pages.install(app)  # the web page and /docs, served from the package
     errors.install(app, routers)
+    app.add_middleware(MetricsMiddleware, metrics=svc.metrics)
     if guarded(s):
         app.add_middleware(HostGuard, settings=s)
     # The bearer scheme appears in the OpenAPI schema only when a token is required.

@@ -20,6 +20,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from api_schemas.loading import Syntax
 from service.http.admission import Admitted, AdmittedComparison, AdmittedSearch, admit, admit_comparison, admit_search
 from service.http.errors import ApiError
+from service.http.metrics import Metrics
+from service.http.pictures import PictureCache
 from service.jobs.manager import JobManager
 from service.jobs.pool import InlineSlots, WorkerPool
 from service.jobs.store import Store
@@ -32,11 +34,15 @@ T = TypeVar("T")
 
 
 class Service:
-    """The parts of a running service; `store`, `pool`, `inline` and `jobs` exist once the lifespan started."""
+    """The parts of a running service; `store`, `pool`, `inline` and `jobs` exist once the lifespan started.
+    `metrics` (GET /metrics) and `pictures` (drawn pictures) live as long as the app."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.ready = False
+        self.metrics = Metrics()
+        self.metrics.watch(self.live_figures)
+        self.pictures = PictureCache()
         self.store: Store
         self.pool: WorkerPool
         self.jobs: JobManager
@@ -44,6 +50,12 @@ class Service:
         # Parsing and admission run in threads, at most PARSERS at once: they hold the GIL while they work, and
         # many at once would slow the event loop's own turns (/healthz) as much as running on it.
         self._parsers = asyncio.Semaphore(PARSERS)
+
+    def live_figures(self) -> dict[str, Any]:
+        """What GET /metrics reads when scraped: jobs by status, running jobs, inline runs waiting."""
+        started = self.ready and self.store.ping()
+        return {"jobs": self.store.counts() if started else {}, "running": self.jobs.running if started else 0,
+                "inline_waiting": self.inline.waiting if started else 0}
 
     async def off_loop(self, work: Callable[..., T], *args: Any) -> T:
         """`work(*args)` in a thread, once one of the PARSERS turns is free."""

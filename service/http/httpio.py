@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,14 +20,9 @@ from service.http.models import JobStatus, job_links
 from service.jobs.store import JobRow
 from service.settings import Settings
 
-__all__ = ["ACCEPTED_TYPES", "EVENTS_PER_S", "accepted", "body_syntax", "job_status", "read_body", "read_document",
-           "wants_trace"]
+__all__ = ["ACCEPTED_TYPES", "accepted", "body_syntax", "job_status", "read_body", "read_document", "wants_trace"]
 
 log = logging.getLogger("clustersim.service")
-
-# Engine events per second of a job's run with its trace (the 1T example: 272,094 events in about 4.4 s on one
-# core of the 2-core development machine, trace serialization included); only for the progress estimate.
-EVENTS_PER_S = 60_000.0
 
 
 # The request body types a route reads, and how: JSON as JSON only, YAML as YAML only. A body without a
@@ -102,22 +96,22 @@ def _time(value: float | None) -> datetime | None:
     return None if value is None else datetime.fromtimestamp(value, tz=UTC)
 
 
-def _progress(job: JobRow) -> float:
+def _progress(job: JobRow, reported: float | None) -> float:
+    """1 once succeeded; while running, what the job's process reported (below 1 until it has finished);
+    0 before it runs; a job that ended otherwise keeps 0."""
     if job.status == "succeeded":
         return 1.0
-    if job.started_at is None:
+    if job.status != "running" or reported is None:
         return 0.0
-    end = job.finished_at if job.finished_at is not None else time.time()
-    expected_s = max(job.estimated_events / EVENTS_PER_S, 0.1)
-    return round(min(0.99, max(0.0, (end - job.started_at) / expected_s)), 3)
+    return round(min(0.99, max(0.0, reported)), 3)
 
 
-def job_status(job: JobRow) -> JobStatus:
-    """The API's view of a stored job."""
+def job_status(job: JobRow, progress: float | None = None) -> JobStatus:
+    """The API's view of a stored job; `progress` is what a running job last reported."""
     error: dict[str, Any] | None = json.loads(job.error) if job.error else None
     return JobStatus(
         id=job.id, kind=job.kind, status=job.status,  # type: ignore[arg-type]
-        progress=_progress(job), created_at=_time(job.created_at),  # type: ignore[arg-type]
+        progress=_progress(job, progress), created_at=_time(job.created_at),  # type: ignore[arg-type]
         started_at=_time(job.started_at), finished_at=_time(job.finished_at), attempts=job.attempts,
         cached=job.cached, estimated_events=job.estimated_events, error=error,  # type: ignore[arg-type]
         links=job_links(job.id),  # type: ignore[arg-type]

@@ -25,7 +25,9 @@ def busy() -> ApiError:
 def cached(svc: Service, admitted: Admitted, trace: bool) -> CachedResult | None:
     """The stored result of this request, if there is one (with its trace when `trace` is asked for)."""
     found = svc.store.result(admitted.cache_key)
-    return found if found is not None and (found.has_trace or not trace) else None
+    hit = found if found is not None and (found.has_trace or not trace) else None
+    svc.metrics.cache_lookup(hit is not None)
+    return hit
 
 
 async def run_inline(svc: Service, admitted: Admitted, trace: bool) -> CachedResult:

@@ -68,7 +68,9 @@ class JobStatus(BaseModel):
     kind: Literal["simulation", "search"] = Field(
         default="simulation", description="simulation (POST /v1/jobs) or search (POST /v1/searches: no trace)")
     status: JobState
-    progress: float = Field(ge=0, le=1, description="fraction done, estimated from elapsed time while running")
+    progress: float = Field(ge=0, le=1, description=(
+        "fraction done: 1 once succeeded; while running, the compute passes the engine has finished over those of "
+        "the iteration (a search: candidates done over planned), below 1 until it ends; 0 otherwise"))
     created_at: datetime
     started_at: datetime | None = Field(description="when its latest run started")
     finished_at: datetime | None

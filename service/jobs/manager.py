@@ -6,7 +6,8 @@ crash, `start` queues again whatever was running, so every accepted job finishes
 deterministic: a rerun gives the same result). A job whose request is already in the results cache succeeds
 without simulating. Simulation jobs always record their trace, so GET /v1/jobs/{id}/trace works for each of
 them. A search job (kind "search", from POST /v1/searches) runs the layout search in one worker process and
-stores its result document under its cache key; it has no trace.
+stores its result document under its cache key; it has no trace. While a job runs, its process reports its
+progress (service/jobs/worker.py), kept here in memory: `progress(job_id)`.
 """
 
 from __future__ import annotations
@@ -71,6 +72,7 @@ class JobManager:
         self._retention_s = retention_s
         self._pruner: asyncio.Task[None] | None = None
         self._running: dict[str, _Running] = {}
+        self._progress: dict[str, float] = {}  # running job -> last reported fraction (set on pool threads)
         self._wake = asyncio.Event()
         self._dispatcher: asyncio.Task[None] | None = None
         self._stopping = False
@@ -78,6 +80,10 @@ class JobManager:
     @property
     def running(self) -> int:
         return len(self._running)
+
+    def progress(self, job_id: str) -> float | None:
+        """The last progress a running job reported (a fraction in [0, 1]), or None (none yet, or not running)."""
+        return self._progress.get(job_id)
 
     def start(self) -> None:
         """Queue again the jobs a dead process left running, then start dispatching."""
@@ -183,7 +189,8 @@ class JobManager:
             if cached is not None and cached.has_trace:
                 self._store.succeed(job.id, job.cache_key, cached.result, None, cached=True)  # the trace stays
                 return
-            outcome = await self._pool.run(job.request, not search, self._timeout_s, cancel, kind=job.kind)
+            outcome = await self._pool.run(job.request, not search, self._timeout_s, cancel, kind=job.kind,
+                                           on_progress=lambda fraction: self._progress.__setitem__(job.id, fraction))
             self._record(job, outcome)
         except asyncio.CancelledError:  # the service is stopping: run it again after the restart
             self._store.requeue(job.id)
@@ -193,6 +200,7 @@ class JobManager:
             self._store.finish(job.id, "failed", _error("internal_error", "internal error while running the job"))
         finally:
             self._running.pop(job.id, None)
+            self._progress.pop(job.id, None)
             self._wake.set()
 
     def _record(self, job: JobRow, outcome: RunResult) -> None:

@@ -2,7 +2,9 @@
 blocks, and a wall-time limit or a cancel can end the run by killing its process.
 
 A thread per run waits on the process's pipe (polling every 50 ms for a cancel); the callers cap how many run
-at once (the job dispatcher for jobs, `InlineSlots` for inline simulations).
+at once (the job dispatcher for jobs, `InlineSlots` for inline simulations and pictures). A run's process may
+report its progress on the same pipe before its outcome (service/jobs/worker.py); `on_progress` receives it.
+Pictures (`draw`) are drawn in such a process too: matplotlib's work never runs in the API's process.
 """
 
 from __future__ import annotations
@@ -12,13 +14,14 @@ import multiprocessing
 import signal
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from service.jobs import worker
 
-__all__ = ["WORKER_DIED", "InlineSlots", "RunResult", "WorkerPool"]
+__all__ = ["WORKER_DIED", "Drawing", "InlineSlots", "OnProgress", "RunResult", "WorkerPool"]
 
 WORKER_DIED = "WorkerDied"
 """The `error_type` of a run whose process ended without answering (killed, out of memory)."""
@@ -26,16 +29,20 @@ WORKER_DIED = "WorkerDied"
 _POLL_S = 0.05
 
 RunStatus = Literal["ok", "invalid", "error", "timeout", "cancelled"]
+OnProgress = Callable[[float], None]
+"""Receives a run's progress, a fraction in [0, 1] that only grows (called on a pool thread)."""
 
 
 @dataclass(frozen=True, slots=True)
 class RunResult:
-    """How a run ended. ok: `result` JSON and `trace` (gzip, or None), and what the run took; invalid: `details`
-    (field, rule); error: `error_type` and `message`; timeout and cancelled: nothing more."""
+    """How a run ended. ok: `result` JSON and `trace` (gzip, or None), and what the run took, or the `picture`
+    of a drawing; invalid: `details` (field, rule); error: `error_type` and `message`; timeout and cancelled:
+    nothing more."""
 
     status: RunStatus
     result: str | None = None
     trace: bytes | None = None
+    picture: bytes | None = None
     details: list[tuple[str, str]] = field(default_factory=list)
     error_type: str = ""
     message: str = ""
@@ -43,10 +50,27 @@ class RunResult:
     peak_rss_bytes: int = 0  # ok: the process's peak resident memory
 
 
+@dataclass(frozen=True, slots=True)
+class Drawing:
+    """A picture to draw of a stored result: `kind` (service.plots' KINDS, or "search" for a search result),
+    `fmt` ("svg" or "png"), the canonical request JSON (for the title), the result JSON and, for the timeline,
+    the compressed Chrome trace (gzip, or zlib in stores written before)."""
+
+    kind: str
+    fmt: str
+    request_json: str
+    result_json: str
+    trace: bytes | None = None
+
+
 class WorkerPool:
     """Starts one process per run from a forkserver that has the simulator imported already."""
 
-    def __init__(self, threads: int, memory_mb: int | None = None) -> None:
+    def __init__(self, threads: int, memory_mb: int | None = None,
+                 observer: Callable[[str, RunResult, float], None] | None = None) -> None:
+        """`observer(kind, outcome, seconds)`, when given, hears of every run that ends (kind "simulation",
+        "search" or "picture"), on the event loop's thread."""
+        self._observer = observer
         self._ctx = multiprocessing.get_context("forkserver")
         self._ctx.set_forkserver_preload(["service.jobs.worker"])
         self._threads = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="clustersim-run")
@@ -62,26 +86,38 @@ class WorkerPool:
         self._threads.shutdown(wait=False, cancel_futures=True)
 
     async def run(self, request_json: str, keep_spans: bool, timeout_s: float,
-                  cancel: threading.Event | None = None, kind: str = "simulation") -> RunResult:
+                  cancel: threading.Event | None = None, kind: str = "simulation",
+                  on_progress: OnProgress | None = None) -> RunResult:
         """Simulate (or, for kind "search", search) in a new process; ends it at `timeout_s` seconds of wall time
-        or when `cancel` is set."""
+        or when `cancel` is set. `on_progress` receives the progress the process reports."""
+        target = worker.run_search if kind == "search" else worker.run
+        return await self._start(kind, target, (request_json, keep_spans), timeout_s, cancel, on_progress)
+
+    async def draw(self, drawing: Drawing, timeout_s: float) -> RunResult:
+        """Draw a picture in a new process: status ok with `picture` (the SVG or PNG bytes)."""
+        args = (drawing.kind, drawing.fmt, drawing.request_json, drawing.result_json, drawing.trace)
+        return await self._start("picture", worker.draw, args, timeout_s, None, None)
+
+    async def _start(self, kind: str, target: Callable[..., None], args: tuple[Any, ...], timeout_s: float,
+                     cancel: threading.Event | None, on_progress: OnProgress | None) -> RunResult:
         loop = asyncio.get_running_loop()
         stop = cancel or threading.Event()
-        future = loop.run_in_executor(self._threads, self._run_blocking, request_json, keep_spans, timeout_s, stop,
-                                      kind)
+        started = time.monotonic()
+        future = loop.run_in_executor(self._threads, self._run_blocking, target, args, timeout_s, stop, on_progress)
         try:
-            return await asyncio.shield(future)
+            outcome = await asyncio.shield(future)
         except asyncio.CancelledError:  # the caller went away (shutdown): end the process too
             stop.set()
             raise
+        if self._observer is not None:
+            self._observer(kind, outcome, time.monotonic() - started)
+        return outcome
 
-    def _run_blocking(self, request_json: str, keep_spans: bool, timeout_s: float,
-                      cancel: threading.Event, kind: str = "simulation") -> RunResult:
+    def _run_blocking(self, target: Callable[..., None], args: tuple[Any, ...], timeout_s: float,
+                      cancel: threading.Event, on_progress: OnProgress | None) -> RunResult:
         receiver, sender = self._ctx.Pipe(duplex=False)
         alive_r, alive_w = self._ctx.Pipe(duplex=False)  # the child exits when alive_w closes (we die)
-        target = worker.run_search if kind == "search" else worker.run
-        process = self._ctx.Process(target=target,
-                                    args=(request_json, keep_spans, self._memory_mb, sender, alive_r), daemon=True)
+        process = self._ctx.Process(target=target, args=(*args, self._memory_mb, sender, alive_r), daemon=True)
         deadline = time.monotonic() + timeout_s
         try:
             process.start()
@@ -99,6 +135,10 @@ class WorkerPool:
                     except EOFError:
                         process.join(1)
                         return RunResult("error", error_type=WORKER_DIED, message=_death(process.exitcode))
+                    if message[0] == "progress":
+                        if on_progress is not None:
+                            on_progress(float(message[1]))
+                        continue
                     return _result(message)
         finally:
             if process.is_alive():
@@ -123,6 +163,9 @@ def _death(exitcode: int | None) -> str:
 
 def _result(message: tuple[object, ...]) -> RunResult:
     kind = message[0]
+    if kind == "picture":
+        assert isinstance(message[1], bytes)
+        return RunResult("ok", picture=message[1])
     if kind == "ok":
         result, trace, seconds, peak = message[1:5]
         assert isinstance(result, str) and (trace is None or isinstance(trace, bytes))
@@ -142,6 +185,11 @@ class InlineSlots:
         self._slots = asyncio.Semaphore(size)
         self._waiting = 0
         self._max_waiting = max_waiting
+
+    @property
+    def waiting(self) -> int:
+        """Inline runs waiting for a slot now."""
+        return self._waiting
 
     @property
     def full(self) -> bool:

@@ -174,6 +174,12 @@ class Store:
         with self._lock:
             return int(self._db.execute("SELECT COUNT(*) FROM jobs WHERE status = ?", (status,)).fetchone()[0])
 
+    def counts(self) -> dict[str, int]:
+        """Jobs by status (statuses with none left out)."""
+        with self._lock:
+            rows = self._db.execute("SELECT status, COUNT(*) FROM jobs GROUP BY status").fetchall()
+        return {str(status): int(n) for status, n in rows}
+
     def claim_next(self) -> JobRow | None:
         """The oldest queued job, now marked running (one more attempt, started now); None if none waits."""
         with self._transaction() as db:

@@ -3,11 +3,15 @@
 A search job runs `run_search` instead: the layout search on the in-process ("inline") executor, no nested
 process pool; its "ok" message carries the search result document and no trace.
 
-The message is ``("ok", result_json, trace_gzip_or_None, cpu_seconds, peak_rss_bytes)``,
+`draw` draws a picture of a stored result (service.plots, the CLI's code) and answers ``("picture", bytes)``.
+
+The outcome message is ``("ok", result_json, trace_gzip_or_None, cpu_seconds, peak_rss_bytes)``,
 ``("invalid", [(field, rule), ...])`` or ``("error", exception_type_name, one_line_message, traceback_text)``.
-The result JSON is exactly what ``clustersim simulate`` prints (`adapters.to_response`), without the trace; the
-trace is the Chrome trace JSON, gzip-compressed. The forkserver preloads this module so that a new process
-starts in milliseconds.
+Before it, a simulation sends ``("progress", fraction)`` as its engine runs (compute passes finished over the
+passes of the iteration, sent each time it has grown by a hundredth), and a search as its candidates finish (done
+over planned). The result JSON is exactly what ``clustersim simulate`` prints (`adapters.to_response`), without
+the trace; the trace is the Chrome trace JSON, gzip-compressed. The forkserver preloads this module so that a
+new process starts in milliseconds.
 """
 
 from __future__ import annotations
@@ -25,10 +29,28 @@ from multiprocessing.connection import Connection
 from api_schemas import RequestError, SimulationRequest
 from api_schemas.search import SearchRequest
 from service import convert as adapters
+from service.plots import NEEDS_SPANS
 from service.search import run_search as search
 from simcore import SpecError, simulate
 
-__all__ = ["noop", "run", "run_search"]
+__all__ = ["Reporter", "draw", "noop", "run", "run_search"]
+
+PROGRESS_STEP = 0.01  # a fraction reported once it has grown by this much since the last report
+
+
+class Reporter:
+    """Sends ``("progress", done / total)`` through `conn` each time it has grown by PROGRESS_STEP (and when it
+    reaches 1): at most about a hundred small messages a run, however many times it is called."""
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+        self._last = -1.0
+
+    def __call__(self, done: int, total: int) -> None:
+        fraction = done / total if total > 0 else 1.0
+        if fraction >= self._last + PROGRESS_STEP or (fraction >= 1.0 > self._last):
+            self._last = fraction
+            self._conn.send(("progress", fraction))
 
 def _exit_with_server(alive: Connection) -> None:
     """End this process as soon as the service dies (even by SIGKILL), so no orphan keeps simulating.
@@ -84,7 +106,7 @@ def run(request_json: str, keep_spans: bool, memory_mb: int | None, conn: Connec
         scenario = adapters.to_scenario(SimulationRequest.model_validate_json(request_json))
         if keep_spans:
             scenario = adapters.replace_spans(scenario)
-        outcome = simulate(scenario)
+        outcome = simulate(scenario, progress=Reporter(conn))
         trace = None
         if keep_spans:
             packer = zlib.compressobj(6, zlib.DEFLATED, 16 + zlib.MAX_WBITS)  # gzip, as it is served
@@ -102,6 +124,32 @@ def run_search(request_json: str, keep_spans: bool, memory_mb: int | None, conn:
 
     def work() -> tuple[object, ...]:
         request = SearchRequest.model_validate_json(request_json)
-        return ("ok", json.dumps(search(request, executor="local", workers=1)), None)  # workers=1: inline
+        document = search(request, executor="local", workers=1, progress=Reporter(conn))  # workers=1: inline
+        return ("ok", json.dumps(document), None)
+
+    _serve(work, memory_mb, conn, alive)
+
+
+def draw(kind: str, fmt: str, request_json: str, result_json: str, trace: bytes | None, memory_mb: int | None,
+         conn: Connection, alive: Connection) -> None:
+    """Draw picture `kind` ("search" for a search result) of a stored result as `fmt` (svg or png), the timeline
+    from its compressed Chrome trace, and send ``("picture", bytes)`` through `conn`."""
+
+    def work() -> tuple[object, ...]:
+        # matplotlib is imported here, by the drawing process, and not preloaded by the forkserver: the service
+        # starts in half the time, and a picture is drawn once (the service keeps it)
+        from service.plots import render, result_figure, search_figure, spans_from_chrome_trace
+
+        result = json.loads(result_json)
+        if kind == "search":
+            return ("picture", render(search_figure(result), fmt))
+        spans = None
+        if kind in NEEDS_SPANS:
+            if trace is None:
+                raise ValueError("the timeline needs the simulation's trace")
+            # gzip, or zlib in stores written before
+            spans = spans_from_chrome_trace(json.loads(zlib.decompress(trace, 32 + zlib.MAX_WBITS)))
+        request = SimulationRequest.model_validate_json(request_json)
+        return ("picture", render(result_figure(kind, result, spans=spans, request=request), fmt))
 
     _serve(work, memory_mb, conn, alive)

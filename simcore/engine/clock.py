@@ -80,6 +80,29 @@ class Clock:
                 return
             fn(*args)
 
+    def run_observed(self, observer: Callable[[], None], every: int) -> None:
+        """`run`, calling `observer()` after every `every` calls (>= 1) and once at the end: how a caller follows
+        a long simulation (its progress) without adding entries to the queue, so the order stays the same."""
+        if every < 1:
+            raise ValueError(f"every must be >= 1, got {every}")
+        heap, urgent, soon = self._heap, self._urgent, self._soon
+        left = every
+        while True:
+            if urgent:
+                fn, args = urgent.popleft()
+            elif heap and (not soon or heap[0][0] == self.now):
+                self.now, _, fn, args = heappop(heap)
+            elif soon:
+                fn, args = soon.popleft()
+            else:
+                observer()
+                return
+            fn(*args)
+            left -= 1
+            if not left:
+                left = every
+                observer()
+
 
 class Event:
     """Something any number of callbacks (and processes) may wait for. `succeed()` makes it due at this instant;

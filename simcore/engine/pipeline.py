@@ -18,7 +18,7 @@ Fidelity:
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from functools import partial
 
@@ -42,6 +42,11 @@ from simcore.engine.sharded import ShardedPasses
 from simcore.engine.tp_links import TensorParallelLinks
 from simcore.engine.transfers import PipelineTransfers
 from topology.hardware import GpuSpec
+
+Progress = Callable[[int, int], None]
+"""Called as the engine runs with (compute passes finished, compute passes in the iteration)."""
+PROGRESS_STEPS = 200  # progress reports per run, about (more for runs with few clock calls a pass)
+CALLS_PER_PASS = 4  # clock calls per compute pass, about (simcore/estimate.py's EVENTS_PER_PASS, measured)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +89,7 @@ class Engine:
         self.net = FlowNetwork(self.clock, config.collectives.capacity)
         self.rec = Recorder(config.keep_spans)
         self.events = 0
+        self.passes_done = 0  # compute passes finished, every simulated rank (what progress counts)
         self._barrier_waiting = 0
         layout = config.layout
         self.replicas = list(range(layout.dp)) if config.fidelity is Fidelity.FULL else [0]
@@ -112,6 +118,14 @@ class Engine:
                                          layout.recompute is Recompute.FULL)
 
     # -- helpers ---------------------------------------------------------------------------------------
+    def _passes_of(self, rank: int) -> list[Pass]:
+        """Pipeline rank `rank`'s passes in schedule order."""
+        c = self.c
+        if c.passes is not None:
+            return c.passes[rank]
+        layout = c.layout
+        return POLICIES[layout.schedule].passes(rank, layout.pp, layout.num_microbatches, layout.virtual_stages)
+
     # -- rank processes --------------------------------------------------------------------------------
     def _rank(self, replica: int, rank: int) -> Process:
         c, clock = self.c, self.clock
@@ -125,8 +139,7 @@ class Engine:
         self.rec.ranks.append(record)
         t = record.time_s
         track = f"stage {rank}" + (f" dp{replica}" if len(self.replicas) > 1 else "")
-        passes = (c.passes[rank] if c.passes is not None
-                  else POLICIES[layout.schedule].passes(rank, p, layout.num_microbatches, v))
+        passes = self._passes_of(rank)
         gpu = None
         if self.interference:
             assert c.gpu is not None
@@ -225,6 +238,7 @@ class Engine:
                 tp_bytes += cost.tp_bytes_backward
             if self.rec.keep_spans and not gates and not self.sharded and plan is None and not on_links:
                 self._pass_spans(track, ps, cost, start, (duration + slowed) / duration if duration > 0 else 1.0)
+            self.passes_done += 1
             if forward and vs < last_vs:
                 self.transfers.send("act", replica, rank, (vs + 1) % p, vs + 1, ps.microbatch, record)
             elif not forward and vs > 0:
@@ -363,11 +377,18 @@ class Engine:
             self.rec.span(track, f"recv {ps.direction}{ps.microbatch}", "pp_comm", bubble_end, now)
 
     # -- run -------------------------------------------------------------------------------------------
-    def run(self) -> EngineResult:
+    def run(self, progress: Progress | None = None) -> EngineResult:
+        """Simulate the iteration. `progress(done, total)`, when given, is called as it runs (about every
+        `PROGRESS_STEPS`-th of the passes, and at the end) with the compute passes finished and their number."""
         for rank in range(self.c.layout.pp):
             for replica in self.replicas:
                 start(self.clock, self._rank(replica, rank))
-        self.clock.run()
+        if progress is None:
+            self.clock.run()
+        else:
+            total = len(self.replicas) * sum(len(self._passes_of(rank)) for rank in range(self.c.layout.pp))
+            every = max(1, total * CALLS_PER_PASS // PROGRESS_STEPS)
+            self.clock.run_observed(lambda: progress(self.passes_done, total), every)
         iteration = max(r.end_s for r in self.rec.ranks)
         events = (self.events + self.transfers.events + self.sync.events + self.dp_collectives.events
                   + self.net.events + self.ring.events + self.embedding.events)
@@ -376,4 +397,3 @@ class Engine:
         if self.sharded:
             events += self.sharded.events
         return EngineResult(iteration, self.rec, events, len(self.rec.ranks))
-

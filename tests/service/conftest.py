@@ -95,7 +95,7 @@ def free_port() -> int:
 class Server:
     """`clustersim serve` in a subprocess; `url` once ready."""
 
-    def __init__(self, database: Path, log: Path, **env: str) -> None:
+    def __init__(self, database: Path, log: Path, ready_timeout_s: float = 30.0, **env: str) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         environ = {**os.environ, "CLUSTERSIM_DATABASE": str(database), **env}
@@ -104,7 +104,7 @@ class Server:
             [sys.executable, "-m", "service.cli.main", "serve", "--host", "127.0.0.1", "--port", str(self.port),
              "--log-level", "warning"],
             env=environ, stdout=self._log, stderr=subprocess.STDOUT, cwd=str(ROOT))
-        self._wait_ready(30.0)
+        self._wait_ready(ready_timeout_s)
 
     def _wait_ready(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s

@@ -25,7 +25,9 @@ async def submit_job(request: Request, svc: ServiceDep) -> JSONResponse:
     """Accept a request as a background job: 202 with the job and a Location header."""
     body, syntax = await read_document(request, svc.settings)
     admitted = await svc.off_loop(svc.admit, body, False, syntax)
-    return accepted(svc.jobs.submit(admitted.submission()))
+    job = svc.jobs.submit(admitted.submission())
+    svc.metrics.cache_lookup(job.cached)
+    return accepted(job)
 
 
 @router.get("/v1/jobs", response_model=JobPage, responses={422: ERROR})
@@ -39,13 +41,14 @@ async def list_jobs(svc: ServiceDep,
     rows = svc.store.jobs(limit + 1, int(cursor) if cursor else None, status)
     more = len(rows) > limit
     rows = rows[:limit]
-    return JobPage(jobs=[job_status(r) for r in rows], next_cursor=str(rows[-1].seq) if more else None)
+    return JobPage(jobs=[job_status(r, svc.jobs.progress(r.id)) for r in rows],
+                   next_cursor=str(rows[-1].seq) if more else None)
 
 
 @router.get("/v1/jobs/{job_id}", response_model=JobStatus, responses={404: ERROR})
 async def get_job(job_id: str, svc: ServiceDep) -> JobStatus:
     """Status, progress, timestamps and error of one job."""
-    return job_status(svc.jobs.job(job_id))
+    return job_status(svc.jobs.job(job_id), svc.jobs.progress(job_id))
 
 
 @router.get("/v1/jobs/{job_id}/result",

@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 
 from service.http.app import create_app
 from service.http.context import require_token
-from service.http.routes import comparisons, health, jobs, presets, searches, simulations
+from service.http.routes import comparisons, health, jobs, plots, presets, searches, simulations
 from service.settings import Settings
 
 
@@ -20,12 +20,12 @@ def _needs_token(route: APIRoute) -> bool:
 
 
 def test_every_v1_route_and_no_other_needs_the_token() -> None:
-    routers = [m.router for m in (simulations, jobs, searches, comparisons, presets, health)]
+    routers = [m.router for m in (simulations, jobs, plots, searches, comparisons, presets, health)]
     routes = [r for router in routers for r in router.routes if isinstance(r, APIRoute)]
-    assert len(routes) == 14
+    assert len(routes) == 17
     writes = {(m, r.path) for r in routes for m in r.methods if m in ("POST", "DELETE")}
     assert writes == {("POST", "/v1/simulations"), ("POST", "/v1/jobs"), ("POST", "/v1/searches"),
-                      ("POST", "/v1/comparisons"), ("DELETE", "/v1/jobs/{job_id}")}
+                      ("POST", "/v1/comparisons"), ("POST", "/v1/plots"), ("DELETE", "/v1/jobs/{job_id}")}
     for route in routes:
         assert _needs_token(route) == route.path.startswith("/v1/"), route.path
 
@@ -36,7 +36,7 @@ def test_with_a_token_reads_need_it_too_and_health_and_docs_stay_open(tmp_path: 
         for path in ("/v1/jobs", "/v1/jobs/x", "/v1/jobs/x/result", "/v1/jobs/x/trace", "/v1/presets/models"):
             assert client.get(path).status_code == 401, path
             assert client.get(path, headers={"Authorization": "Bearer s3cret"}).status_code in (200, 404), path
-        for path in ("/healthz", "/readyz", "/openapi.json", "/docs"):
+        for path in ("/healthz", "/readyz", "/openapi.json", "/docs", "/", "/metrics"):
             assert client.get(path).status_code == 200, path
 
 

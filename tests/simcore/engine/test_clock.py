@@ -52,7 +52,9 @@ def _on_simpy(program: Program) -> Log:
     return log
 
 
-def _on_clock(program: Program) -> Log:
+def _on_clock(program: Program, every: int | None = None, observed: list[float] | None = None) -> Log:
+    """The program on the clock: `run`, or with `every` `run_observed`, whose observer notes the time in
+    `observed`."""
     clock = Clock()
     log: Log = []
 
@@ -72,7 +74,10 @@ def _on_clock(program: Program) -> Log:
 
     for name, steps in enumerate(program):
         start(clock, proc(name, steps))
-    clock.run()
+    if every is None:
+        clock.run()
+    else:
+        clock.run_observed(lambda: (observed if observed is not None else []).append(clock.now), every)
     return log
 
 
@@ -195,3 +200,16 @@ def test_an_error_in_a_call_ends_the_run() -> None:
     with pytest.raises(KeyError):
         clock.run()
     assert clock.now == 1.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(_STEP, max_size=8), min_size=1, max_size=5), st.integers(1, 4))
+def test_an_observed_run_keeps_the_order_and_calls_its_observer_every_n_calls(program: Program, every: int) -> None:
+    observed: list[float] = []
+    assert _on_clock(program, every, observed) == _on_simpy(program)
+    # One call to start each process, and one per step that waits or schedules a call.
+    calls = len(program) + sum(len(steps) for steps in program)
+    assert len(observed) == calls // every + 1  # and once at the end
+    assert observed == sorted(observed)
+    with pytest.raises(ValueError, match="every"):
+        Clock().run_observed(lambda: None, 0)
