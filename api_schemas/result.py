@@ -43,6 +43,7 @@ class TimeBreakdown(_Out):
     optimizer: float
     bubble: float
     other: float
+    ep_comm: float | None = Field(default=None, description="mixture of experts: all-to-all waited for")
 
 
 class CommunicationTimes(_Out):
@@ -52,6 +53,7 @@ class CommunicationTimes(_Out):
     pp: float
     dp: float
     zero: float
+    ep: float | None = Field(default=None, description="mixture of experts: dispatch and combine all-to-alls")
 
 
 class CommunicationBytes(_Out):
@@ -61,6 +63,7 @@ class CommunicationBytes(_Out):
     pp: float
     dp: float
     zero: float
+    ep: float | None = Field(default=None, description="mixture of experts: dispatch and combine all-to-alls")
 
 
 class MemoryBreakdown(_Out):

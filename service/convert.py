@@ -185,6 +185,7 @@ def to_scenario(request: SimulationRequest, free_communication: bool = False) ->
         encoder_pipeline_stages=lay.encoder_pipeline_stages,
         zero3_gather_bucket_elements=lay.zero3_gather_bucket_elements,
         fp8_recipe=Fp8Recipe(lay.fp8_recipe) if lay.fp8_recipe else None,
+        ep=lay.ep, expert_tp=lay.expert_tp,
     )
     opts = request.options
     return Scenario(
@@ -361,4 +362,6 @@ def layout_json(layout: Layout) -> dict[str, Any]:
         **({"encoder_pipeline_stages": layout.encoder_pipeline_stages} if layout.encoder_pipeline_stages else {}),
         **({"zero3_gather_bucket_elements": layout.zero3_gather_bucket_elements}
            if layout.zero3_gather_bucket_elements else {}),
+        **({"ep": layout.ep} if layout.ep > 1 else {}),
+        **({"expert_tp": layout.expert_tp} if layout.expert_tp > 1 else {}),
     }

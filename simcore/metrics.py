@@ -10,7 +10,7 @@ from simcore.cost.workload import Workload
 from simcore.domain.layout import Layout
 from simcore.domain.model import ModelShape
 from simcore.engine.pipeline import EngineResult
-from simcore.engine.recorder import CATEGORIES, COMM_KINDS, RankRecord
+from simcore.engine.recorder import CATEGORIES, COMM_KINDS, EXPERT_KEYS, RankRecord
 from topology.hardware import GIB, GpuSpec
 
 
@@ -106,6 +106,7 @@ def compute_metrics(model: ModelShape, layout: Layout, gpu: GpuSpec, workload: W
             memory=memory[s],
         ))
     samples_per_s = layout.global_batch_size / T
+    used = set(CATEGORIES + COMM_KINDS) - (set() if model.moe is not None else set(EXPERT_KEYS))
     return Metrics(
         iteration_time_s=T,
         samples_per_s=samples_per_s,
@@ -117,9 +118,9 @@ def compute_metrics(model: ModelShape, layout: Layout, gpu: GpuSpec, workload: W
         hfu=hardware_flops / T / gpus / gpu.peak_flops_per_s,
         bubble_fraction=bubble_mean / T,
         pipeline_overhead=bubble_mean / stage_mean(passes),
-        time_breakdown_s={k: breakdown[k] for k in CATEGORIES},
-        communication_s=comm_s,
-        communication_bytes=comm_bytes,
+        time_breakdown_s={k: breakdown[k] for k in CATEGORIES if k in used},
+        communication_s={k: v for k, v in comm_s.items() if k in used},
+        communication_bytes={k: v for k, v in comm_bytes.items() if k in used},
         stages=tuple(stages),
         capacity_gib=gpu.hbm_capacity_bytes / GIB,
         critical_gpu=critical.gpu,

@@ -12,7 +12,7 @@ replicas sharing the links.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from simcore.cost.collectives import Collective, CollectiveModel, ring_factor
 from simcore.cost.fp8 import WEIGHT_QUANTIZE_BYTES, fp8_weight_elements
@@ -23,11 +23,12 @@ from simcore.cost.kernels import (
     PROJECTIONS,
     Op,
     embedding_forward_ops,
-    layer_forward_ops,
     logits_forward_ops,
     ops_time,
     optimizer_step_s,
 )
+from simcore.cost.moe import ExpertComm, expert_comm
+from simcore.cost.moe_kernels import backward_ops, sequence_time, transformer_layer_ops
 from simcore.cost.parameters import FITTED, CostParameters
 from simcore.cost.partition import Chunks, partition, stage_costs
 from simcore.domain.layout import Layout, Precision, Recompute
@@ -63,14 +64,33 @@ class ChunkCost:
     tp_hidden_backward_s: float  # the same for the backward pass, the recomputed forward included
     tp_bytes_forward: float  # bytes one tensor rank sends in tensor-parallel collectives, per microbatch
     tp_bytes_backward: float  # the same for the backward pass, the recomputed forward included
+    # Mixture of experts (simcore/cost/moe_comm.py): the all-to-alls (and expert-TP collectives) per microbatch,
+    # the recomputed forward's in recompute_ep_s (also inside recompute_s), bytes one rank sends, and the expert
+    # weights among `parameters` (reduced over the expert data-parallel group, not dp).
+    forward_ep_s: float = 0.0
+    backward_ep_s: float = 0.0
+    recompute_ep_s: float = 0.0
+    ep_bytes_forward: float = 0.0
+    ep_bytes_backward: float = 0.0
+    expert_parameters: int = 0
+    # Expert gradients reduce over the expert data-parallel group (edp = tp*dp / (ep*expert_tp)), not dp: the
+    # bytes each rank sends in a ring over edp, per byte it would send over dp, ((edp-1)/edp) / ((dp-1)/dp).
+    expert_reduce_ratio: float = 1.0
+
+    @property
+    def reduced_parameters(self) -> int:
+        """The parameters whose gradients the data-parallel reduction carries, the experts' weighted by
+        expert_reduce_ratio (the engine's buckets run on the dp group)."""
+        dense = self.parameters - self.expert_parameters
+        return dense + round(self.expert_parameters * self.expert_reduce_ratio)
 
     @property
     def forward_s(self) -> float:
-        return self.forward_compute_s + self.forward_tp_s
+        return self.forward_compute_s + self.forward_tp_s + self.forward_ep_s
 
     @property
     def backward_s(self) -> float:
-        return self.recompute_s + self.backward_compute_s + self.backward_tp_s
+        return self.recompute_s + self.backward_compute_s + self.backward_tp_s + self.backward_ep_s
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,10 +115,12 @@ class _LayerCost:
     tp_bytes_forward: float
     tp_bytes_backward: float
     parameters: int  # per tensor rank
+    ep: ExpertComm = ExpertComm()  # a MoE layer's all-to-alls
+    expert_parameters: int = 0  # of `parameters`: the experts this rank holds
 
     def recompute(self, mode: Recompute) -> float:
         if mode is Recompute.FULL:
-            return self.forward + self.tp_forward
+            return self.forward + self.tp_forward + self.ep.forward_s
         return self.core if mode is Recompute.SELECTIVE else 0.0
 
 
@@ -114,9 +136,10 @@ class _Kernels:
 
 
 def _kernels(model: ModelShape, layer: LayerType, layout: Layout, gpu: GpuSpec, params: CostParameters) -> _Kernels:
-    ops = layer_forward_ops(model, layout.microbatch_size, layout.tp, layout.sequence_parallel, layer, layout.fp8)
+    ops = transformer_layer_ops(model, layout.microbatch_size, layout.tp, layout.sequence_parallel, layer,
+                                layout.fp8, layout.ep, layout.expert_tp)
     return _Kernels(
-        forward=ops_time(ops, gpu, params), backward=ops_time(_bwd(ops), gpu, params),
+        forward=sequence_time(ops, gpu, params), backward=ops_time(backward_ops(ops), gpu, params),
         core=ops_time(tuple(op for op in ops if op.name in ATTENTION_CORE), gpu, params),
         gemm_forward=ops_time(tuple(op for op in ops if op.name in PROJECTIONS), gpu, params),
         gemm_backward=ops_time(tuple(op.backward() for op in ops if op.name in PROJECTIONS), gpu, params))
@@ -157,6 +180,15 @@ def _layer_cost(model: ModelShape, layer: LayerType, layout: Layout, kernels: _K
         tp_hidden_forward=tp_fwd - exposed_fwd, tp_hidden_backward=tp_bwd - exposed_bwd,
         tp_bytes_forward=bytes_fwd, tp_bytes_backward=bytes_bwd,
         parameters=model.parameters_per_layer(layer) // t)
+
+
+def _moe_layer_cost(cost: _LayerCost, model: ModelShape, layer: LayerType, layout: Layout, comm: ExpertComm
+                    ) -> _LayerCost:
+    """A MoE layer: the dense part's weights split over tp, the experts' over ep x expert_tp, and its
+    all-to-alls."""
+    experts = model.expert_parameters() // (layout.ep * layout.expert_tp)
+    dense = (model.parameters_per_layer(layer) - model.expert_parameters()) // layout.tp
+    return replace(cost, parameters=dense + experts, expert_parameters=experts, ep=comm)
 
 
 def _tp_time(model: CollectiveModel | None, groups: list[tuple[int, ...]], size: float, sp: bool) -> float:
@@ -206,6 +238,11 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
     kernels = {layer: _kernels(model, layer, layout, gpu, params) for layer, _ in model.layer_stacks()}
     rank_costs = [{layer: _layer_cost(model, layer, layout, k, collectives, tp_groups(r), free)
                    for layer, k in kernels.items()} for r in range(p)]
+    for r, costs in enumerate(rank_costs):
+        for layer in costs:
+            if layer.moe:
+                comm = expert_comm(model, layout, placement, collectives, r, free)
+                costs[layer] = _moe_layer_cost(costs[layer], model, layer, layout, comm)
     layers_of, encoder_stages = layer_partition(model, layout, gpu, params)
     emb_message = b * model.seq_length * h * BYTES
     dec_emb_message = b * model.decoder_seq_length * h * BYTES
@@ -272,12 +309,23 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
             input_bytes=b * input_tokens * h * BYTES / t if vs > 0 else 0.0,
             tp_bytes_forward=total("tp_bytes_forward") + emb_bytes,
             tp_bytes_backward=total("tp_bytes_backward") + (total("tp_bytes_forward") if full else 0.0),
+            forward_ep_s=sum(n * costs[layer].ep.forward_s for layer, n in runs),
+            backward_ep_s=sum(n * costs[layer].ep.backward_s for layer, n in runs),
+            recompute_ep_s=sum(n * costs[layer].ep.forward_s for layer, n in runs) if full else 0.0,
+            ep_bytes_forward=sum(n * costs[layer].ep.bytes_forward for layer, n in runs),
+            ep_bytes_backward=sum(n * costs[layer].ep.bytes_backward * (2 if full else 1) for layer, n in runs),
+            expert_parameters=sum(n * costs[layer].expert_parameters for layer, n in runs),
+            expert_reduce_ratio=expert_reduce_ratio(layout),
         ))
         previous = runs[-1][0]
-    params_per_rank = [sum(c.parameters for c in chunks if c.rank == r) for r in range(p)]
-    shards = layout.dp if layout.zero_stage >= 1 else 1  # ZeRO 1: each rank updates 1/dp of the parameters
+    params_per_rank = [sum(c.reduced_parameters for c in chunks if c.rank == r) for r in range(p)]
+    # ZeRO 1: each rank updates 1/dp of the dense parameters and 1/edp of its experts'
+    shards = layout.dp if layout.zero_stage >= 1 else 1
+    expert_shards = layout.tp * layout.dp // (layout.ep * layout.expert_tp) if layout.zero_stage >= 1 else 1
+    updated = [sum((c.parameters - c.expert_parameters) / shards + c.expert_parameters / expert_shards
+                   for c in chunks if c.rank == r) for r in range(p)]
     fp16 = layout.precision is Precision.FP16
-    optimizer = tuple(optimizer_step_s(n / shards, gpu, params, fp16) for n in params_per_rank)
+    optimizer = tuple(optimizer_step_s(n, gpu, params, fp16) for n in updated)
     recipe = layout.fp8
     if recipe is not None:
         # FP8: each rank quantizes its GEMM weights once per iteration (cached over the microbatches).
@@ -286,6 +334,15 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
                           for r, seconds in enumerate(optimizer))
     grads = tuple(float(n * layout.grad_reduce_bytes) if layout.dp > 1 else 0.0 for n in params_per_rank)
     return Workload(tuple(chunks), optimizer, grads, encoder_stages)
+
+
+def expert_reduce_ratio(layout: Layout) -> float:
+    """Bytes a rank sends reducing an expert gradient over the expert data-parallel group, per byte it sends
+    reducing a dense one over dp (ring factors (n-1)/n); 1 when the groups are equal."""
+    dp, edp = layout.dp, layout.tp * layout.dp // (layout.ep * layout.expert_tp)
+    if edp == dp:
+        return 1.0
+    return ((edp - 1) / edp) / ((dp - 1) / dp) if dp > 1 else 0.0
 
 
 def fp8_gemm_weights(model: ModelShape, chunks: list[ChunkCost] | tuple[ChunkCost, ...], rank: int, t: int) -> float:

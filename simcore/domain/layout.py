@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from simcore.domain.model import ModelShape
+from simcore.domain.moe import validate_expert_layout
 from topology.errors import SpecError
 from topology.hardware import GpuSpec
 
@@ -80,6 +81,8 @@ class Layout:
     encoder_pipeline_stages: int | None = None  # encoder-decoder: stages holding the encoder; None: chosen
     zero3_gather_bucket_elements: int | None = None  # ZeRO 3 gathers in buckets this large; None: one per layer
     fp8_recipe: Fp8Recipe | None = None  # precision fp8 only; None: tensorwise
+    ep: int = 1  # expert parallelism (MoE models): folded over the tp x dp GPUs of each stage
+    expert_tp: int = 1  # the experts' own tensor parallelism
 
     @property
     def fp8(self) -> Fp8Recipe | None:
@@ -139,6 +142,10 @@ def validate_layout(layout: Layout, model: ModelShape, num_gpus: int) -> None:
                 raise SpecError("layout.sequence_parallel", f"needs tp to divide {name} ({getattr(model, name)})")
     if layout.tp_comm_overlap and not layout.sequence_parallel:
         raise SpecError("layout.tp_comm_overlap", "needs sequence_parallel (as in Megatron-Core)")
+    validate_expert_layout(layout.ep, layout.expert_tp, layout.tp * layout.dp, model.moe)
+    if model.moe is not None and layout.tp > 1 and not layout.sequence_parallel:
+        raise SpecError("layout.sequence_parallel", "must be true with tp > 1 on a MoE model (Megatron-Core's "
+                        "MoE layer works on the sequence-parallel shard)")
     if layout.zero_stage not in (0, 1, 2, 3):
         raise SpecError("layout.zero_stage", "must be 0, 1, 2 or 3")
     if layout.zero3_gather_bucket_elements is not None:

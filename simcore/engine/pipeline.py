@@ -138,7 +138,7 @@ class Engine:
         dp_done = self.sync.start(replica, rank, record, passes)
         # What the passes add to the record, summed here in pass order (the same sums as adding to the record's
         # dicts pass by pass, which nothing else adds to) and added once at the end.
-        busy = compute = recompute = tp_comm = tp_busy = tp_bytes = 0.0
+        busy = compute = recompute = tp_comm = tp_busy = tp_bytes = ep_comm = ep_bytes = 0.0
         for i, ps in enumerate(passes):
             vs = ps.chunk * p + rank
             cost = chunks[vs]
@@ -151,7 +151,7 @@ class Engine:
                     self._account_wait(t, track, waited, arrival.produced_s, ps)
             start = clock.now
             duration = cost.forward_s if forward else cost.backward_s
-            gates = self.sync.pass_gates(replica, rank, ps, cost.layers, cost.parameters, record)
+            gates = self.sync.pass_gates(replica, rank, ps, cost.layers, cost.reduced_parameters, record)
             if gates:  # the pass runs slice by slice, each behind its parameter gather
                 yield from self._gated_pass(gates, duration, t, track, ps)
                 if not forward:
@@ -167,9 +167,13 @@ class Engine:
                 tp_comm += cost.forward_tp_s
                 tp_busy += cost.forward_tp_s + cost.tp_hidden_forward_s
                 tp_bytes += cost.tp_bytes_forward
+                ep_comm += cost.forward_ep_s
+                ep_bytes += cost.ep_bytes_forward
             else:
                 compute += cost.backward_compute_s
-                recompute += cost.recompute_s - cost.recompute_tp_s
+                recompute += cost.recompute_s - cost.recompute_tp_s - cost.recompute_ep_s
+                ep_comm += cost.backward_ep_s + cost.recompute_ep_s
+                ep_bytes += cost.ep_bytes_backward
                 tp_comm += cost.backward_tp_s + cost.recompute_tp_s
                 tp_busy += cost.backward_tp_s + cost.recompute_tp_s + cost.tp_hidden_backward_s
                 tp_bytes += cost.tp_bytes_backward
@@ -186,6 +190,10 @@ class Engine:
         t["tp_comm"] += tp_comm
         record.comm_busy_s["tp"] += tp_busy
         record.comm_bytes["tp"] += tp_bytes
+        if ep_comm or ep_bytes:
+            t["ep_comm"] += ep_comm
+            record.comm_busy_s["ep"] += ep_comm
+            record.comm_bytes["ep"] += ep_bytes
         yield from self._step(replica, rank, record, track, dp_done)
 
     def _gated_pass(self, gates: list[Gate], duration: float, t: dict[str, float], track: str,
@@ -249,11 +257,14 @@ class Engine:
         if self.c.layout.virtual_stages > 1:
             label += f" chunk{ps.chunk}"
         if ps.direction != BACKWARD:
-            parts = [("compute", label, cost.forward_compute_s), ("tp_comm", "tp " + label, cost.forward_tp_s)]
+            parts = [("compute", label, cost.forward_compute_s), ("tp_comm", "tp " + label, cost.forward_tp_s),
+                     ("ep_comm", "ep dispatch+combine " + label, cost.forward_ep_s)]
         else:
-            parts = [("recompute", "recompute " + label, cost.recompute_s - cost.recompute_tp_s),
+            parts = [("recompute", "recompute " + label, cost.recompute_s - cost.recompute_tp_s - cost.recompute_ep_s),
                      ("tp_comm", "tp recompute " + label, cost.recompute_tp_s),
-                     ("compute", label, cost.backward_compute_s), ("tp_comm", "tp " + label, cost.backward_tp_s)]
+                     ("ep_comm", "ep dispatch+combine recompute " + label, cost.recompute_ep_s),
+                     ("compute", label, cost.backward_compute_s), ("tp_comm", "tp " + label, cost.backward_tp_s),
+                     ("ep_comm", "ep dispatch+combine " + label, cost.backward_ep_s)]
         for category, name, duration in parts:
             self.rec.span(track, name, category, start, start + duration)
             start += duration

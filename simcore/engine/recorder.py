@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-CATEGORIES = ("compute", "recompute", "tp_comm", "pp_comm", "dp_comm", "optimizer", "bubble", "other")
-COMM_KINDS = ("tp", "pp", "dp", "zero")
+CATEGORIES = ("compute", "recompute", "tp_comm", "pp_comm", "dp_comm", "optimizer", "bubble", "other", "ep_comm")
+COMM_KINDS = ("tp", "pp", "dp", "zero", "ep")
+# Reported only for models that use them (a mixture of experts): the others' results keep their keys.
+EXPERT_KEYS = ("ep_comm", "ep")
 
 
 @dataclass(slots=True)

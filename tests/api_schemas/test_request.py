@@ -73,6 +73,8 @@ FULL_REQUEST: dict[str, Any] = {
         "encoder_pipeline_stages": 1,
         "pipeline_partition": "even",
         "precision": "bf16",
+        "ep": 1,
+        "expert_tp": 1,
     },
     "options": {"fidelity": "full", "trace": True, "seed": 7, "collective_algorithm": "hierarchical"},
 }
