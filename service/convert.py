@@ -51,7 +51,7 @@ from simcore import (
 from simcore.planning.space import Space
 
 __all__ = ["chrome_trace", "presets", "replace_spans", "request_error", "to_cluster", "to_response", "to_scenario",
-           "to_training", "layout_json", "to_space"]
+           "to_training", "training_json", "layout_json", "to_space"]
 
 
 def request_error(err: SpecError | RequestError) -> RequestError:
@@ -220,7 +220,7 @@ def to_training(doc: TrainingIn) -> TrainingRun:
                        checkpoint=ckpt, failures=fail)
 
 
-def _training_json(plan: TrainingPlan) -> dict[str, Any]:
+def training_json(plan: TrainingPlan) -> dict[str, Any]:
     def totals(t: RunTotals) -> dict[str, Any]:
         out: dict[str, Any] = {"days": t.days, "gpu_hours": t.gpu_hours, "cost_usd": t.cost_usd,
                                "energy_mwh": t.energy_mwh}
@@ -322,7 +322,7 @@ def to_response(outcome: Outcome, include_trace: bool = False) -> dict[str, Any]
     if include_trace:
         body["trace"] = chrome_trace(outcome.spans)
     if outcome.training is not None:
-        body["training"] = _training_json(outcome.training)
+        body["training"] = training_json(outcome.training)
     return body
 
 
