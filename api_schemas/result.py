@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 __all__ = [
     "CommunicationBytes",
@@ -29,7 +29,16 @@ class _Out(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class TimeBreakdown(_Out):
+class _WhereUsed(_Out):
+    """A section whose optional kinds (ep where a model has experts) are left out of the document, not null,
+    when unused: the contract's "where used"."""
+
+    @model_serializer(mode="wrap")
+    def _drop_unused(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return {key: value for key, value in handler(self).items() if value is not None}
+
+
+class TimeBreakdown(_WhereUsed):
     """Seconds of the critical rank's iteration, an exclusive split that sums to iteration_time_s.
 
     Communication counts only what the compute stream waited for; dp_comm covers DP and ZeRO.
@@ -46,7 +55,7 @@ class TimeBreakdown(_Out):
     ep_comm: float | None = Field(default=None, description="mixture of experts: all-to-all waited for")
 
 
-class CommunicationTimes(_Out):
+class CommunicationTimes(_WhereUsed):
     """Seconds each kind of communication was busy, including what overlapped with compute."""
 
     tp: float
@@ -56,7 +65,7 @@ class CommunicationTimes(_Out):
     ep: float | None = Field(default=None, description="mixture of experts: dispatch and combine all-to-alls")
 
 
-class CommunicationBytes(_Out):
+class CommunicationBytes(_WhereUsed):
     """Bytes one rank of each stage sends per iteration, summed over stages, per kind."""
 
     tp: float

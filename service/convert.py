@@ -345,6 +345,7 @@ def to_space(space: SearchSpaceIn) -> Space:
         fp8_recipe=tuple(Fp8Recipe(r) for r in space.fp8_recipe),
         max_microbatch_size=space.max_microbatch_size, max_virtual_stages=space.max_virtual_stages,
         min_free_memory_bytes=space.min_free_memory_gib * GIB,
+        ep=ints(space.ep), expert_tp=ints(space.expert_tp),
     )
 
 

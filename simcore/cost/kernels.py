@@ -35,9 +35,10 @@ BYTES = 2  # 16-bit activations and weights
 # tensor-parallel communication can hide under); cross-attention's carry a "cross_" prefix.
 ATTENTION_CORE = ("attention_scores", "softmax_dropout", "attention_values", "flash_attention",
                   "cross_attention_scores", "cross_softmax_dropout", "cross_attention_values", "cross_flash_attention")
-PROJECTIONS = ("qkv", "attention_output", "mlp_up", "mlp_down", "cross_q", "cross_kv", "cross_attention_output",
-               # multi-head latent attention's projections and the experts' (simcore/cost/moe_kernels.py)
-               "q_down", "q_up", "kv_down", "kv_up", "expert_fc1", "expert_fc2", "shared_fc1", "shared_fc2")
+PROJECTIONS = ("qkv", "attention_output", "mlp_up", "mlp_down", "cross_q", "cross_kv", "cross_attention_output")
+# Multi-head latent attention's projections and the experts' (simcore/cost/moe_kernels.py): FP8 GEMMs too.
+LATENT_AND_EXPERT_PROJECTIONS = ("q_down", "q_up", "kv_down", "kv_up", "expert_fc1", "expert_fc2", "shared_fc1",
+                                 "shared_fc2")
 
 
 # Blackwell takes Hopper's fitted 16-bit GEMM efficiency and half time: the reference data holds no 16-bit
@@ -123,7 +124,7 @@ def fp8_ops(ops: tuple[Op, ...], recipe: Fp8Recipe) -> tuple[Op, ...]:
     out: list[Op] = []
     gemms = 0
     for op in ops:
-        if op.name not in PROJECTIONS:
+        if op.name not in PROJECTIONS and op.name not in LATENT_AND_EXPERT_PROJECTIONS:
             out.append(op)
             continue
         gemms += 1

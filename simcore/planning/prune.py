@@ -60,7 +60,7 @@ class MemoryModel:
         # What `rank_holdings` reads of the layout (its docstring), and what the split of the layers depends on.
         return (layout.tp, layout.pp, layout.virtual_stages, layout.microbatch_size, layout.num_microbatches,
                 layout.schedule, layout.recompute, layout.sequence_parallel, layout.pipeline_partition,
-                layout.encoder_pipeline_stages, layout.fp8)
+                layout.encoder_pipeline_stages, layout.fp8, layout.ep, layout.expert_tp)
 
     def _holding(self, layout: Layout) -> tuple[RankHolding, ...]:
         key = self._holding_key(layout)
@@ -76,7 +76,8 @@ class MemoryModel:
         when it balances cost (simcore.cost.partition)."""
         by_cost = (layout.pipeline_partition or default_partition(self.model)) is Partition.BALANCED
         key = (layout.tp, layout.pp, layout.virtual_stages, layout.microbatch_size, layout.pipeline_partition,
-               layout.encoder_pipeline_stages, *((layout.sequence_parallel, layout.recompute) if by_cost else ()))
+               layout.encoder_pipeline_stages, layout.ep, layout.expert_tp,
+               *((layout.sequence_parallel, layout.recompute) if by_cost else ()))
         found = self._shapes.get(key)
         if found is None:
             workload = build_workload(self.model, layout, self.gpu, None, None, True, self.params)

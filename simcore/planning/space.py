@@ -9,7 +9,9 @@ Generated from the request (every list can be narrowed or widened by the request
   (num_layers % (pp * v) == 0, as Megatron requires), and GPipe; a single stage (pp 1) runs 1F1B only;
 - ZeRO 0-3 when dp > 1 (ZeRO with dp 1 shards nothing), recomputation none / selective / full, sequence
   parallelism off and on when tp > 1, and every order of the placement that maps ranks to different GPUs;
-- overlap_grad_reduce on, tp_comm_overlap off, bf16 (the request's space can list others).
+- overlap_grad_reduce on, tp_comm_overlap off, bf16 (the request's space can list others);
+- for a mixture-of-experts model, ep: every divisor of tp * dp that divides num_experts, and expert_tp 1 (the
+  request's space can list others; a listed value that breaks a rule is reported with it); dense models: 1.
 
 Which of these layouts are discarded before simulation, and why, is simcore.planning.prune's.
 """
@@ -47,6 +49,8 @@ class Space:
     max_microbatch_size: int = 8
     max_virtual_stages: int = 8
     min_free_memory_bytes: float = 0.0
+    ep: tuple[int, ...] | None = None
+    expert_tp: tuple[int, ...] | None = None
 
 
 # A *family* is the layouts that share dp, tp, pp, ZeRO stage, recomputation and sequence parallelism.
@@ -124,6 +128,22 @@ def _precisions(space: Space) -> list[tuple[Precision, Fp8Recipe | None]]:
             for recipe in (space.fp8_recipe if precision is Precision.FP8 else (None,))]
 
 
+def _experts(model: ModelShape, dp: int, tp: int, space: Space) -> list[tuple[int, int]]:
+    """The (ep, expert_tp) pairs to try: the space's, or for a MoE model every ep that folds onto the stage's
+    tp * dp ranks and divides the experts (expert_tp 1); a dense model's (1, 1)."""
+    moe = model.moe
+    if moe is None and space.ep is None and space.expert_tp is None:
+        return [(1, 1)]
+    ranks = tp * dp
+    eps = space.ep if space.ep is not None else tuple(
+        e for e in divisors(ranks) if moe is not None and moe.num_experts % e == 0)
+    etps = space.expert_tp if space.expert_tp is not None else (1,)
+    pairs = [(e, t) for e in eps for t in etps]
+    if space.ep is None and space.expert_tp is None:
+        pairs = [(e, t) for e, t in pairs if ranks % (e * t) == 0]
+    return pairs or [(1, 1)]
+
+
 def _family_members(model: ModelShape, dp: int, tp: int, pp: int, batch: int, space: Space) -> Iterator[Layout]:
     zeros = space.zero_stage if space.zero_stage is not None else ((0, 1, 2, 3) if dp > 1 else (0,))
     recomputes = space.recompute if space.recompute is not None else RECOMPUTE_ORDER
@@ -136,6 +156,7 @@ def _family_members(model: ModelShape, dp: int, tp: int, pp: int, batch: int, sp
         mbs = (1,)  # no microbatch size divides the batch: one layout carries the reason
     schedules = _schedules(model, pp, space)
     placements = distinct_placements(dp, tp, pp, space.placement if space.placement is not None else PLACEMENTS)
+    experts = _experts(model, dp, tp, space)
     for zero in zeros:
         for recompute in recomputes:
             for sp in sps:
@@ -148,9 +169,11 @@ def _family_members(model: ModelShape, dp: int, tp: int, pp: int, batch: int, sp
                             for grad_overlap in space.overlap_grad_reduce:
                                 for tp_overlap in overlaps:
                                     for precision, recipe in _precisions(space):
-                                        yield Layout(
-                                            dp=dp, tp=tp, pp=pp, microbatch_size=mb, global_batch_size=batch,
-                                            virtual_stages=v, schedule=schedule, sequence_parallel=sp,
-                                            zero_stage=zero, recompute=recompute, overlap_grad_reduce=grad_overlap,
-                                            placement=placement, tp_comm_overlap=tp_overlap, precision=precision,
-                                            fp8_recipe=recipe)
+                                        for ep, etp in experts:
+                                            yield Layout(
+                                                dp=dp, tp=tp, pp=pp, microbatch_size=mb, global_batch_size=batch,
+                                                virtual_stages=v, schedule=schedule, sequence_parallel=sp,
+                                                zero_stage=zero, recompute=recompute,
+                                                overlap_grad_reduce=grad_overlap, placement=placement,
+                                                tp_comm_overlap=tp_overlap, precision=precision,
+                                                fp8_recipe=recipe, ep=ep, expert_tp=etp)

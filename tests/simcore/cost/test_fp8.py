@@ -154,4 +154,6 @@ def test_every_fp8_and_blackwell_row_is_simulated_and_judged_within_bounds() -> 
     assert len(judged) == 19
     assert sum(judged) / len(judged) <= 10.0 and max(judged) <= 25.0
     by_file = report["by_reference"][modern.REFERENCE]
-    assert by_file["not_fitted"]["mean_abs_error_pct"] == pytest.approx(sum(judged) / len(judged))
+    # the file's mean covers every judged row of it (the MoE rows too)
+    every = [abs(c["error_pct"]) for c in cases.values() if not c["calibration"]]
+    assert by_file["not_fitted"]["mean_abs_error_pct"] == pytest.approx(sum(every) / len(every))
