@@ -25,12 +25,14 @@ from simcore import (
     Checkpointing,
     ClusterSpec,
     CollectiveAlgorithm,
+    DegradedLink,
     Fabric,
     Failures,
     Fidelity,
     Fp8Recipe,
     GpuKind,
     GpuSpec,
+    Health,
     Layout,
     Metrics,
     Outcome,
@@ -40,6 +42,7 @@ from simcore import (
     RunTotals,
     Scenario,
     Schedule,
+    SlowGpu,
     SpecError,
     StageMemory,
     TrainingPlan,
@@ -133,6 +136,11 @@ def to_cluster(request: SimulationRequest) -> ClusterSpec:
         overrides["intra_node_latency_s"] = c.intra_node_latency_us * 1e-6
     if c.inter_node_latency_us is not None:
         overrides["inter_node_latency_s"] = c.inter_node_latency_us * 1e-6
+    if c.slow_gpus or c.degraded_links or c.compute_variability:
+        overrides["health"] = Health(
+            slow_gpus=tuple(SlowGpu(s.gpu, s.compute_time_factor) for s in c.slow_gpus),
+            degraded_links=tuple(DegradedLink(d.bandwidth_factor, d.node, d.nic, d.gpu) for d in c.degraded_links),
+            compute_variability=c.compute_variability)
     spec = replace(base, **overrides)
     if c.num_nodes is not None:
         spec = replace(spec, num_gpus=c.num_nodes * spec.gpus_per_node)

@@ -88,6 +88,15 @@ class ChunkCost:
     def forward_s(self) -> float:
         return self.forward_compute_s + self.forward_tp_s + self.forward_ep_s
 
+    def slowed(self, factor: float) -> ChunkCost:
+        """The chunk on a GPU whose compute takes `factor` times as long (a straggler): its kernels, the
+        recomputed forward's included, scale; its tensor-parallel collectives do not (they wait for it, which
+        the longer compute before them already is)."""
+        recompute_kernels = self.recompute_s - self.recompute_tp_s - self.recompute_ep_s
+        return replace(self, forward_compute_s=self.forward_compute_s * factor,
+                       backward_compute_s=self.backward_compute_s * factor,
+                       recompute_s=recompute_kernels * factor + self.recompute_tp_s + self.recompute_ep_s)
+
     @property
     def backward_s(self) -> float:
         return self.recompute_s + self.backward_compute_s + self.backward_tp_s + self.backward_ep_s

@@ -26,6 +26,7 @@ def test_the_parser_imports_nothing_heavy() -> None:
 
 def test_a_simulation_without_a_picture_does_not_import_matplotlib() -> None:
     request = ROOT / "examples" / "bubble-vs-microbatches" / "m8.yaml"
-    loaded = _modules_after("import contextlib, io\nfrom service.cli.main import main\n"
-                            f"with contextlib.redirect_stdout(io.StringIO()):\n    main(['simulate', {str(request)!r}])")
+    code = ("import contextlib, io\nfrom service.cli.main import main\n"
+            f"with contextlib.redirect_stdout(io.StringIO()):\n    main(['simulate', {str(request)!r}])")
+    loaded = _modules_after(code)
     assert "simcore" in loaded and "matplotlib" not in loaded
