@@ -83,6 +83,10 @@ class MemoryBreakdown(_Out):
     optimizer_states: float | None = None
     activations: float | None = None
     buffers: float | None = None
+    expert_weights: float | None = Field(default=None, description="MoE: the experts' part of weights")
+    expert_gradients: float | None = Field(default=None, description="MoE: the experts' part of gradients")
+    expert_optimizer_states: float | None = Field(
+        default=None, description="MoE: the experts' part of optimizer_states")
 
 
 class StageMemory(_Out):

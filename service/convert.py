@@ -310,9 +310,13 @@ def _metrics_json(m: Metrics) -> dict[str, Any]:
 
 
 def _breakdown(memory: StageMemory) -> dict[str, float]:
-    return {"weights": memory.weights / GIB, "gradients": memory.gradients / GIB,
-            "optimizer_states": memory.optimizer_states / GIB, "activations": memory.activations / GIB,
-            "buffers": memory.buffers / GIB}
+    out = {"weights": memory.weights / GIB, "gradients": memory.gradients / GIB,
+           "optimizer_states": memory.optimizer_states / GIB, "activations": memory.activations / GIB,
+           "buffers": memory.buffers / GIB}
+    if memory.expert_weights:  # a MoE model: the experts' share of the model states, apart
+        out.update(expert_weights=memory.expert_weights / GIB, expert_gradients=memory.expert_gradients / GIB,
+                   expert_optimizer_states=memory.expert_optimizer_states / GIB)
+    return out
 
 
 def to_response(outcome: Outcome, include_trace: bool = False) -> dict[str, Any]:

@@ -61,6 +61,11 @@ class StageMemory:
     optimizer_states: float
     activations: float
     buffers: float
+    # Of the weights, gradients and optimizer states above, the experts' (a mixture-of-experts model's routed
+    # experts, sharded over the expert data-parallel group): the breakdown shows them apart.
+    expert_weights: float = 0.0
+    expert_gradients: float = 0.0
+    expert_optimizer_states: float = 0.0
 
     @property
     def total(self) -> float:
@@ -262,6 +267,9 @@ def sharded(holdings: tuple[RankHolding, ...], layout: Layout) -> tuple[StageMem
             return per_parameter * h.parameters
         return per_parameter * (dense / dp + experts / edp)
 
+    def expert_states(per_parameter: float, h: RankHolding, stage: int) -> float:
+        return per_parameter * h.expert_parameters / (edp if zero >= stage else 1)
+
     return tuple([StageMemory(
         states(WEIGHT_BYTES, h, 3) + h.fp8_weight_bytes / (dp if zero >= 3 else 1),
         states(GRADIENT_BYTES, h, 2),
@@ -269,6 +277,7 @@ def sharded(holdings: tuple[RankHolding, ...], layout: Layout) -> tuple[StageMem
         h.activations,
         # ZeRO 3: the gathered layer and the prefetched next one
         h.buffers + 2 * WEIGHT_BYTES * h.largest_layer_parameters if zero >= 3 else h.buffers,
+        expert_states(WEIGHT_BYTES, h, 3), expert_states(GRADIENT_BYTES, h, 2), expert_states(OPTIMIZER_BYTES, h, 1),
     ) for h in holdings])
 
 

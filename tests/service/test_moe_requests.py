@@ -143,3 +143,19 @@ def test_bad_input_is_http_422(tmp_path: Path) -> None:
                                headers={"content-type": "application/json"})
     assert response.status_code == 422
     assert any(d["field"] == "layout.ep" for d in response.json()["error"]["details"])
+
+
+def test_memory_shows_the_experts_apart_and_the_trace_shows_the_all_to_alls() -> None:
+    doc = {**patched(SMALL, layout={"zero_stage": 1}), "options": {"trace": True}}
+    outcome = simulate(convert.to_scenario(SimulationRequest.model_validate(doc)))
+    body = convert.to_response(outcome, include_trace=True)
+    breakdown = body["memory"]["breakdown_gib"]
+    for kind in ("weights", "gradients", "optimizer_states"):
+        assert 0 < breakdown[f"expert_{kind}"] < breakdown[kind]
+    # ep = dp = 8: one expert of 3 matrices of 1024 x 1024 per rank and layer, its states not sharded further
+    # (expert data parallelism 1), 4 layers
+    expert = 3 * 1024 * 1024
+    assert breakdown["expert_weights"] * 2**30 == pytest.approx(4 * 2 * expert, rel=1e-9)
+    assert breakdown["expert_optimizer_states"] * 2**30 == pytest.approx(4 * 12 * expert, rel=1e-9)
+    names = {event.get("name", "") for event in body["trace"]["traceEvents"]}
+    assert any(name.startswith("ep dispatch+combine") for name in names)
