@@ -88,6 +88,12 @@ class MemoryBreakdown(_Out):
     expert_optimizer_states: float | None = Field(
         default=None, description="MoE: the experts' part of optimizer_states")
 
+    @model_serializer(mode="wrap")
+    def _drop_unused(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # the experts' parts are left out of the document, not null, for a dense model
+        return {key: value for key, value in handler(self).items()
+                if value is not None or not key.startswith("expert_")}
+
 
 class StageMemory(_Out):
     """GiB per GPU of one pipeline stage: its peak and what makes it up."""
