@@ -81,7 +81,7 @@ def test_bad_input_exits_2_naming_field_and_rule(name: str, patch: dict[str, Any
 @pytest.mark.parametrize(("name", "patch", "field", "rule"), BAD, ids=[b[0] for b in BAD])
 def test_bad_input_is_http_422_naming_field_and_rule(name: str, patch: dict[str, Any], field: str, rule: str,
                                                      tmp_path: Path) -> None:
-    with TestClient(create_app(Settings(database=str(tmp_path / "db.sqlite")))) as client:
+    with TestClient(create_app(Settings(database=str(tmp_path / "db.sqlite"))), base_url="http://localhost") as client:
         response = client.post("/v1/simulations", content=json.dumps(bad_doc(patch)),
                                headers={"content-type": "application/json"})
     assert response.status_code == 422
