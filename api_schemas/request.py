@@ -121,6 +121,23 @@ class ModelIn(BaseModel):
     activation: Literal["gelu", "relu", "squared_relu", "swiglu", "geglu"] | None = Field(
         default=None, description="the MLP's activation; swiglu and geglu are gated (gated_mlp follows them)"
     )
+    num_experts: Size | None = Field(default=None, description="mixture of experts: routed experts per MoE layer")
+    moe_top_k: Size | None = Field(default=None, description="experts each token is routed to")
+    moe_ffn_hidden_size: Size | None = Field(default=None, description="each expert's MLP hidden size")
+    num_shared_experts: Annotated[StrictInt, Field(ge=0)] | None = Field(
+        default=None, description="always-active experts (default 0)")
+    first_dense_layers: Annotated[StrictInt, Field(ge=0)] | None = Field(
+        default=None, description="leading layers with a dense MLP (default 0)")
+    moe_capacity_factor: PositiveFloat | None = Field(default=None, description="absent = dropless")
+    moe_load_imbalance: Annotated[StrictFloat, Field(ge=1, allow_inf_nan=False)] | None = Field(
+        default=None, description="the busiest expert rank's tokens over the mean; default 1 (balanced)")
+    attention_variant: Literal["mha", "mla"] | None = Field(
+        default=None, description="mla: DeepSeek's multi-head latent attention (head_dim is its nope dims)")
+    q_lora_rank: Annotated[StrictInt, Field(ge=0)] | None = Field(
+        default=None, description="mla: query latent rank; 0 = a direct query projection")
+    kv_lora_rank: Size | None = Field(default=None, description="mla: key/value latent rank")
+    qk_rope_head_dim: Size | None = Field(default=None, description="mla: rotary dims of each query/key head")
+    v_head_dim: Size | None = Field(default=None, description="mla: dims of each value head")
 
 
 class GpuSpecIn(BaseModel):
@@ -276,6 +293,8 @@ class LayoutIn(BaseModel):
     fp8_recipe: Literal["tensorwise", "rowwise", "mxfp8", "blockwise"] | None = Field(
         default=None, description="precision fp8 only: how FP8 tensors are scaled; default tensorwise"
     )
+    ep: Size = Field(default=1, description="expert parallelism (MoE); ep * expert_tp divides tp * dp")
+    expert_tp: Size = Field(default=1, description="the experts' tensor parallelism (MoE)")
 
     @field_validator("placement")
     @classmethod

@@ -30,8 +30,8 @@ class _Out(BaseModel):
 
 
 def _where_used(description: str) -> Any:
-    """An optional kind (context parallelism's) that appears only where used: absent from the document and from
-    model_dump() when None, as the result JSON leaves it out."""
+    """An optional kind (context parallelism's, expert parallelism's) that appears only where used: absent from the
+    document and from model_dump() when None, as the result JSON leaves it out."""
     return Field(default=None, description=description, exclude_if=lambda value: value is None)
 
 
@@ -51,6 +51,7 @@ class TimeBreakdown(_Out):
     other: float
     cp_comm: float | None = _where_used("context parallelism (cp > 1) only: waits for the K/V ring or all-gather "
                                         "that attention could not hide")
+    ep_comm: float | None = _where_used("mixture of experts only: all-to-all waited for")
 
 
 class CommunicationTimes(_Out):
@@ -61,6 +62,7 @@ class CommunicationTimes(_Out):
     dp: float
     zero: float
     cp: float | None = _where_used("context parallelism (cp > 1) only: the K/V exchanges")
+    ep: float | None = _where_used("mixture of experts only: dispatch and combine all-to-alls")
 
 
 class CommunicationBytes(_Out):
@@ -71,6 +73,7 @@ class CommunicationBytes(_Out):
     dp: float
     zero: float
     cp: float | None = _where_used("context parallelism (cp > 1) only: K/V and their gradients")
+    ep: float | None = _where_used("mixture of experts only: dispatch and combine all-to-alls")
 
 
 class MemoryBreakdown(_Out):
@@ -81,6 +84,10 @@ class MemoryBreakdown(_Out):
     optimizer_states: float | None = None
     activations: float | None = None
     buffers: float | None = None
+    # the experts' parts are left out of the document, not null, for a dense model
+    expert_weights: float | None = _where_used("MoE only: the experts' part of weights")
+    expert_gradients: float | None = _where_used("MoE only: the experts' part of gradients")
+    expert_optimizer_states: float | None = _where_used("MoE only: the experts' part of optimizer_states")
 
 
 class StageMemory(_Out):

@@ -118,6 +118,9 @@ class SearchSpaceIn(BaseModel):
         default=0.0, description="discard layouts that leave less than this free per GPU")
     num_nodes: list[Size] | None = _choices(
         "cluster sizes to try, in whole nodes of the request's cluster; default: the request's size alone")
+    ep: list[Size] | None = _choices(
+        "expert parallelism (MoE); default: every divisor of tp * dp that divides num_experts (1 for a dense model)")
+    expert_tp: list[Size] | None = _choices("the experts' tensor parallelism (MoE); default [1]")
 
     @field_validator("*", mode="after")
     @classmethod

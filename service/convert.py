@@ -197,6 +197,7 @@ def to_scenario(request: SimulationRequest, free_communication: bool = False) ->
         zero_implementation=ZeroImplementation(lay.zero_implementation),
         fp8_recipe=Fp8Recipe(lay.fp8_recipe) if lay.fp8_recipe else None,
         cp=lay.cp, cp_comm=CpComm(lay.cp_comm),
+        ep=lay.ep, expert_tp=lay.expert_tp,
     )
     opts = request.options
     return Scenario(
@@ -313,9 +314,13 @@ def _metrics_json(m: Metrics) -> dict[str, Any]:
 
 
 def _breakdown(memory: StageMemory) -> dict[str, float]:
-    return {"weights": memory.weights / GIB, "gradients": memory.gradients / GIB,
-            "optimizer_states": memory.optimizer_states / GIB, "activations": memory.activations / GIB,
-            "buffers": memory.buffers / GIB}
+    out = {"weights": memory.weights / GIB, "gradients": memory.gradients / GIB,
+           "optimizer_states": memory.optimizer_states / GIB, "activations": memory.activations / GIB,
+           "buffers": memory.buffers / GIB}
+    if memory.expert_weights:  # a MoE model: the experts' share of the model states, apart
+        out.update(expert_weights=memory.expert_weights / GIB, expert_gradients=memory.expert_gradients / GIB,
+                   expert_optimizer_states=memory.expert_optimizer_states / GIB)
+    return out
 
 
 def to_response(outcome: Outcome, include_trace: bool = False) -> dict[str, Any]:
@@ -357,6 +362,7 @@ def to_space(space: SearchSpaceIn) -> Space:
         fp8_recipe=tuple(Fp8Recipe(r) for r in space.fp8_recipe),
         max_microbatch_size=space.max_microbatch_size, max_virtual_stages=space.max_virtual_stages,
         min_free_memory_bytes=space.min_free_memory_gib * GIB,
+        ep=ints(space.ep), expert_tp=ints(space.expert_tp),
     )
 
 
@@ -377,4 +383,6 @@ def layout_json(layout: Layout) -> dict[str, Any]:
            if layout.zero3_gather_bucket_elements else {}),
         **({"zero_implementation": str(layout.zero_implementation)}
            if layout.zero_implementation is not ZeroImplementation.MEGATRON else {}),
+        **({"ep": layout.ep} if layout.ep > 1 else {}),
+        **({"expert_tp": layout.expert_tp} if layout.expert_tp > 1 else {}),
     }

@@ -10,7 +10,7 @@ from simcore.cost.workload import Workload
 from simcore.domain.layout import Layout
 from simcore.domain.model import ModelShape
 from simcore.engine.pipeline import EngineResult
-from simcore.engine.recorder import CATEGORIES, COMM_KINDS, CP_CATEGORY, CP_KIND, RankRecord
+from simcore.engine.recorder import CATEGORIES, COMM_KINDS, CP_CATEGORY, CP_KIND, EP_CATEGORY, EP_KIND, RankRecord
 from topology.hardware import GIB, GpuSpec
 
 
@@ -84,9 +84,14 @@ def compute_metrics(model: ModelShape, layout: Layout, gpu: GpuSpec, workload: W
     breakdown["other"] = max(0.0, T - sum(v for k, v in breakdown.items() if k != "other"))
 
     representatives = [min(rs, key=lambda r: r.gpu) for _s, rs in sorted(by_stage.items())]
-    # Context parallelism's figures appear where it is used (contract: "cp_comm", "cp" where used).
-    categories, kinds = (CATEGORIES, COMM_KINDS) if layout.cp == 1 else (
-        (*CATEGORIES, CP_CATEGORY), (*COMM_KINDS, CP_KIND))
+    # Context parallelism's figures appear where it is used (contract: "cp_comm", "cp" where used), expert
+    # parallelism's for a mixture of experts (the others' results keep their keys).
+    categories: tuple[str, ...] = CATEGORIES
+    kinds: tuple[str, ...] = COMM_KINDS
+    if layout.cp > 1:
+        categories, kinds = (*categories, CP_CATEGORY), (*kinds, CP_KIND)
+    if model.moe is not None:
+        categories, kinds = (*categories, EP_CATEGORY), (*kinds, EP_KIND)
     comm_s = {k: sum(r.comm_busy_s[k] for r in representatives) for k in kinds}
     comm_bytes = {k: sum(r.comm_bytes[k] for r in representatives) for k in kinds}
 

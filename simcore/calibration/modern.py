@@ -37,6 +37,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from simcore.calibration.moe_rows import MOE_CALIBRATION_ROWS, moe_model_fields
 from simcore.domain.layout import Fp8Recipe, Layout, Precision, Recompute, ZeroImplementation
 from simcore.domain.model import model_from_fields
 from simcore.simulate import Scenario
@@ -47,7 +48,7 @@ REFERENCE = "training-runs-modern.json"
 
 # Source (the id's prefix) -> (recompute, ZeRO stage without fsdp); all use flash attention, SP and TP overlap.
 SOURCES = {"dgxc2411": ("none", 1), "dgxc2505": ("none", 1), "nemo2407": ("none", 1), "mb2509": ("none", 1),
-           "mb2511": ("none", 1), "tt2412": ("selective", 3), "nemo-longseq": ("none", 1)}
+           "mb2511": ("none", 1), "tt2412": ("selective", 3), "nemo-longseq": ("none", 1), "automodel": ("none", 3)}
 # Sources that publish no microbatch size, and the one taken: NeMo's long-sequence page (`nemo-longseq-*`, CP rows
 # with TFLOP/s only) lists none; its rows say "presumably 1" (NeMo's long-sequence recipes use 1).
 MICROBATCH_BY_SOURCE = {"nemo-longseq": 1}
@@ -79,7 +80,8 @@ def handles(case: dict[str, Any]) -> bool:
 
 
 def is_calibration(case: dict[str, Any]) -> bool:
-    return str(case.get("id", "")).startswith(CALIBRATION_PREFIX)
+    case_id = str(case.get("id", ""))
+    return case_id.startswith(CALIBRATION_PREFIX) or case_id in MOE_CALIBRATION_ROWS
 
 
 def precision_of(layout: dict[str, Any]) -> tuple[Precision, Fp8Recipe | None]:
@@ -98,7 +100,7 @@ def model_fields(m: dict[str, Any]) -> dict[str, Any]:
     """Contract model fields for a row's decoder: Llama (SwiGLU), Nemotron (squared ReLU) or GPT-3 (GeLU)."""
     arch = str(m.get("arch", ""))
     if arch.startswith("moe") or m.get("experts"):
-        raise ValueError("mixture of experts is not simulated")
+        return moe_model_fields(m)
     fields: dict[str, Any] = {
         "architecture": "decoder_only", "num_layers": m["layers"], "hidden_size": m["hidden"],
         "num_attention_heads": m["heads"], "num_kv_heads": m.get("kv_heads", m["heads"]),
@@ -116,8 +118,6 @@ def scenario_for(case: dict[str, Any]) -> Scenario:
     """The request a row describes; raises ValueError (with the reason) when it cannot be expressed."""
     source = source_of(case)
     m, c, lay = case["model"], case["cluster"], case["layout"]
-    if int(lay.get("ep") or 1) > 1:
-        raise ValueError("expert parallelism is not simulated")
     model = model_from_fields(model_fields(m))
     gpu = str(c["gpu"])
     if gpu.startswith("h100-96gb"):
@@ -139,5 +139,6 @@ def scenario_for(case: dict[str, Any]) -> Scenario:
                     global_batch_size=int(lay["global_batch"]), recompute=Recompute(recompute),
                     sequence_parallel=tp > 1, tp_comm_overlap=tp > 1, overlap_grad_reduce=True, zero_stage=zero,
                     precision=precision, fp8_recipe=recipe, cp=int(lay.get("cp") or 1),
-                    zero_implementation=IMPLEMENTATIONS.get(source, ZeroImplementation.MEGATRON))
+                    zero_implementation=IMPLEMENTATIONS.get(source, ZeroImplementation.MEGATRON),
+                    ep=int(lay.get("ep") or 1), expert_tp=int(lay.get("expert_tp") or 1))
     return Scenario(model, cluster, layout)

@@ -28,7 +28,17 @@ def layer_forward_matmul_flops(model: ModelShape, layer: LayerType | None = None
     a, g = model.num_attention_heads, model.num_kv_heads
     up = 2 if model.gated_mlp else 1
     projections = 2 * s * h * (a + 2 * g) * d + 2 * s * a * d * h
+    if model.mla is not None:
+        m = model.mla
+        qk = a * (d + m.qk_rope_head_dim)
+        q = 2 * s * (h * m.q_lora_rank + m.q_lora_rank * qk) if m.q_lora_rank else 2 * s * h * qk
+        kv = 2 * s * (h * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank * a * (d + m.v_head_dim))
+        projections = q + kv + 2 * s * a * m.v_head_dim * h
     mlp = 2 * s * h * f * up + 2 * s * f * h
+    if layer.moe and model.moe is not None:
+        # the router, the top_k routed experts each token uses (dropless) and the shared experts
+        width = (model.moe.top_k + model.moe.num_shared_experts) * model.moe.ffn_hidden_size
+        mlp = 2 * s * h * model.moe.num_experts + 2 * s * h * width * up + 2 * s * width * h
     cross = 0
     if layer.cross_seq:
         cross = 2 * 2 * s * h * a * d + 2 * layer.cross_seq * h * 2 * g * d
@@ -48,6 +58,9 @@ def attention_core_flops(model: ModelShape, layer: LayerType | None = None) -> f
     """Forward FLOPs of the attention scores and values of one layer for one sample (cross-attention included)."""
     layer = layer or model.main_layer()
     per_pair = 4.0 * model.num_attention_heads * model.head_dim
+    if model.mla is not None:  # scores over nope + rope dims, values over v_head_dim
+        per_pair = 2.0 * model.num_attention_heads * (model.head_dim + model.mla.qk_rope_head_dim
+                                                      + model.mla.v_head_dim)
     return per_pair * layer.seq * (layer.seq + layer.cross_seq)
 
 

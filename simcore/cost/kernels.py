@@ -36,6 +36,9 @@ BYTES = 2  # 16-bit activations and weights
 ATTENTION_CORE = ("attention_scores", "softmax_dropout", "attention_values", "flash_attention",
                   "cross_attention_scores", "cross_softmax_dropout", "cross_attention_values", "cross_flash_attention")
 PROJECTIONS = ("qkv", "attention_output", "mlp_up", "mlp_down", "cross_q", "cross_kv", "cross_attention_output")
+# Multi-head latent attention's projections and the experts' (simcore/cost/moe_kernels.py): FP8 GEMMs too.
+LATENT_AND_EXPERT_PROJECTIONS = ("q_down", "q_up", "kv_down", "kv_up", "expert_fc1", "expert_fc2", "shared_fc1",
+                                 "shared_fc2")
 
 
 # Blackwell takes Hopper's fitted 16-bit GEMM efficiency and half time: the reference data holds no 16-bit
@@ -59,11 +62,12 @@ class Op:
     elements_in: float = 0.0  # a GEMM's m x k input operand (elements), what FP8 quantizes before it
     elements_out: float = 0.0  # its m x n output, whose gradient FP8 quantizes before the backward GEMMs
     fp8: bool = False  # runs on the FP8 tensor cores (simcore/cost/fp8.py)
+    host_s: float | None = None  # host time to issue it; None: HOST_DISPATCH_S (simcore/cost/moe.py sets its own)
 
     def backward(self) -> Op:
         factor = FLASH_BACKWARD_FACTOR if self.kind is OpKind.FLASH else 2.0
         return Op(self.name + "_bwd", self.kind, self.flops * factor, self.bytes * self.backward_bytes,
-                  fp8=self.fp8)
+                  fp8=self.fp8, host_s=self.host_s)
 
 
 # Backward traffic over forward traffic of the memory-bound kernels, from what each kernel reads and writes:
@@ -88,6 +92,19 @@ def _mem(name: str, nbytes: float, backward_bytes: float) -> Op:
     return Op(name, OpKind.MEMORY, 0.0, nbytes, backward_bytes)
 
 
+def gemm_op(name: str, m: float, n: float, k: float, batch: float = 1.0) -> Op:
+    """A (batched) m x k by k x n matrix product as a kernel (what the other cost modules build layers from)."""
+    return _gemm(name, m, n, k, batch)
+
+
+def memory_op(name: str, nbytes: float, backward_bytes: float) -> Op:
+    """A memory-bound kernel moving `nbytes` forward and `backward_bytes` times that in backward."""
+    return _mem(name, nbytes, backward_bytes)
+
+
+NORM_BACKWARD_BYTES = _NORM_BWD
+
+
 def layer_forward_ops(model: ModelShape, b: int, t: int, sequence_parallel: bool,
                       layer: LayerType | None = None, fp8: Fp8Recipe | None = None) -> tuple[Op, ...]:
     """Kernels of one transformer layer's forward pass on one tensor-parallel rank (the model's main layer unless
@@ -107,7 +124,7 @@ def fp8_ops(ops: tuple[Op, ...], recipe: Fp8Recipe) -> tuple[Op, ...]:
     out: list[Op] = []
     gemms = 0
     for op in ops:
-        if op.name not in PROJECTIONS:
+        if op.name not in PROJECTIONS and op.name not in LATENT_AND_EXPERT_PROJECTIONS:
             out.append(op)
             continue
         gemms += 1
@@ -251,8 +268,10 @@ def optimizer_step_s(parameters: float, gpu: GpuSpec, params: CostParameters, fp
 
 def ops_time(ops: tuple[Op, ...], gpu: GpuSpec, params: CostParameters) -> float:
     """Seconds for a sequence of kernels issued by the host one after another: their GPU time, or, where the
-    GPU outruns the host, the host's time to issue them (HOST_DISPATCH_S each)."""
-    return max(sum(op_time(op, gpu, params) for op in ops), len(ops) * HOST_DISPATCH_S)
+    GPU outruns the host, the host's time to issue them (HOST_DISPATCH_S each, or the kernel's own host_s)."""
+    default = sum(1 for op in ops if op.host_s is None)
+    host = default * HOST_DISPATCH_S + sum(op.host_s for op in ops if op.host_s is not None)
+    return max(sum(op_time(op, gpu, params) for op in ops), host)
 
 
 def ops_flops(ops: tuple[Op, ...]) -> float:

@@ -36,6 +36,7 @@ from functools import lru_cache
 
 from simcore.cost.context_parallel import kv_buffer_bytes, local_model
 from simcore.cost.fp8 import FP8_WEIGHT_COPY_BYTES, fp8_weight_elements
+from simcore.cost.moe import mla_attention_activation_elements, moe_activation_bytes
 from simcore.cost.workload import ChunkCost, Workload
 from simcore.domain.layout import Layout, Recompute, Schedule
 from simcore.domain.model import AttentionKind, LayerType, ModelShape
@@ -70,6 +71,11 @@ class StageMemory:
     optimizer_states: float
     activations: float
     buffers: float
+    # Of the weights, gradients and optimizer states above, the experts' (a mixture-of-experts model's routed
+    # experts, sharded over the expert data-parallel group): the breakdown shows them apart.
+    expert_weights: float = 0.0
+    expert_gradients: float = 0.0
+    expert_optimizer_states: float = 0.0
 
     @property
     def total(self) -> float:
@@ -77,7 +83,7 @@ class StageMemory:
 
 
 def layer_activation_bytes(model: ModelShape, b: int, t: int, sequence_parallel: bool, recompute: Recompute,
-                           layer: LayerType | None = None) -> float:
+                           layer: LayerType | None = None, expert_tp: int = 1) -> float:
     """Bytes one transformer layer keeps for backward, per microbatch, per GPU (the model's main layer unless
     `layer` says otherwise). A decoder layer with cross-attention also keeps, on its s target tokens, the block's
     norm input, query-projection input and dropout mask (5sbh), the queries and the attention context (4sb·ad),
@@ -92,7 +98,12 @@ def layer_activation_bytes(model: ModelShape, b: int, t: int, sequence_parallel:
         return BYTES * s * b * h / (t if sequence_parallel else 1)
     keep_core = recompute is Recompute.NONE and model.attention is AttentionKind.STANDARD
     replicated = s * b * (4 * h + 3 * h + 3 * h)
-    split = s * b * (2 * (2 * a * d + 2 * g * d) + 2 * f * up + 2 * f)
+    split: float = s * b * (2 * (2 * a * d + 2 * g * d) + 2 * f * up + 2 * f)
+    if model.mla is not None or layer.moe:
+        split = s * b * (mla_attention_activation_elements(model) + (0 if layer.moe else 2 * f * up + 2 * f))
+    if layer.moe:
+        # per rank already (its sequence-parallel shard of tokens): add back the factor t divided below
+        split += t * moe_activation_bytes(model, b, t, expert_tp)
     core = 5.0 * a * s * s * b if keep_core else 0.0
     if layer.cross_seq:
         e = layer.cross_seq
@@ -165,6 +176,7 @@ class RankChunks:
     embeds_tokens: bool  # it holds the first virtual stage
     embeds_target: bool  # it embeds an encoder-decoder model's target tokens
     has_logits: bool
+    expert_parameters: int = 0  # of `parameters`: the experts it holds (sharded by ZeRO over expert dp)
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +202,7 @@ def memory_shape(workload: Workload, pp: int) -> MemoryShape:
         embeds_tokens=any(c.virtual_stage == 0 for c in chunks),
         embeds_target=any(c.embeds_target for c in chunks),
         has_logits=any(c.has_logits for c in chunks),
+        expert_parameters=sum(c.expert_parameters for c in chunks),
     ) for chunks in of_rank)
     return MemoryShape(ranks, max((c.input_bytes for c in workload.chunks), default=0.0))
 
@@ -203,6 +216,7 @@ class RankHolding:
     activations: float  # bytes at its peak
     buffers: float  # bytes: runtime and pipeline send and receive buffers
     fp8_weight_bytes: float = 0.0  # FP8 training: the FP8 copies of its GEMM weights (sharded like the weights)
+    expert_parameters: int = 0  # of `parameters`: its experts' (ZeRO shards them over the expert dp group)
 
 
 def rank_holdings(model: ModelShape, layout: Layout, shape: MemoryShape) -> tuple[RankHolding, ...]:
@@ -217,7 +231,7 @@ def rank_holdings(model: ModelShape, layout: Layout, shape: MemoryShape) -> tupl
     ring_buffers = kv_buffer_bytes(model, layout)
     model = local_model(model, layout.cp)
     kinds = {layer.kind: layer for layer, _ in model.layer_stacks()}
-    per_layer = {kind: layer_activation_bytes(model, b, t, sp, layout.recompute, layer)
+    per_layer = {kind: layer_activation_bytes(model, b, t, sp, layout.recompute, layer, layout.expert_tp)
                  for kind, layer in kinds.items()}
     full = layout.recompute is Recompute.FULL
     # with full recomputation, the layer being recomputed keeps all its activations
@@ -245,7 +259,10 @@ def rank_holdings(model: ModelShape, layout: Layout, shape: MemoryShape) -> tupl
             fp8_copies = FP8_WEIGHT_COPY_BYTES[layout.fp8] * sum(
                 n * fp8_weight_elements(model, kinds[kind], t) for _chunk, counts, _decoder in r.chunks
                 for kind, n in counts)
-        out.append(RankHolding(r.parameters, r.largest_layer_parameters, activations, buffers, fp8_copies))
+        if r.expert_parameters:  # the dispatch and combine buffers of one layer: the routed copies, sent and received
+            activations += 2 * 2 * BYTES * b * model.seq_length / t * _top_k(model) * model.hidden_size
+        out.append(RankHolding(r.parameters, r.largest_layer_parameters, activations, buffers, fp8_copies,
+                               r.expert_parameters))
     return tuple(out)
 
 
@@ -259,18 +276,35 @@ def userbuffer_bytes(local: ModelShape, layout: Layout) -> float:
     return elements * (BYTES * (USERBUFFER_GEMMS - fp8_gathers) + 1 * fp8_gathers)
 
 
+def _top_k(model: ModelShape) -> int:
+    return model.moe.top_k if model.moe is not None else 0
+
+
 def sharded(holdings: tuple[RankHolding, ...], layout: Layout) -> tuple[StageMemory, ...]:
-    """Each rank's memory once ZeRO shards its model states over the layout's dp x cp data-parallel ranks."""
+    """Each rank's memory once ZeRO shards its model states: dense states over the layout's dp x cp data-parallel
+    ranks, expert states over the expert data-parallel group (parallel folding: tp*cp*dp / (ep*expert_tp))."""
     dp, zero = layout.dp_cp, layout.zero_stage
-    weight_shards, gradient_shards, optimizer_shards = (dp if zero >= 3 else 1), (dp if zero >= 2 else 1), (
-        dp if zero >= 1 else 1)
+    edp = layout.expert_dp
+
+    def states(per_parameter: float, h: RankHolding, stage: int) -> float:
+        if zero < stage:
+            return per_parameter * h.parameters
+        if not h.expert_parameters:
+            return per_parameter * h.parameters / dp
+        dense, experts = h.parameters - h.expert_parameters, h.expert_parameters
+        return per_parameter * (dense / dp + experts / edp)
+
+    def expert_states(per_parameter: float, h: RankHolding, stage: int) -> float:
+        return per_parameter * h.expert_parameters / (edp if zero >= stage else 1)
+
     return tuple([StageMemory(
-        (WEIGHT_BYTES * h.parameters + h.fp8_weight_bytes) / weight_shards,
-        GRADIENT_BYTES * h.parameters / gradient_shards,
-        OPTIMIZER_BYTES * h.parameters / optimizer_shards,
+        states(WEIGHT_BYTES, h, 3) + h.fp8_weight_bytes / (dp if zero >= 3 else 1),
+        states(GRADIENT_BYTES, h, 2),
+        states(OPTIMIZER_BYTES, h, 1),
         h.activations,
         # ZeRO 3: the gathered layer and the prefetched next one
         h.buffers + 2 * WEIGHT_BYTES * h.largest_layer_parameters if zero >= 3 else h.buffers,
+        expert_states(WEIGHT_BYTES, h, 3), expert_states(GRADIENT_BYTES, h, 2), expert_states(OPTIMIZER_BYTES, h, 1),
     ) for h in holdings])
 
 

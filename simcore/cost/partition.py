@@ -98,10 +98,16 @@ def partition(model: ModelShape, pp: int, virtual_stages: int, mode: Partition |
     mode = mode or default_partition(model)
     chunks = pp * virtual_stages
     if not model.encoder_decoder:
-        (layer, count), = model.layer_stacks()
+        stacks = model.layer_stacks()
         extras = _extras(chunks, costs.embedding, costs.logits)
-        counts = _split(count, costs.layer[layer], extras, mode)
-        return [[(layer, n)] for n in counts], 0
+        if len(stacks) == 1:
+            (layer, count), = stacks
+            counts = _split(count, costs.layer[layer], extras, mode)
+            return [[(layer, n)] for n in counts], 0
+        # dense layers then MoE layers (first_dense_layers): cut by count at the mean layer cost, in order
+        total = sum(n for _, n in stacks)
+        mean = sum(n * costs.layer[layer] for layer, n in stacks) / total
+        return _runs(stacks, _split(total, mean, extras, mode)), 0
     enc, dec = model.encoder_layer(), model.decoder_layer()
     if pp == 1:
         return [[(enc, model.encoder_layers), (dec, model.decoder_layers)]], 1
@@ -120,6 +126,23 @@ def partition(model: ModelShape, pp: int, virtual_stages: int, mode: Partition |
             best = (slowest, [[(enc, n)] for n in enc_counts] + [[(dec, n)] for n in dec_counts], e)
     assert best is not None
     return best[1], best[2]
+
+
+def _runs(stacks: Sequence[tuple[LayerType, int]], counts: Sequence[int]) -> Chunks:
+    """Consecutive layers of `stacks` (in order) cut into chunks of `counts` layers, as runs per chunk."""
+    sequence = [layer for layer, n in stacks for _ in range(n)]
+    chunks: Chunks = []
+    start = 0
+    for n in counts:
+        runs: list[tuple[LayerType, int]] = []
+        for layer in sequence[start:start + n]:
+            if runs and runs[-1][0] == layer:
+                runs[-1] = (layer, runs[-1][1] + 1)
+            else:
+                runs.append((layer, 1))
+        chunks.append(runs)
+        start += n
+    return chunks
 
 
 def _extras(parts: int, first: float, last: float) -> list[float]:

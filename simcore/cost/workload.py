@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from simcore.cost.chunk import ChunkCost, Workload
 from simcore.cost.collectives import Collective, CollectiveModel, ring_factor
 from simcore.cost.context_parallel import (
     AttentionRing,
-    CpPass,
     attention_ring,
     local_model,
     pass_plans,
@@ -32,11 +32,12 @@ from simcore.cost.kernels import (
     PROJECTIONS,
     Op,
     embedding_forward_ops,
-    layer_forward_ops,
     logits_forward_ops,
     ops_time,
     optimizer_step_s,
 )
+from simcore.cost.moe import ExpertComm, expert_comm
+from simcore.cost.moe_kernels import backward_ops, sequence_time, transformer_layer_ops
 from simcore.cost.parameters import FITTED, CostParameters
 from simcore.cost.partition import Chunks, partition, stage_costs
 from simcore.domain.layout import Layout, Precision, Recompute
@@ -46,73 +47,6 @@ from topology.hardware import GpuSpec
 
 __all__ = ["ATTENTION_CORE", "OPTIMIZER_BYTES_PER_PARAMETER", "ChunkCost", "Workload", "build_workload",
            "layer_partition"]
-
-
-@dataclass(frozen=True, slots=True)
-class ChunkCost:
-    """One model chunk on one pipeline rank; times per microbatch, in seconds; sizes per tensor-parallel rank."""
-
-    virtual_stage: int
-    rank: int
-    chunk: int
-    layers: int
-    layer_counts: tuple[tuple[str, int], ...]  # its layers by kind ("transformer", or "encoder"/"decoder")
-    has_embedding: bool  # it embeds tokens: the first chunk, and the one that starts a decoder
-    embeds_target: bool  # it embeds an encoder-decoder model's target tokens
-    has_logits: bool
-    forward_compute_s: float
-    forward_tp_s: float
-    backward_compute_s: float
-    backward_tp_s: float
-    recompute_s: float  # the recomputed forward, its tensor-parallel collectives included
-    recompute_tp_s: float
-    parameters: int
-    input_bytes: float  # the message it receives in forward (and whose gradient it sends back), per tensor rank
-    tp_hidden_forward_s: float  # tensor-parallel time overlapped with the GEMMs (tp_comm_overlap), per microbatch
-    tp_hidden_backward_s: float  # the same for the backward pass, the recomputed forward included
-    tp_bytes_forward: float  # bytes one tensor rank sends in tensor-parallel collectives, per microbatch
-    tp_bytes_backward: float  # the same for the backward pass, the recomputed forward included
-    # Context parallelism (cp > 1): each pass as its layers' segments (compute, ring steps, exchanges) for the
-    # engine to run as events (simcore/cost/context_parallel.py); None without it.
-    cp_forward: CpPass | None = None
-    cp_backward: CpPass | None = None
-    gemm_fraction: float = 1.0  # of its compute time, the share in GEMMs and attention (its layers')
-    tp_message_bytes: float = 0.0  # one tensor-parallel all-reduce's buffer: its first layer's hidden states
-
-    @property
-    def forward_s(self) -> float:
-        return self.forward_compute_s + self.forward_tp_s
-
-    def slowed(self, factor: float) -> ChunkCost:
-        """The chunk on a GPU whose compute takes `factor` times as long (a straggler): its kernels, the
-        recomputed forward's included, scale; its tensor-parallel collectives do not (they wait for it, which
-        the longer compute before them already is)."""
-        recompute_kernels = self.recompute_s - self.recompute_tp_s
-        # Context parallelism's passes run their segments: every compute segment scales (the tensor-parallel
-        # time folded into them too, an approximation); the ring's sends do not.
-        return replace(self, forward_compute_s=self.forward_compute_s * factor,
-                       backward_compute_s=self.backward_compute_s * factor,
-                       recompute_s=recompute_kernels * factor + self.recompute_tp_s,
-                       cp_forward=self.cp_forward.scaled(factor) if self.cp_forward else None,
-                       cp_backward=self.cp_backward.scaled(factor) if self.cp_backward else None)
-
-    @property
-    def backward_s(self) -> float:
-        return self.recompute_s + self.backward_compute_s + self.backward_tp_s
-
-
-@dataclass(frozen=True, slots=True)
-class Workload:
-    chunks: tuple[ChunkCost, ...]  # by virtual stage
-    optimizer_s: tuple[float, ...]  # per pipeline rank
-    grad_bytes: tuple[float, ...]  # per pipeline rank: gradient bytes each rank reduces over data parallelism
-    encoder_stages: int = 0  # pipeline ranks holding the encoder (encoder-decoder models)
-    # Tied embeddings under pipelining: the ranks that hold a copy of the shared word embedding (the first stage,
-    # a decoder's first stage, the last stage's output layer) all-reduce its gradient after the data-parallel
-    # reduction, before the step (Megatron-Core's finalize_model_grads, _allreduce_word_embedding_grads);
-    # bytes per tensor rank. Empty when there is no second copy.
-    embedding_sync_ranks: tuple[int, ...] = ()
-    embedding_sync_bytes: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,10 +64,12 @@ class _LayerCost:
     tp_bytes_forward: float
     tp_bytes_backward: float
     parameters: int  # per tensor rank
+    ep: ExpertComm = ExpertComm()  # a MoE layer's all-to-alls
+    expert_parameters: int = 0  # of `parameters`: the experts this rank holds
 
     def recompute(self, mode: Recompute) -> float:
         if mode is Recompute.FULL:
-            return self.forward + self.tp_forward
+            return self.forward + self.tp_forward + self.ep.forward_s
         return self.core if mode is Recompute.SELECTIVE else 0.0
 
 
@@ -153,20 +89,22 @@ class _Kernels:
 
 def _kernels(model: ModelShape, layer: LayerType, layout: Layout, gpu: GpuSpec, params: CostParameters) -> _Kernels:
     """`model` is the one a rank runs (s/cp tokens a sample with context parallelism, whose attention core is
-    the ring's, costed on the whole sequence by simcore/cost/context_parallel.py)."""
-    ops = layer_forward_ops(model, layout.microbatch_size, layout.tp, layout.sequence_parallel, layer, layout.fp8)
+    the ring's, costed on the whole sequence by simcore/cost/context_parallel.py). MLA's attention and the MoE
+    block replace the dense ones where the model has them (simcore/cost/moe_kernels.py)."""
+    ops = transformer_layer_ops(model, layout.microbatch_size, layout.tp, layout.sequence_parallel, layer,
+                                layout.fp8, layout.ep, layout.expert_tp)
     gemm_forward = ops_time(tuple(op for op in ops if op.name in PROJECTIONS), gpu, params)
     gemm_backward = ops_time(tuple(op.backward() for op in ops if op.name in PROJECTIONS), gpu, params)
     if layout.cp == 1:
         return _Kernels(
-            forward=ops_time(ops, gpu, params), backward=ops_time(_bwd(ops), gpu, params),
+            forward=sequence_time(ops, gpu, params), backward=ops_time(backward_ops(ops), gpu, params),
             core=ops_time(tuple(op for op in ops if op.name in ATTENTION_CORE), gpu, params),
             gemm_forward=gemm_forward, gemm_backward=gemm_backward)
     whole = replace(layer, seq=layer.seq * layout.cp)
     ring = attention_ring(replace(model, seq_length=whole.seq), whole, layout, gpu, params)
     before, after = split_at_attention(ops)
-    pre = (ops_time(before, gpu, params), ops_time(_bwd(before), gpu, params))
-    post = (ops_time(after, gpu, params), ops_time(_bwd(after), gpu, params))
+    pre = (sequence_time(before, gpu, params), ops_time(backward_ops(before), gpu, params))
+    post = (sequence_time(after, gpu, params), ops_time(backward_ops(after), gpu, params))
     return _Kernels(forward=pre[0] + ring.forward_s + post[0], backward=pre[1] + ring.backward_s + post[1],
                     core=ring.forward_s, gemm_forward=gemm_forward, gemm_backward=gemm_backward, ring=ring,
                     pre=pre, post=post)
@@ -222,6 +160,15 @@ def _layer_cost(model: ModelShape, layer: LayerType, layout: Layout, kernels: _K
         parameters=model.parameters_per_layer(layer) // t)
 
 
+def _moe_layer_cost(cost: _LayerCost, model: ModelShape, layer: LayerType, layout: Layout, comm: ExpertComm
+                    ) -> _LayerCost:
+    """A MoE layer: the dense part's weights split over tp, the experts' over ep x expert_tp, and its
+    all-to-alls."""
+    experts = model.expert_parameters() // (layout.ep * layout.expert_tp)
+    dense = (model.parameters_per_layer(layer) - model.expert_parameters()) // layout.tp
+    return replace(cost, parameters=dense + experts, expert_parameters=experts, ep=comm)
+
+
 def _tp_time(model: CollectiveModel | None, groups: list[tuple[int, ...]], size: float, sp: bool) -> float:
     if len(groups[0]) < 2:
         return 0.0
@@ -270,6 +217,11 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
     kernels = {layer: _kernels(model, layer, layout, gpu, params) for layer, _ in model.layer_stacks()}
     rank_costs = [{layer: _layer_cost(model, layer, layout, k, collectives, tp_groups(r), free, gpu, params)
                    for layer, k in kernels.items()} for r in range(p)]
+    for r, costs in enumerate(rank_costs):
+        for layer in costs:
+            if layer.moe:
+                comm = expert_comm(model, layout, placement, collectives, r, free)
+                costs[layer] = _moe_layer_cost(costs[layer], model, layer, layout, comm)
     layers_of, encoder_stages = layer_partition(model, layout, gpu, params)
     emb_message = b * model.seq_length * h * BYTES
     dec_emb_message = b * model.decoder_seq_length * h * BYTES
@@ -326,13 +278,18 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
         recompute_s = sum(n * costs[layer].recompute(mode) for layer, n in runs)
         cp_forward = cp_backward = None
         ring_kernels = kernels[first_layer]
+        forward_ep_s = sum(n * costs[layer].ep.forward_s for layer, n in runs)
+        backward_ep_s = sum(n * costs[layer].ep.backward_s for layer, n in runs)
         if ring_kernels.ring is not None:  # context parallelism: one kind of layer (no encoder-decoder)
+            # (a MoE layer's all-to-alls run after its attention: with its exposed TP time in `post`; a model's
+            # first dense layers cost as its first layer's kind, the chunk's totals keeping the difference)
             one = costs[first_layer]
             cp_forward, cp_backward = pass_plans(
                 ring_kernels.ring, ring_kernels.pre,
-                (ring_kernels.post[0] + one.tp_forward, ring_kernels.post[1] + one.tp_backward), mode,
-                sum(n for _, n in runs), forward_compute_s + forward_tp_s,
-                recompute_s + backward_compute_s + backward_tp_s)
+                (ring_kernels.post[0] + one.tp_forward + one.ep.forward_s,
+                 ring_kernels.post[1] + one.tp_backward + one.ep.backward_s), mode,
+                sum(n for _, n in runs), forward_compute_s + forward_tp_s + forward_ep_s,
+                recompute_s + backward_compute_s + backward_tp_s + backward_ep_s)
         chunks.append(ChunkCost(
             virtual_stage=vs, rank=rank, chunk=chunk, layers=sum(n for _, n in runs),
             layer_counts=tuple((layer.kind, n) for layer, n in runs),
@@ -351,12 +308,22 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
             tp_message_bytes=b * first_layer.seq * h * BYTES,
             gemm_fraction=sum(n * costs[layer].forward * costs[layer].gemm_fraction for layer, n in runs)
             / max(total("forward"), 1e-30),
+            forward_ep_s=forward_ep_s, backward_ep_s=backward_ep_s,
+            recompute_ep_s=sum(n * costs[layer].ep.forward_s for layer, n in runs) if full else 0.0,
+            ep_bytes_forward=sum(n * costs[layer].ep.bytes_forward for layer, n in runs),
+            ep_bytes_backward=sum(n * costs[layer].ep.bytes_backward * (2 if full else 1) for layer, n in runs),
+            expert_parameters=sum(n * costs[layer].expert_parameters for layer, n in runs),
+            expert_reduce_ratio=expert_reduce_ratio(layout),
         ))
         previous = runs[-1][0]
-    params_per_rank = [sum(c.parameters for c in chunks if c.rank == r) for r in range(p)]
-    shards = layout.dp_cp if layout.zero_stage >= 1 else 1  # ZeRO 1: each rank updates 1/(dp*cp) of them
+    params_per_rank = [sum(c.reduced_parameters for c in chunks if c.rank == r) for r in range(p)]
+    # ZeRO 1: each rank updates 1/(dp*cp) of the dense parameters and 1/edp of its experts'
+    shards = layout.dp_cp if layout.zero_stage >= 1 else 1
+    expert_shards = layout.expert_dp if layout.zero_stage >= 1 else 1
+    updated = [sum((c.parameters - c.expert_parameters) / shards + c.expert_parameters / expert_shards
+                   for c in chunks if c.rank == r) for r in range(p)]
     fp16 = layout.precision is Precision.FP16
-    optimizer = tuple(optimizer_step_s(n / shards, gpu, params, fp16) for n in params_per_rank)
+    optimizer = tuple(optimizer_step_s(n, gpu, params, fp16) for n in updated)
     recipe = layout.fp8
     if recipe is not None:
         # FP8: each rank quantizes its GEMM weights once per iteration (cached over the microbatches).
@@ -369,6 +336,15 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
         copies = []
     return Workload(tuple(chunks), optimizer, grads, encoder_stages, tuple(copies),
                     float(vocab_params * layout.grad_reduce_bytes) if copies else 0.0)
+
+
+def expert_reduce_ratio(layout: Layout) -> float:
+    """Bytes a rank sends reducing an expert gradient over the expert data-parallel group, per byte it sends
+    reducing a dense one over dp x cp (ring factors (n-1)/n); 1 when the groups are equal."""
+    dp, edp = layout.dp_cp, layout.expert_dp
+    if edp == dp:
+        return 1.0
+    return ((edp - 1) / edp) / ((dp - 1) / dp) if dp > 1 else 0.0
 
 
 def fp8_gemm_weights(model: ModelShape, chunks: list[ChunkCost] | tuple[ChunkCost, ...], rank: int, t: int) -> float:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from simcore.domain.model import ModelShape
+from simcore.domain.moe import validate_expert_layout
 from topology.errors import SpecError
 from topology.hardware import GpuSpec
 
@@ -100,6 +101,8 @@ class Layout:
     cp: int = 1  # context parallelism: each sample's sequence split over cp ranks (Megatron-Core's CP)
     cp_comm: CpComm = CpComm.P2P
     zero_implementation: ZeroImplementation = ZeroImplementation.MEGATRON
+    ep: int = 1  # expert parallelism (MoE models): folded over the tp x cp x dp GPUs of each stage
+    expert_tp: int = 1  # the experts' own tensor parallelism
 
     @property
     def fp8(self) -> Fp8Recipe | None:
@@ -126,6 +129,12 @@ class Layout:
         """The ranks that hold the same weights and reduce their gradients together: DP x CP (Megatron-Core's
         data-parallel group with context parallelism; the distributed optimizer shards over it too)."""
         return self.dp * self.cp
+
+    @property
+    def expert_dp(self) -> int:
+        """The expert data-parallel group (Megatron-Core's parallel folding): the stage's tp x cp x dp GPUs
+        regrouped as expert_tp x ep x expert_dp."""
+        return self.tp * self.dp_cp // (self.ep * self.expert_tp)
 
 
 def validate_layout(layout: Layout, model: ModelShape, num_gpus: int) -> None:
@@ -165,8 +174,16 @@ def validate_layout(layout: Layout, model: ModelShape, num_gpus: int) -> None:
                 raise SpecError("layout.sequence_parallel", f"needs tp to divide {name} ({getattr(model, name)})")
     if layout.tp_comm_overlap and not layout.sequence_parallel:
         raise SpecError("layout.tp_comm_overlap", "needs sequence_parallel (as in Megatron-Core)")
+    validate_expert_layout(layout.ep, layout.expert_tp, layout.tp * layout.dp_cp, model.moe)
+    if model.moe is not None and layout.tp > 1 and not layout.sequence_parallel:
+        raise SpecError("layout.sequence_parallel", "must be true with tp > 1 on a MoE model (Megatron-Core's "
+                        "MoE layer works on the sequence-parallel shard)")
     if layout.zero_stage not in (0, 1, 2, 3):
         raise SpecError("layout.zero_stage", "must be 0, 1, 2 or 3")
+    if model.moe is not None and layout.zero_implementation is not ZeroImplementation.MEGATRON:
+        # its gather units (simcore/cost/sharding.py) hold whole dense layers: no expert sharding over ep
+        raise SpecError("layout.zero_implementation", f"{layout.zero_implementation} is not modelled for a "
+                        "mixture-of-experts model (use megatron: its ZeRO shards experts over their own group)")
     if layout.zero3_gather_bucket_elements is not None:
         if layout.zero_stage != 3:
             raise SpecError("layout.zero3_gather_bucket_elements", "applies to zero_stage 3 only")

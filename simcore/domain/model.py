@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
+from simcore.domain.moe import MlaShape, MoeShape, mla_from_fields, moe_from_fields
 from topology.errors import SpecError
 
 
@@ -44,6 +45,7 @@ class LayerType:
     seq: int
     causal: bool
     cross_seq: int = 0
+    moe: bool = False  # its MLP is the model's mixture of experts (simcore/domain/moe.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +68,8 @@ class ModelShape:
     decoder_layers: int = 0
     decoder_seq_length: int = 0
     activation: Activation | None = None  # None: not stated (gated_mlp alone says how many matrices)
+    moe: MoeShape | None = None  # mixture of experts; None: every layer dense
+    mla: MlaShape | None = None  # multi-head latent attention; None: multi-head (grouped-query) attention
 
     @property
     def encoder_decoder(self) -> bool:
@@ -94,17 +98,46 @@ class ModelShape:
         """The model's layers in order, as (layer type, count) per stack: encoder then decoder for T5."""
         if self.encoder_decoder:
             return ((self.encoder_layer(), self.encoder_layers), (self.decoder_layer(), self.decoder_layers))
+        if self.moe is not None:
+            dense = self.moe.first_dense_layers
+            moe_layer = LayerType("moe", self.seq_length, causal=True, moe=True)
+            stacks = ((self.main_layer(), dense),) if dense else ()
+            return (*stacks, (moe_layer, self.num_layers - dense))
         return ((self.main_layer(), self.num_layers),)
+
+    def attention_parameters(self) -> int:
+        """Weights of one self-attention block: projections and their biases (MHA/GQA), or MLA's down and up
+        projections and its two latent norms."""
+        h, d, a = self.hidden_size, self.head_dim, self.num_attention_heads
+        if self.mla is not None:
+            m = self.mla
+            qk = a * (d + m.qk_rope_head_dim)
+            q = h * m.q_lora_rank + m.q_lora_rank + m.q_lora_rank * qk if m.q_lora_rank else h * qk
+            kv = h * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank + m.kv_lora_rank * a * (
+                d + m.v_head_dim)
+            return q + kv + a * m.v_head_dim * h
+        qkv_out = (a + 2 * self.num_kv_heads) * d
+        return h * qkv_out + qkv_out + a * d * h + h
+
+    def expert_parameters(self) -> int:
+        """Weights of one MoE layer's routed experts (all of them)."""
+        if self.moe is None:
+            return 0
+        mats = 3 if self.gated_mlp else 2
+        return self.moe.num_experts * mats * self.hidden_size * self.moe.ffn_hidden_size
 
     def parameters_per_layer(self, layer: LayerType | None = None) -> int:
         """Weights of one transformer layer: attention projections, MLP matrices, biases and norms; a decoder layer
         of an encoder-decoder model adds its cross-attention block (Q from the target, K and V from the encoder
         output, the output projection and a norm)."""
-        h, d = self.hidden_size, self.head_dim
-        qkv_out = (self.num_attention_heads + 2 * self.num_kv_heads) * d
-        attn = h * qkv_out + qkv_out + self.num_attention_heads * d * h + h
+        h = self.hidden_size
+        attn = self.attention_parameters()
         mlp_mats = 3 if self.gated_mlp else 2
         mlp = mlp_mats * h * self.ffn_hidden_size + self.ffn_hidden_size + h
+        if layer is not None and layer.moe and self.moe is not None:
+            # the router, the routed experts and the shared experts (one MLP of their summed width)
+            shared = self.moe.num_shared_experts * self.moe.ffn_hidden_size
+            mlp = h * self.moe.num_experts + self.expert_parameters() + mlp_mats * h * shared
         cross = attn + 2 * h if layer is not None and layer.cross_seq else 0
         return attn + mlp + 4 * h + cross
 
@@ -168,6 +201,8 @@ def model_from_fields(fields: Mapping[str, object]) -> ModelShape:
         decoder_layers=stacks["decoder_layers"],
         decoder_seq_length=stacks["decoder_seq_length"],
         activation=activation,
+        moe=moe_from_fields(fields, stacks["num_layers"], arch is Architecture.DECODER_ONLY),
+        mla=mla_from_fields(fields),
     )
     for name in _INT_FIELDS:
         if getattr(shape, name) < 1:

@@ -13,6 +13,8 @@ fields a user gives beside a preset on top of them. Callers should copy a preset
 
 from __future__ import annotations
 
+from simcore.domain.moe_presets import MOE_MODEL_PRESETS, MOE_PRESET_SOURCES
+
 # Megatron pads GPT-2/GPT-3's BPE vocabulary (50257) to 51200, a multiple of 128 x TP; the Narayanan'21
 # table states vocab 51200 for every row, and we use the same padded size for the GPT-3 family.
 _MEGATRON_PADDED_GPT_VOCAB = 51200
@@ -218,6 +220,7 @@ MODEL_PRESETS: dict[str, dict[str, object]] = {
     # query groups / ffn. Llama 3.1 405B has Llama 3 405B's shape (only the context stage differs): no preset.
     "nemotron4-15b": _nemotron4(32, 6144, 48, 8, 24576),
     "nemotron4-340b": _nemotron4(96, 18432, 96, 8, 73728),
+    **MOE_MODEL_PRESETS,
 }
 
 
@@ -261,4 +264,5 @@ MODEL_PRESET_SOURCES: dict[str, str] = {
                      "squared ReLU, untied); vocab 256000 from dgxc-benchmarking v24.11.1 FLOP notes",
     "nemotron4-340b": "NVIDIA/NeMo nemo/collections/llm/gpt/model/nemotron.py (Nemotron4Config340B, squared ReLU, "
                       "untied); vocab 256000 as Nemotron-4 15B",
+    **MOE_PRESET_SOURCES,
 }

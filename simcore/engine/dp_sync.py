@@ -100,13 +100,13 @@ class GradientSync:
         cost = next(c for c in self.workload.chunks if c.rank == rank and c.chunk == chunk)
         if self.zero >= 3:
             layers = max(cost.layers, 1)
-            return [cost.parameters // layers] * layers
+            return [cost.reduced_parameters // layers] * layers
         # Megatron-Core: one bucket (the whole chunk) unless the reduction overlaps backward, and no bucketing
         # for the second model chunk onwards; buckets of max(40M, 1M x dp) elements otherwise.
         if not self.overlap or chunk > 0:
-            return [cost.parameters]
+            return [cost.reduced_parameters]
         size = max(DP_BUCKET_ELEMENTS, BUCKET_ELEMENTS_PER_DP_RANK * self.dp)
-        full, rest = divmod(cost.parameters, size)
+        full, rest = divmod(cost.reduced_parameters, size)
         return [size] * full + ([rest] if rest else [])
 
     # -- set-up --------------------------------------------------------------------------------------------

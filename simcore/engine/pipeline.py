@@ -148,7 +148,7 @@ class Engine:
         dp_done = self.sync.start(replica, rank, record, passes)
         # What the passes add to the record, summed here in pass order (the same sums as adding to the record's
         # dicts pass by pass, which nothing else adds to) and added once at the end.
-        busy = compute = recompute = tp_comm = tp_busy = tp_bytes = 0.0
+        busy = compute = recompute = tp_comm = tp_busy = tp_bytes = ep_comm = ep_bytes = 0.0
         cp = CpTotals()
         for i, ps in enumerate(passes):
             vs = ps.chunk * p + rank
@@ -162,22 +162,24 @@ class Engine:
                     self._account_wait(t, track, waited, arrival.produced_s, ps)
             start = clock.now
             duration = cost.forward_s if forward else cost.backward_s
-            # what slows beside collectives: the pass's kernels, not its folded tensor-parallel collectives
+            # what slows beside collectives: the pass's kernels, not its folded tensor-parallel collectives (nor
+            # its all-to-alls)
             kernels = cost.forward_compute_s if forward else \
-                cost.backward_compute_s + cost.recompute_s - cost.recompute_tp_s
+                cost.backward_compute_s + cost.recompute_s - cost.recompute_tp_s - cost.recompute_ep_s
             share = kernels / duration if duration > 0 else 0.0
             slowed = 0.0  # what interference added to the pass
             on_links = False
-            gates = [] if self.sharded else self.sync.pass_gates(replica, rank, ps, cost.layers, cost.parameters,
-                                                                  record)
+            # (the expert gradients' share weighted by their group's ring factor: ChunkCost.reduced_parameters)
+            gates = [] if self.sharded else self.sync.pass_gates(replica, rank, ps, cost.layers,
+                                                                  cost.reduced_parameters, record)
             plan = cost.cp_forward if forward else cost.cp_backward
             if self.sharded:  # sub-module by sub-module, behind their gathers and synchronisations
                 yield from self.sharded.run(replica, rank, ps, cost, record, track)
             elif gates:  # the pass runs slice by slice, each behind its parameter gather
                 if plan is None:
                     slowed = yield from self._gated_pass(gates, duration, t, track, ps,
-                                                         (replica, rank, cost.parameters, record), gpu, share,
-                                                         cost.gemm_fraction)
+                                                         (replica, rank, cost.reduced_parameters, record), gpu,
+                                                         share, cost.gemm_fraction)
                 else:
                     yield from self._gated_ring_pass(gates, plan, cp, replica, rank, t, track, ps)
                 if not forward:
@@ -230,9 +232,13 @@ class Engine:
                 tp_comm += cost.forward_tp_s
                 tp_busy += cost.forward_tp_s + cost.tp_hidden_forward_s
                 tp_bytes += cost.tp_bytes_forward
+                ep_comm += cost.forward_ep_s
+                ep_bytes += cost.ep_bytes_forward
             else:
                 compute += cost.backward_compute_s
-                recompute += cost.recompute_s - cost.recompute_tp_s
+                recompute += cost.recompute_s - cost.recompute_tp_s - cost.recompute_ep_s
+                ep_comm += cost.backward_ep_s + cost.recompute_ep_s
+                ep_bytes += cost.ep_bytes_backward
                 tp_comm += cost.backward_tp_s + cost.recompute_tp_s
                 tp_busy += cost.backward_tp_s + cost.recompute_tp_s + cost.tp_hidden_backward_s
                 tp_bytes += cost.tp_bytes_backward
@@ -253,6 +259,9 @@ class Engine:
         t["cp_comm"] += cp.exposed_s
         record.comm_busy_s["cp"] += cp.busy_s
         record.comm_bytes["cp"] += cp.bytes
+        t["ep_comm"] += ep_comm
+        record.comm_busy_s["ep"] += ep_comm
+        record.comm_bytes["ep"] += ep_bytes
         yield from self._step(replica, rank, record, track, dp_done, factor)
 
     def _gated_pass(self, gates: list[Gate], duration: float, t: dict[str, float], track: str, ps: Pass,

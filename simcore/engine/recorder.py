@@ -9,6 +9,10 @@ COMM_KINDS = ("tp", "pp", "dp", "zero")
 # Context parallelism's (the result shows them only where cp > 1): the compute stream's waits for the K/V ring,
 # and the ring's own traffic.
 CP_CATEGORY, CP_KIND = "cp_comm", "cp"
+# Expert parallelism's (the result shows them only for a mixture of experts): the exposed all-to-alls, and their
+# traffic.
+EP_CATEGORY, EP_KIND = "ep_comm", "ep"
+ALL_CATEGORIES, ALL_KINDS = (*CATEGORIES, CP_CATEGORY, EP_CATEGORY), (*COMM_KINDS, CP_KIND, EP_KIND)
 
 
 @dataclass(slots=True)
@@ -17,9 +21,9 @@ class RankRecord:
 
     gpu: int
     pipeline_rank: int
-    time_s: dict[str, float] = field(default_factory=lambda: dict.fromkeys((*CATEGORIES, CP_CATEGORY), 0.0))
-    comm_busy_s: dict[str, float] = field(default_factory=lambda: dict.fromkeys((*COMM_KINDS, CP_KIND), 0.0))
-    comm_bytes: dict[str, float] = field(default_factory=lambda: dict.fromkeys((*COMM_KINDS, CP_KIND), 0.0))
+    time_s: dict[str, float] = field(default_factory=lambda: dict.fromkeys(ALL_CATEGORIES, 0.0))
+    comm_busy_s: dict[str, float] = field(default_factory=lambda: dict.fromkeys(ALL_KINDS, 0.0))
+    comm_bytes: dict[str, float] = field(default_factory=lambda: dict.fromkeys(ALL_KINDS, 0.0))
     end_s: float = 0.0
     busy_s: float = 0.0  # compute stream busy (passes and optimizer)
 

@@ -62,7 +62,8 @@ class MemoryModel:
         return (layout.tp, layout.pp, layout.virtual_stages, layout.microbatch_size, layout.num_microbatches,
                 layout.schedule, layout.recompute, layout.sequence_parallel, layout.pipeline_partition,
                 layout.encoder_pipeline_stages, layout.fp8, layout.cp, layout.cp_comm,
-                layout.tp_comm_overlap and layout.tp > 1)  # userbuffers (simcore/cost/memory.py)
+                layout.tp_comm_overlap and layout.tp > 1,  # userbuffers (simcore/cost/memory.py)
+                layout.ep, layout.expert_tp)
 
     def _holding(self, layout: Layout) -> tuple[RankHolding, ...]:
         key = self._holding_key(layout)
@@ -78,7 +79,7 @@ class MemoryModel:
         when it balances cost (simcore.cost.partition)."""
         by_cost = (layout.pipeline_partition or default_partition(self.model)) is Partition.BALANCED
         key = (layout.tp, layout.pp, layout.cp, layout.virtual_stages, layout.microbatch_size,
-               layout.pipeline_partition, layout.encoder_pipeline_stages,
+               layout.pipeline_partition, layout.encoder_pipeline_stages, layout.ep, layout.expert_tp,
                *((layout.sequence_parallel, layout.recompute) if by_cost else ()))
         found = self._shapes.get(key)
         if found is None:

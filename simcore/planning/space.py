@@ -11,7 +11,9 @@ Generated from the request (every list can be narrowed or widened by the request
   (num_layers % (pp * v) == 0, as Megatron requires), and GPipe; a single stage (pp 1) runs 1F1B only;
 - ZeRO 0-3 when dp > 1 (ZeRO with dp 1 shards nothing), recomputation none / selective / full, sequence
   parallelism off and on when tp > 1, and every order of the placement that maps ranks to different GPUs;
-- overlap_grad_reduce on, tp_comm_overlap off, bf16 (the request's space can list others).
+- overlap_grad_reduce on, tp_comm_overlap off, bf16 (the request's space can list others);
+- for a mixture-of-experts model, ep: every divisor of tp * cp * dp that divides num_experts, and expert_tp 1 (the
+  request's space can list others; a listed value that breaks a rule is reported with it); dense models: 1.
 
 Which of these layouts are discarded before simulation, and why, is simcore.planning.prune's.
 """
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import product
 
 from simcore.domain.layout import CpComm, Fp8Recipe, Layout, Precision, Recompute, Schedule
 from simcore.domain.model import AttentionKind, ModelShape
@@ -51,6 +54,8 @@ class Space:
     max_microbatch_size: int = 8
     max_virtual_stages: int = 8
     min_free_memory_bytes: float = 0.0
+    ep: tuple[int, ...] | None = None
+    expert_tp: tuple[int, ...] | None = None
 
 
 # A *family* is the layouts that share dp, tp, pp, ZeRO stage, recomputation, sequence parallelism and cp.
@@ -177,6 +182,22 @@ def _precisions(space: Space) -> list[tuple[Precision, Fp8Recipe | None]]:
             for recipe in (space.fp8_recipe if precision is Precision.FP8 else (None,))]
 
 
+def _experts(model: ModelShape, dp: int, tp: int, cp: int, space: Space) -> list[tuple[int, int]]:
+    """The (ep, expert_tp) pairs to try: the space's, or for a MoE model every ep that folds onto the stage's
+    tp * cp * dp ranks and divides the experts (expert_tp 1); a dense model's (1, 1)."""
+    moe = model.moe
+    if moe is None and space.ep is None and space.expert_tp is None:
+        return [(1, 1)]
+    ranks = tp * cp * dp
+    eps = space.ep if space.ep is not None else tuple(
+        e for e in divisors(ranks) if moe is not None and moe.num_experts % e == 0)
+    etps = space.expert_tp if space.expert_tp is not None else (1,)
+    pairs = [(e, t) for e in eps for t in etps]
+    if space.ep is None and space.expert_tp is None:
+        pairs = [(e, t) for e, t in pairs if ranks % (e * t) == 0]
+    return pairs or [(1, 1)]
+
+
 def _family_members(model: ModelShape, dp: int, tp: int, pp: int, batch: int, space: Space,
                     cp: int = 1) -> Iterator[Layout]:
     zeros = space.zero_stage if space.zero_stage is not None else ((0, 1, 2, 3) if dp > 1 else (0,))
@@ -191,6 +212,7 @@ def _family_members(model: ModelShape, dp: int, tp: int, pp: int, batch: int, sp
     schedules = _schedules(model, pp, space)
     placements = distinct_placements(dp, tp, pp, space.placement if space.placement is not None else PLACEMENTS, cp)
     cp_comms = space.cp_comm if cp > 1 else (CpComm.P2P,)
+    parallel = list(product(cp_comms, _experts(model, dp, tp, cp, space)))  # (cp_comm, (ep, expert_tp))
     for zero in zeros:
         for recompute in recomputes:
             for sp in sps:
@@ -203,11 +225,11 @@ def _family_members(model: ModelShape, dp: int, tp: int, pp: int, batch: int, sp
                             for grad_overlap in space.overlap_grad_reduce:
                                 for tp_overlap in overlaps:
                                     for precision, recipe in _precisions(space):
-                                        for cp_comm in cp_comms:
+                                        for cp_comm, (ep, etp) in parallel:
                                             yield Layout(
                                                 dp=dp, tp=tp, pp=pp, microbatch_size=mb, global_batch_size=batch,
                                                 virtual_stages=v, schedule=schedule, sequence_parallel=sp,
                                                 zero_stage=zero, recompute=recompute,
                                                 overlap_grad_reduce=grad_overlap, placement=placement,
                                                 tp_comm_overlap=tp_overlap, precision=precision, fp8_recipe=recipe,
-                                                cp=cp, cp_comm=cp_comm)
+                                                cp=cp, cp_comm=cp_comm, ep=ep, expert_tp=etp)

@@ -81,6 +81,8 @@ FULL_REQUEST: dict[str, Any] = {
         "pipeline_partition": "even",
         "precision": "bf16",
         "zero_implementation": "fsdp",
+        "ep": 1,
+        "expert_tp": 1,
     },
     "options": {"fidelity": "full", "trace": True, "seed": 7, "collective_algorithm": "hierarchical"},
 }

@@ -243,7 +243,7 @@ def test_result_validates_against_schema(capsys: pytest.CaptureFixture[str]) -> 
     result = SimulationResult.model_validate(json.loads(out))
     assert result.iteration_time_s > 0
     assert result.simulator.fidelity == "representative"
-    breakdown = result.time_breakdown_s.model_dump()
+    breakdown = result.time_breakdown_s.model_dump(exclude_none=True)
     assert sum(breakdown.values()) == pytest.approx(result.iteration_time_s, rel=1e-9)
     assert [s.index for s in result.stages] == list(range(8))
     assert result.trace is None

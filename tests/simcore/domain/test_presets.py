@@ -15,17 +15,23 @@ CONTRACT_MODEL_PRESETS = [
     "t5-small", "t5-base", "t5-large", "t5-3b", "t5-11b", "t5-v1_1-xl", "t5-v1_1-xxl", "mt5-xxl",
     "bert-base", "bert-large", "llama2-7b", "llama2-70b", "llama3-8b", "llama3-70b", "llama3-405b",
     "nemotron4-15b", "nemotron4-340b",
+    "mixtral-8x7b", "mixtral-8x22b", "qwen3-30b-a3b", "qwen3-235b-a22b", "deepseek-v3", "gpt-oss-120b",
 ]  # fmt: skip
 
 CONTRACT_MODEL_FIELDS = {
     "architecture", "num_layers", "encoder_layers", "decoder_layers", "hidden_size", "num_attention_heads",
     "num_kv_heads", "head_dim", "ffn_hidden_size", "gated_mlp", "vocab_size", "seq_length",
     "decoder_seq_length", "tied_embeddings", "attention", "activation",
+    "num_experts", "moe_top_k", "moe_ffn_hidden_size", "num_shared_experts", "first_dense_layers",
+    "moe_capacity_factor", "moe_load_imbalance", "attention_variant", "q_lora_rank", "kv_lora_rank",
+    "qk_rope_head_dim", "v_head_dim",
 }  # fmt: skip
 
 INT_FIELDS = {
     "num_layers", "encoder_layers", "decoder_layers", "hidden_size", "num_attention_heads", "num_kv_heads",
     "head_dim", "ffn_hidden_size", "vocab_size", "seq_length", "decoder_seq_length",
+    "num_experts", "moe_top_k", "moe_ffn_hidden_size", "q_lora_rank", "kv_lora_rank", "qk_rope_head_dim",
+    "v_head_dim",
 }  # fmt: skip
 BOOL_FIELDS = {"gated_mlp", "tied_embeddings"}
 
@@ -160,7 +166,7 @@ def test_heads_divide(name):
 def test_families():
     for name in CONTRACT_MODEL_PRESETS:
         m = MODEL_PRESETS[name]
-        if name.startswith(("gpt3-", "megatron-", "gpt-")):
+        if name.startswith(("gpt3-", "megatron-", "gpt-")) and not name.startswith("gpt-oss"):
             assert m["architecture"] == "decoder_only"
             assert m["vocab_size"] == 51200 and m["seq_length"] == 2048
             assert m["tied_embeddings"] is True and m["gated_mlp"] is False

@@ -1,0 +1,207 @@
+"""The kernels of a mixture-of-experts layer and of multi-head latent attention, and the expert-parallel
+all-to-all as a flow pattern over the real paths of the cluster.
+
+A MoE layer runs as Megatron-Core runs it (megatron/core/transformer/moe/: router.py, token_dispatcher.py's
+MoEAlltoAllTokenDispatcher, experts.py's TEGroupedMLP), per microbatch on one rank holding T tokens (b·s/tp:
+the MoE block works on the sequence-parallel shard):
+1. the router: a T x h x E GEMM, then the fused softmax/top-k and the load-balancing loss's kernels (reading the
+   T x E fp32 scores);
+2. dispatch preprocess: the tokens each expert gets are counted, gathered over the tensor- and expert-parallel
+   ranks, and copied to the host (a device-to-host synchronisation: the grouped GEMM needs the split sizes on
+   the host, so the host can no longer run ahead of the GPU within the layer);
+3. permute (the fused permutation reads T x h and writes the T·k routed copies), the dispatch all-to-all over the
+   EP group, and, with more than one local expert, the sort of the received chunks by local expert;
+4. the experts: one GEMM per local expert for fc1, the activation, one GEMM per expert for fc2 (Transformer
+   Engine's GroupedLinear issues a cuBLAS GEMM per expert), each at the size-dependent efficiency of its own
+   token count;
+5. the unsort, the combine all-to-all and the unpermute (a weighted scatter-add back to T x h);
+6. the shared experts: a dense MLP of num_shared_experts x moe_ffn_hidden_size on the T tokens.
+Backward runs the same kernels' backward (two GEMMs per product) and the two all-to-alls again.
+
+Balanced routing (the published runs force it) sends T·k token copies from each rank and receives as many; the
+busiest rank receives `load_imbalance` times that (capped by a capacity factor). A rank sends (ep-1)/ep of its
+copies over the network, the rest to itself.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from simcore.cost.collectives import Collective, CollectiveModel
+from simcore.cost.parameters import COLLECTIVE_LAUNCH_S, COLLECTIVE_STEP_OVERHEAD_S
+from simcore.cost.patterns import COLLECTIVE_KEPT_LINKS, FlowPattern, keep_links
+from simcore.domain.layout import Layout
+from simcore.domain.model import ModelShape
+from simcore.domain.moe import MoeShape, expert_groups
+from simcore.domain.placement import Placement
+
+BYTES = 2
+ROUTER_SCORE_BYTES = 4  # the router's scores and probabilities in fp32 (Megatron-Core's moe_router_dtype fp32)
+# Device-to-host copy of the tokens-per-expert counts and the stream synchronisation it waits for: one PCIe round
+# trip and the driver's synchronisation, about 10-20 us (cudaMemcpyAsync D2H of a few bytes plus
+# cudaStreamSynchronize); the host then issues the rest of the layer's kernels while the GPU waits on each.
+HOST_SYNC_S = 15e-6
+# The MoE block's kernels (simcore/cost/moe_kernels.py), which its Python path issues one by one.
+MOE_BLOCK = ("router", "router_topk", "router_aux_loss", "permute", "sort_chunks", "expert_fc1", "expert_activation",
+             "expert_fc2", "unsort_chunks", "unpermute", "shared_fc1", "shared_activation", "shared_fc2")
+# Host time to issue one kernel of the MoE block (Megatron-Core's router, token dispatcher and TE GroupedLinear run
+# in eager Python: per-expert splits, routing-map bookkeeping, autograd functions): fitted (bench/fit_moe.py) on the
+# two Megatron-Bridge 25.11 H100 MoE rows, whose dropless layers are host-bound after each synchronisation.
+MOE_HOST_KERNEL_S = 185e-6
+
+
+@dataclass(frozen=True, slots=True)
+class ExpertLoad:
+    """Token copies one rank handles in a MoE layer, per microbatch (the busiest rank)."""
+
+    tokens: float  # T: the rank's own tokens (its sequence-parallel shard)
+    sent: float  # T·k copies it dispatches (and receives back combined)
+    received: float  # copies its experts compute: T·k·expert_tp x the load imbalance (or the padded capacity)
+    per_expert: float  # received over its local experts
+    local_experts: int
+
+
+def expert_load(model: ModelShape, moe: MoeShape, b: int, t: int, ep: int, expert_tp: int) -> ExpertLoad:
+    """Dropless, a rank sends its T·k copies and its experts compute the copies routed to them (the busiest rank
+    load_imbalance times the mean). With a capacity factor the buffers are dropped and padded to each expert's
+    capacity, cf·T·k/E copies (Megatron-Core's drop-and-pad: static sizes), sent and computed whatever the routing."""
+    tokens = b * model.seq_length / t
+    if moe.capacity_factor is not None:
+        sent = tokens * moe.top_k * moe.capacity_factor
+        received = sent * expert_tp
+    else:
+        sent = tokens * moe.top_k
+        received = sent * expert_tp * moe.load_imbalance
+    local = moe.num_experts // ep
+    return ExpertLoad(tokens, sent, received, received / local, local)
+
+
+def dispatch_bytes(model: ModelShape, load: ExpertLoad) -> float:
+    """The buffer one all-to-all of a rank carries (its routed copies' hidden states), bytes."""
+    return load.sent * model.hidden_size * BYTES
+
+
+def a2a_bytes_sent(model: ModelShape, load: ExpertLoad, ep: int) -> float:
+    """Bytes a rank sends to other ranks in one all-to-all: (ep-1)/ep of its buffer (balanced routing)."""
+    return dispatch_bytes(model, load) * (ep - 1) / ep
+
+
+def all_to_all_pattern(collectives: CollectiveModel, groups: Sequence[Sequence[int]]) -> FlowPattern:
+    """An all-to-all run at once by every group in `groups` (the first is the simulated one): each member sends
+    1/n of its buffer to every other member over the routed path (NCCL's all-to-all is one send and one receive
+    per peer, all in flight together). One unit of progress is one byte of a member's buffer. It keeps the first
+    member's node links and the most loaded others, as a collective's phase does."""
+    n = len(groups[0])
+    loads: dict[int, float] = {}
+    hop_latency = 0.0
+    router = collectives.router
+    for group in groups:
+        for src in group:
+            for dst in group:
+                if src == dst:
+                    continue
+                path = router.route(src, dst)
+                for link in path:
+                    loads[link] = loads.get(link, 0.0) + 1.0 / n
+                hop_latency = max(hop_latency, sum(router.cluster.link_latency_s[link] for link in path))
+    links = tuple(sorted(loads))
+    pattern = FlowPattern(links, tuple(loads[link] for link in links),
+                          COLLECTIVE_LAUNCH_S + hop_latency + (n - 1) * COLLECTIVE_STEP_OVERHEAD_S)
+    node_links = set(router.route(groups[0][0], groups[0][1])) if n > 1 else set()
+    return keep_links(pattern, node_links, collectives.capacity, COLLECTIVE_KEPT_LINKS)
+
+
+def all_to_all_time(collectives: CollectiveModel, groups: Sequence[Sequence[int]], size_bytes: float) -> float:
+    """Seconds for an all-to-all of `size_bytes` per member when nothing else uses its links."""
+    if len(groups[0]) < 2 or size_bytes <= 0:
+        return 0.0
+    pattern = all_to_all_pattern(collectives, groups)
+    return pattern.latency_s + size_bytes / pattern.isolated_rate(collectives.capacity)
+
+
+def grouped_gemm_tokens(per_expert: float) -> int:
+    """Rows of one expert's GEMM: its token copies, whole (at least one when it has any)."""
+    return max(1, math.ceil(per_expert)) if per_expert > 0 else 0
+
+
+@dataclass(frozen=True, slots=True)
+class ExpertComm:
+    """One MoE layer's expert-parallel communication on one rank, per microbatch: seconds and bytes it sends
+    (dispatch and combine; with expert_tp > 1 also the all-gather and reduce-scatter over the expert-TP group)."""
+
+    forward_s: float = 0.0
+    backward_s: float = 0.0
+    bytes_forward: float = 0.0
+    bytes_backward: float = 0.0
+
+
+def stage_expert_groups(layout: Layout, placement: Placement, pp_rank: int) -> tuple[list[tuple[int, ...]],
+                                                                                     list[tuple[int, ...]]]:
+    """The expert-parallel groups and the expert-tensor-parallel groups of pipeline rank `pp_rank`, as GPUs (the
+    first of each holds the stage's rank 0)."""
+    ranks = layout.tp * layout.dp_cp  # Megatron's dense order tp-cp-dp over the stage, regrouped tp-ep-dp
+
+    def gpu(index: int) -> int:
+        dense, tp_rank = divmod(index, layout.tp)
+        dp_rank, cp_rank = divmod(dense, layout.cp)
+        return placement.gpu(dp_rank, tp_rank, pp_rank, cp_rank)
+
+    ep_groups = [tuple(gpu(i) for i in group) for group in expert_groups(layout.ep, layout.expert_tp, ranks)]
+    etp_groups = [tuple(gpu(i) for i in group)
+                  for group in expert_groups(layout.expert_tp, 1, ranks)] if layout.expert_tp > 1 else []
+    return ep_groups, etp_groups
+
+
+def expert_comm(model: ModelShape, layout: Layout, placement: Placement | None,
+                collectives: CollectiveModel | None, pp_rank: int, free: bool) -> ExpertComm:
+    """A MoE layer's all-to-alls on pipeline rank `pp_rank`: every EP group of the stage runs its dispatch at
+    once, so the flows of all of them share the links (NVLink inside a node, each GPU's NIC across nodes). Forward
+    dispatches and combines; backward sends the gradients of both back the same way."""
+    moe = model.moe
+    assert moe is not None
+    load = expert_load(model, moe, layout.microbatch_size, layout.tp, layout.ep, layout.expert_tp)
+    size = dispatch_bytes(model, load)
+    sent = 2 * a2a_bytes_sent(model, load, layout.ep)
+    etp = layout.expert_tp
+    if etp > 1:  # the received copies are all-gathered over expert TP, and reduce-scattered before the combine
+        gathered = size * etp * (1.0 if moe.capacity_factor is not None else moe.load_imbalance)
+        sent += 2 * gathered * (etp - 1) / etp
+    if free or placement is None or collectives is None:
+        return ExpertComm(0.0, 0.0, sent, sent)
+    ep_groups, etp_groups = stage_expert_groups(layout, placement, pp_rank)
+    # the busiest rank receives load_imbalance times a balanced rank's copies: the all-to-all lasts until it has
+    busiest = 1.0 if moe.capacity_factor is not None else moe.load_imbalance
+    seconds = 2 * all_to_all_time(collectives, ep_groups, size * busiest)
+    if etp_groups:
+        seconds += (collectives.isolated_time(Collective.ALL_GATHER, etp_groups, gathered)
+                    + collectives.isolated_time(Collective.REDUCE_SCATTER, etp_groups, gathered))
+    return ExpertComm(seconds, seconds, sent, sent)
+
+
+def mla_attention_activation_elements(model: ModelShape) -> float:
+    """Per token, the 16-bit attention tensors a layer keeps for backward (2 bytes each, summed over heads): Q, K,
+    V and the attention output, as kernels.py's dense count 2(2ad + 2gd); with MLA the query and key heads have
+    nope + rope dims, the value heads v_head_dim, and the two latents (and the rotary key) are kept too."""
+    a, d = model.num_attention_heads, model.head_dim
+    if model.mla is None:
+        return 2.0 * (2 * a * d + 2 * model.num_kv_heads * d)
+    m = model.mla
+    qk = d + m.qk_rope_head_dim
+    return 2.0 * (2 * a * qk + 2 * a * m.v_head_dim + m.q_lora_rank + m.kv_lora_rank + m.qk_rope_head_dim)
+
+
+def moe_activation_bytes(model: ModelShape, b: int, t: int, expert_tp: int) -> float:
+    """Bytes a MoE block keeps for backward per microbatch on its busiest rank: the router's fp32
+    probabilities, the received copies' hidden states (fc1's input), fc1's output and the activation's output
+    (the experts' width split over expert_tp), and the shared experts' MLP tensors."""
+    moe = model.moe
+    assert moe is not None
+    load = expert_load(model, moe, b, t, 1, expert_tp)
+    up = 2 if model.gated_mlp else 1
+    f = moe.ffn_hidden_size / expert_tp
+    routed = load.received * BYTES * (model.hidden_size + up * f + f)
+    shared_f = moe.num_shared_experts * moe.ffn_hidden_size / t
+    shared = b * model.seq_length * BYTES * (up * shared_f + shared_f)
+    return load.tokens * moe.num_experts * ROUTER_SCORE_BYTES + routed + shared

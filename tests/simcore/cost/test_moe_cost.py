@@ -1,0 +1,88 @@
+"""The MoE layer's kernels: dense layers unchanged, the grouped GEMMs' efficiency at small per-expert token counts,
+the dropless dispatcher's host synchronisation, MLA's FLOPs, and the fitted host time against its rows."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+import simcore.cost.moe_kernels as moe_kernels
+from simcore.calibration import modern
+from simcore.calibration.moe_rows import MOE_CALIBRATION_ROWS
+from simcore.calibration.validate import load_reference, measured_time
+from simcore.cost.flops import layer_forward_matmul_flops
+from simcore.cost.kernels import layer_forward_ops, op_time
+from simcore.cost.moe_kernels import sequence_time, transformer_layer_ops
+from simcore.cost.parameters import FITTED
+from simcore.domain.model import model_from_fields
+from simcore.domain.moe import MoeShape
+from simcore.domain.presets import MODEL_PRESETS
+from simcore.simulate import simulate
+from topology.hardware import GPUS, GpuKind
+
+H100 = GPUS[GpuKind.H100_80GB]
+
+
+def test_dense_layers_keep_their_kernels() -> None:
+    model = model_from_fields(MODEL_PRESETS["llama3-8b"])
+    layer = model.main_layer()
+    assert transformer_layer_ops(model, 1, 2, True, layer) == layer_forward_ops(model, 1, 2, True, layer)
+
+
+def test_expert_gemms_run_less_efficiently_with_fewer_tokens_per_expert() -> None:
+    """The same routed tokens over more experts: each expert's GEMM is smaller and runs further below peak."""
+    model = model_from_fields(MODEL_PRESETS["qwen3-30b-a3b"])
+    layer = model.layer_stacks()[-1][0]
+
+    def per_flop(ep: int) -> float:
+        ops = [op for op in transformer_layer_ops(model, 1, 1, False, layer, ep=ep) if op.name == "expert_fc1"]
+        return sum(op_time(op, H100, FITTED) for op in ops) / sum(op.flops for op in ops)
+
+    # ep 128: one expert of 128 per rank (4096 x 8 copies each); ep 1: 128 experts of 256 rows
+    assert per_flop(1) > 1.5 * per_flop(128)
+
+
+def test_dropless_layers_pay_the_host_synchronisation() -> None:
+    model = model_from_fields(MODEL_PRESETS["qwen3-30b-a3b"])
+    dropped = dataclasses.replace(model, moe=dataclasses.replace(model.moe or MoeShape(1, 1, 1), capacity_factor=1.0))
+    layer = model.layer_stacks()[-1][0]
+    dropless = sequence_time(transformer_layer_ops(model, 1, 1, False, layer, ep=8), H100, FITTED)
+    padded = sequence_time(transformer_layer_ops(dropped, 1, 1, False, layer, ep=8), H100, FITTED)
+    assert dropless > padded
+
+
+def test_deepseek_v3_forward_flops_follow_its_active_parameters() -> None:
+    """About 2 FLOPs per active weight per token (37B active of 671B, DeepSeek-V3 report), plus attention."""
+    model = model_from_fields(MODEL_PRESETS["deepseek-v3"])
+    flops = sum(n * layer_forward_matmul_flops(model, layer) for layer, n in model.layer_stacks())
+    per_token = flops / model.seq_length
+    moe = model.moe
+    assert moe is not None
+    moe_layers = model.num_layers - moe.first_dense_layers
+    inactive = moe_layers * (moe.num_experts - moe.top_k) * model.expert_parameters() // moe.num_experts
+    active_layers = model.total_parameters() - inactive - 2 * model.vocab_size * model.hidden_size
+    attention = per_token - 2 * active_layers
+    mla = model.mla
+    assert mla is not None
+    # scores over 128 + 64 dims and values over 128, for 128 heads over 4096 keys, in all 61 layers
+    scores_and_values = 2 * 128 * (128 + 64 + 128) * model.seq_length * model.num_layers
+    assert attention == pytest.approx(scores_and_values, rel=0.02)
+    assert model.total_parameters() - inactive == pytest.approx(37.5e9, rel=0.03)
+
+
+def test_fitted_host_time_reproduces_its_calibration_rows() -> None:
+    """MOE_HOST_KERNEL_S is what bench/fit_moe.py gives: the Qwen3 row (host-bound) at its measured time, the
+    GPT-OSS row (GPU-bound) the same whatever the host time."""
+    rows = {c["id"]: c for c in load_reference(None, modern.REFERENCE) if c["id"] in MOE_CALIBRATION_ROWS}
+    qwen = rows["mb2511-qwen3-30b-a3b-h100-16gpu-fp8cs"]
+    predicted = simulate(modern.scenario_for(qwen)).metrics.iteration_time_s
+    assert predicted == pytest.approx(float(measured_time(qwen) or 0), rel=0.03)
+    oss = modern.scenario_for(rows["mb2511-gpt-oss-120b-h100-64gpu-bf16"])
+    fitted = simulate(oss).metrics.iteration_time_s
+    saved = moe_kernels.MOE_HOST_KERNEL_S
+    try:
+        moe_kernels.MOE_HOST_KERNEL_S = 5e-6
+        assert simulate(oss).metrics.iteration_time_s == pytest.approx(fitted, rel=0.01)
+    finally:
+        moe_kernels.MOE_HOST_KERNEL_S = saved
