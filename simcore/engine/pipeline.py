@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from functools import partial
 
 from simcore.cost.collectives import CollectiveModel
-from simcore.cost.context_parallel import CpPass
 from simcore.cost.sharding import Unit
 from simcore.cost.workload import ChunkCost, Workload
 from simcore.domain.layout import Fidelity, Layout, Recompute
@@ -181,7 +180,8 @@ class Engine:
                                                          (replica, rank, cost.reduced_parameters, record), gpu,
                                                          share, cost.gemm_fraction)
                 else:
-                    yield from self._gated_ring_pass(gates, plan, cp, replica, rank, t, track, ps)
+                    yield from self.ring.run_gated(gates, replica, rank, plan, cp, t, track,
+                                                   pass_label(ps, layout.virtual_stages))
                 if not forward:
                     self.sync.backward_pass(replica, rank, i, clock.now, clock.now)
             elif plan is not None:
@@ -306,24 +306,6 @@ class Engine:
             t["dp_comm"] += clock.now - waited
             self.rec.span(track, "wait gradient reduce-scatter", "dp_comm", waited, clock.now)
         return slowed
-
-    def _gated_ring_pass(self, gates: list[Gate], plan: CpPass, cp: CpTotals, replica: int, rank: int,
-                         t: dict[str, float], track: str, ps: Pass) -> Process:
-        """A context-parallel pass behind its gates: gate k opens before the k-th of len(gates) equal runs of its
-        layers (ZeRO 3: one gate a layer), the next gate's gather issued when a run starts."""
-        clock, n, layers = self.clock, len(gates), plan.layers
-        pending = gates[0]()
-        for k in range(n):
-            current = pending
-            if not current.triggered:
-                waited = clock.now
-                yield current
-                t["dp_comm"] += clock.now - waited
-                self.rec.span(track, "wait parameter gather", "dp_comm", waited, clock.now)
-            if k + 1 < n:
-                pending = gates[k + 1]()
-            yield from self.ring.run(replica, rank, plan, cp, track, pass_label(ps, self.c.layout.virtual_stages),
-                                     range(k * layers // n, (k + 1) * layers // n), extra=k == 0)
 
     def _step(self, replica: int, rank: int, record: RankRecord, track: str, dp_done: Event,
               factor: float = 1.0) -> Process:
