@@ -185,6 +185,7 @@ def to_scenario(request: SimulationRequest, free_communication: bool = False) ->
         encoder_pipeline_stages=lay.encoder_pipeline_stages,
         zero3_gather_bucket_elements=lay.zero3_gather_bucket_elements,
         fp8_recipe=Fp8Recipe(lay.fp8_recipe) if lay.fp8_recipe else None,
+        stage_layers=tuple(lay.stage_layers) if lay.stage_layers is not None else None,
     )
     opts = request.options
     return Scenario(
@@ -290,6 +291,7 @@ def _metrics_json(m: Metrics) -> dict[str, Any]:
         "communication_bytes": dict(m.communication_bytes),
         "stages": [
             {"index": s.index, "layers": dict(s.layers), "forward_s": s.forward_s, "backward_s": s.backward_s,
+             "backward_input_s": s.backward_input_s, "backward_weight_s": s.backward_weight_s,
              "bubble_s": s.bubble_s,
              "busy_fraction": s.busy_fraction,
              "memory": {"peak_gib_per_gpu": s.memory.total / GIB, "breakdown_gib": _breakdown(s.memory)}}

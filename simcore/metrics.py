@@ -20,6 +20,8 @@ class StageReport:
     layers: dict[str, int]
     forward_s: float
     backward_s: float
+    backward_input_s: float  # B: the input gradient (with recomputation), per microbatch
+    backward_weight_s: float  # W: the weight gradient, per microbatch
     bubble_s: float  # seconds per iteration the stage's compute stream idles on pipeline dependencies (rank mean)
     busy_fraction: float
     memory: StageMemory
@@ -101,6 +103,8 @@ def compute_metrics(model: ModelShape, layout: Layout, gpu: GpuSpec, workload: W
         stages.append(StageReport(
             index=s, layers=layers,
             forward_s=sum(c.forward_s for c in mine), backward_s=sum(c.backward_s for c in mine),
+            backward_input_s=sum(c.backward_input_s for c in mine),
+            backward_weight_s=sum(c.backward_weight_s for c in mine),
             bubble_s=sum(bubble[s]) / len(bubble[s]),
             busy_fraction=sum(r.busy_s for r in rs) / len(rs) / T,
             memory=memory[s],

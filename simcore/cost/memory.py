@@ -38,7 +38,7 @@ from simcore.cost.fp8 import FP8_WEIGHT_COPY_BYTES, fp8_weight_elements
 from simcore.cost.workload import ChunkCost, Workload
 from simcore.domain.layout import Layout, Recompute, Schedule
 from simcore.domain.model import AttentionKind, LayerType, ModelShape
-from simcore.domain.schedules import BACKWARD, POLICIES
+from simcore.domain.schedules import FORWARD, POLICIES, releases_activations
 from topology.hardware import GIB
 
 BYTES = 2
@@ -101,7 +101,7 @@ def in_flight(layout: Layout, rank: int, bytes_of_chunk: Mapping[int, float]) ->
     """The most microbatch activations the rank holds at once under its schedule, given what one microbatch of
     each of its chunks keeps (in any unit: layers or bytes)."""
     m = layout.num_microbatches
-    if len(bytes_of_chunk) == 1 and layout.schedule is not Schedule.INTERLEAVED_1F1B:
+    if len(bytes_of_chunk) == 1 and layout.schedule in (Schedule.ONE_F_ONE_B, Schedule.GPIPE):
         # One chunk: 1F1B holds its pp - rank - 1 warm-up forwards plus one, GPipe every microbatch (the same
         # as walking the schedule below, which the tests check).
         (one,) = bytes_of_chunk.values()
@@ -132,9 +132,9 @@ def _held_counts(schedule: Schedule, rank: int, pp: int, m: int, v: int,
     held = [0] * len(chunks)
     seen: dict[tuple[int, ...], None] = {}
     for ps in POLICIES[schedule].passes(rank, pp, m, v):
-        if ps.direction == BACKWARD:
+        if releases_activations(ps.direction):
             held[index[ps.chunk]] -= 1
-        else:
+        elif ps.direction == FORWARD:
             held[index[ps.chunk]] += 1
             seen[tuple(held)] = None
     front: list[tuple[int, ...]] = []

@@ -25,6 +25,7 @@ from simcore.cost.kernels import (
     embedding_forward_ops,
     layer_forward_ops,
     logits_forward_ops,
+    op_time,
     ops_time,
     optimizer_step_s,
 )
@@ -35,8 +36,11 @@ from simcore.domain.model import LayerType, ModelShape
 from simcore.domain.placement import Placement
 from topology.hardware import GpuSpec
 
+# The GEMMs that multiply by a weight: the projections and the output layer (the logits).
+WEIGHT_GEMMS = (*PROJECTIONS, "logits")
+
 __all__ = ["ATTENTION_CORE", "OPTIMIZER_BYTES_PER_PARAMETER", "ChunkCost", "Workload", "build_workload",
-           "layer_partition"]
+           "layer_partition", "weight_share"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +67,9 @@ class ChunkCost:
     tp_hidden_backward_s: float  # the same for the backward pass, the recomputed forward included
     tp_bytes_forward: float  # bytes one tensor rank sends in tensor-parallel collectives, per microbatch
     tp_bytes_backward: float  # the same for the backward pass, the recomputed forward included
+    # Of backward_compute_s, the weight-gradient GEMMs (W) and the embedding's gradient: what a zero-bubble
+    # schedule defers; the rest of the backward pass is B, the input gradient the previous stage waits for.
+    backward_weight_s: float = 0.0
 
     @property
     def forward_s(self) -> float:
@@ -71,6 +78,12 @@ class ChunkCost:
     @property
     def backward_s(self) -> float:
         return self.recompute_s + self.backward_compute_s + self.backward_tp_s
+
+    @property
+    def backward_input_s(self) -> float:
+        """B: the recomputed forward, the input-gradient GEMMs, the memory-bound backward kernels and the
+        backward's tensor-parallel collectives (the input gradient is what they reduce)."""
+        return self.recompute_s + (self.backward_compute_s - self.backward_weight_s) + self.backward_tp_s
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +100,7 @@ class _LayerCost:
 
     forward: float
     backward: float
+    backward_weight: float  # of `backward`, the weight-gradient GEMMs
     core: float  # the attention core's forward (what selective recomputation repeats)
     tp_forward: float  # exposed tensor-parallel time
     tp_backward: float
@@ -111,12 +125,15 @@ class _Kernels:
     core: float  # the attention core's forward
     gemm_forward: float  # the projections, which tp_comm_overlap hides collectives under
     gemm_backward: float
+    backward_weight: float  # of `backward`, the projections' weight-gradient GEMMs (W)
 
 
 def _kernels(model: ModelShape, layer: LayerType, layout: Layout, gpu: GpuSpec, params: CostParameters) -> _Kernels:
     ops = layer_forward_ops(model, layout.microbatch_size, layout.tp, layout.sequence_parallel, layer, layout.fp8)
+    backward = ops_time(_bwd(ops), gpu, params)
     return _Kernels(
-        forward=ops_time(ops, gpu, params), backward=ops_time(_bwd(ops), gpu, params),
+        forward=ops_time(ops, gpu, params), backward=backward,
+        backward_weight=weight_share(_bwd(ops), gpu, params) * backward,
         core=ops_time(tuple(op for op in ops if op.name in ATTENTION_CORE), gpu, params),
         gemm_forward=ops_time(tuple(op for op in ops if op.name in PROJECTIONS), gpu, params),
         gemm_backward=ops_time(tuple(op.backward() for op in ops if op.name in PROJECTIONS), gpu, params))
@@ -152,7 +169,8 @@ def _layer_cost(model: ModelShape, layer: LayerType, layout: Layout, kernels: _K
     exposed_fwd = max(0.0, tp_fwd - kernels.gemm_forward) if layout.tp_comm_overlap else tp_fwd
     exposed_bwd = max(0.0, tp_bwd - kernels.gemm_backward) if layout.tp_comm_overlap else tp_bwd
     return _LayerCost(
-        forward=kernels.forward, backward=kernels.backward, core=kernels.core,
+        forward=kernels.forward, backward=kernels.backward, backward_weight=kernels.backward_weight,
+        core=kernels.core,
         tp_forward=exposed_fwd, tp_backward=exposed_bwd,
         tp_hidden_forward=tp_fwd - exposed_fwd, tp_hidden_backward=tp_bwd - exposed_bwd,
         tp_bytes_forward=bytes_fwd, tp_bytes_backward=bytes_bwd,
@@ -175,7 +193,7 @@ def layer_partition(model: ModelShape, layout: Layout, gpu: GpuSpec,
     costs = stage_costs(model, layout.microbatch_size, layout.tp, layout.sequence_parallel, str(layout.recompute),
                         gpu, params)
     return partition(model, layout.pp, layout.virtual_stages, layout.pipeline_partition, costs,
-                     layout.encoder_pipeline_stages)
+                     layout.encoder_pipeline_stages, layout.stage_layers)
 
 
 def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: Placement | None,
@@ -195,6 +213,7 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
     emb_fwd, emb_bwd = ops_time(emb_ops, gpu, params), ops_time(_bwd(emb_ops), gpu, params)
     dec_emb_fwd, dec_emb_bwd = ops_time(dec_emb_ops, gpu, params), ops_time(_bwd(dec_emb_ops), gpu, params)
     logit_fwd, logit_bwd = ops_time(logit_ops, gpu, params), ops_time(_bwd(logit_ops), gpu, params)
+    logit_weight = weight_share(_bwd(logit_ops), gpu, params) * logit_bwd
 
     def tp_groups(rank: int) -> list[tuple[int, ...]]:
         # Free communication needs no groups (nor a placement or a network: memory planning costs layouts so).
@@ -263,6 +282,8 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
             forward_tp_s=total("tp_forward") + emb_tp + logit_tp,
             backward_compute_s=total("backward") + embed_bwd + (logit_bwd if last else 0.0),
             backward_tp_s=total("tp_backward") + logit_tp,
+            # The embedding's backward only accumulates its table's gradient: weight work.
+            backward_weight_s=total("backward_weight") + embed_bwd + (logit_weight if last else 0.0),
             recompute_s=sum(n * costs[layer].recompute(mode) for layer, n in runs),
             recompute_tp_s=total("tp_forward") if full else 0.0,
             tp_hidden_forward_s=total("tp_hidden_forward"),
@@ -304,6 +325,19 @@ def _one(model: CollectiveModel | None, kind: Collective, groups: list[tuple[int
 
 def _bwd(ops: tuple[Op, ...]) -> tuple[Op, ...]:
     return tuple(op.backward() for op in ops)
+
+
+def weight_share(backward_ops: tuple[Op, ...], gpu: GpuSpec, params: CostParameters) -> float:
+    """The share of a backward pass's kernel time that computes weight gradients (W). A weight's backward GEMM
+    (`Op.backward`: twice the forward FLOPs) is two products of equal FLOPs, dX = dY W^T and dW = X^T dY; half of
+    its time is W. The attention core's batched products have no weights (both their gradients are input
+    gradients), nor have the memory-bound kernels: they are B. Qi et al. 2024 (Zero Bubble), section 2."""
+    times = [op_time(op, gpu, params) for op in backward_ops]
+    total = sum(times)
+    if total <= 0:
+        return 0.0
+    weights = sum(t for op, t in zip(backward_ops, times) if op.name.removesuffix("_bwd") in WEIGHT_GEMMS)
+    return weights / 2 / total
 
 
 def _tp_bytes(t: int, size: float) -> float:

@@ -26,6 +26,11 @@ class Schedule(StrEnum):
     GPIPE = "gpipe"
     ONE_F_ONE_B = "1f1b"
     INTERLEAVED_1F1B = "interleaved_1f1b"
+    ZB_H1 = "zb_h1"
+
+
+# The schedules that split the backward pass into input and weight gradients (Qi et al. 2024).
+ZERO_BUBBLE = frozenset({Schedule.ZB_H1})
 
 
 class Recompute(StrEnum):
@@ -80,6 +85,8 @@ class Layout:
     encoder_pipeline_stages: int | None = None  # encoder-decoder: stages holding the encoder; None: chosen
     zero3_gather_bucket_elements: int | None = None  # ZeRO 3 gathers in buckets this large; None: one per layer
     fp8_recipe: Fp8Recipe | None = None  # precision fp8 only; None: tensorwise
+    # Layers of each model chunk in pipeline order (virtual stage order); None: cut by pipeline_partition.
+    stage_layers: tuple[int, ...] | None = None
 
     @property
     def fp8(self) -> Fp8Recipe | None:
@@ -133,6 +140,10 @@ def validate_layout(layout: Layout, model: ModelShape, num_gpus: int) -> None:
             raise SpecError("layout.global_batch_size",
                             f"interleaved_1f1b needs the microbatch count ({layout.num_microbatches}) "
                             f"to be a multiple of pp ({layout.pp})")
+    _validate_stage_layers(layout, model)
+    if layout.schedule in ZERO_BUBBLE and layout.num_microbatches < layout.pp:
+        raise SpecError("layout.schedule", f"{layout.schedule} needs at least pp ({layout.pp}) microbatches per "
+                        f"pipeline, not {layout.num_microbatches}")
     if layout.sequence_parallel:
         for name in ("seq_length", "decoder_seq_length"):
             if getattr(model, name) % layout.tp:
@@ -160,6 +171,32 @@ def validate_precision(layout: Layout, gpu: GpuSpec) -> None:
     if layout.fp8 is Fp8Recipe.MXFP8 and gpu.generation in ("volta", "ampere", "hopper"):
         raise SpecError("layout.fp8_recipe", f"mxfp8 needs Blackwell tensor cores (block-scaled FP8); "
                         f"{gpu.label} is {gpu.generation}")
+
+
+def _validate_stage_layers(layout: Layout, model: ModelShape) -> None:
+    """`stage_layers`: one count per model chunk (pp, or pp x the chunks per rank), each >= 1, adding up to the
+    model's layers; an encoder-decoder model's split must fall between its encoder and its decoder."""
+    counts = layout.stage_layers
+    if counts is None:
+        return
+    chunks = layout.pp * layout.virtual_stages
+    if len(counts) != chunks:
+        raise SpecError("layout.stage_layers", f"must list one layer count per model chunk ({chunks}: pp"
+                        + (" x virtual_stages" if layout.virtual_stages > 1 else "") + f"), not {len(counts)}")
+    if min(counts) < 1:
+        raise SpecError("layout.stage_layers", "every model chunk must hold at least one layer")
+    if sum(counts) != model.num_layers:
+        raise SpecError("layout.stage_layers", f"must add up to the model's layers ({model.num_layers}), "
+                        f"not {sum(counts)}")
+    if model.encoder_decoder and layout.pp > 1:
+        bounds = [sum(counts[:i + 1]) for i in range(len(counts))]
+        if model.encoder_layers not in bounds:
+            raise SpecError("layout.stage_layers", f"must end a stage at the last encoder layer "
+                            f"({model.encoder_layers}): a stage holds encoder or decoder layers, not both")
+        stages = bounds.index(model.encoder_layers) + 1
+        if layout.encoder_pipeline_stages is not None and layout.encoder_pipeline_stages != stages:
+            raise SpecError("layout.stage_layers", f"puts the encoder on {stages} stages, but "
+                            f"encoder_pipeline_stages is {layout.encoder_pipeline_stages}")
 
 
 def _validate_encoder_decoder(layout: Layout, model: ModelShape) -> None:

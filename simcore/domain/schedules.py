@@ -9,23 +9,30 @@ of the rank (always 0 unless interleaved); the virtual stage it runs is chunk * 
   remaining backwards (Narayanan et al. 2021, §2.2.1).
 - Interleaved 1F1B: each rank holds `virtual_stages` chunks; microbatches advance through the chunks in groups
   of pp (Narayanan et al. 2021, §2.2.2; Megatron-LM's forward_backward_pipelining_with_interleaving).
+- Zero-bubble schedules, which split the backward pass (simcore/domain/zero_bubble.py).
+The passes themselves are simcore/domain/passes.py's.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Protocol
 
 from simcore.domain.layout import Schedule
+from simcore.domain.passes import (
+    BACKWARD,
+    BACKWARD_INPUT,
+    BACKWARD_WEIGHT,
+    FORWARD,
+    Pass,
+    produces_weight_gradients,
+    releases_activations,
+    sends_gradient,
+)
+from simcore.domain.zero_bubble import ZbH1
 
-FORWARD, BACKWARD = "F", "B"
-
-
-@dataclass(frozen=True, slots=True)
-class Pass:
-    direction: str  # "F" or "B"
-    microbatch: int
-    chunk: int
+__all__ = ["BACKWARD", "BACKWARD_INPUT", "BACKWARD_WEIGHT", "FORWARD", "POLICIES", "GPipe", "Interleaved1F1B",
+           "OneFOneB", "Pass", "SchedulePolicy", "ZbH1", "produces_weight_gradients", "releases_activations",
+           "sends_gradient"]
 
 
 class SchedulePolicy(Protocol):
@@ -76,4 +83,5 @@ POLICIES: dict[Schedule, SchedulePolicy] = {
     Schedule.GPIPE: GPipe(),
     Schedule.ONE_F_ONE_B: OneFOneB(),
     Schedule.INTERLEAVED_1F1B: Interleaved1F1B(),
+    Schedule.ZB_H1: ZbH1(),
 }

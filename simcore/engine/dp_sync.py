@@ -44,7 +44,7 @@ from simcore.cost.kernels import BYTES
 from simcore.cost.parameters import DP_BUCKET_ELEMENTS
 from simcore.cost.workload import Workload
 from simcore.domain.layout import Layout
-from simcore.domain.schedules import BACKWARD, Pass
+from simcore.domain.schedules import BACKWARD_WEIGHT, FORWARD, Pass, produces_weight_gradients
 from simcore.engine.clock import Clock, Event
 from simcore.engine.dp_collectives import DataParallelCollectives
 from simcore.engine.recorder import RankRecord, Recorder
@@ -112,7 +112,7 @@ class GradientSync:
         if not self.active:
             done.succeed()
             return done
-        backward = [i for i, ps in enumerate(passes) if ps.direction == BACKWARD]
+        backward = [i for i, ps in enumerate(passes) if produces_weight_gradients(ps.direction)]
         last = {passes[i].chunk: i for i in backward}
         self._last_backward[(replica, rank)] = backward[-1]
         reducing = backward if self.zero >= 2 else sorted(last.values())
@@ -179,10 +179,12 @@ class GradientSync:
                    record: RankRecord) -> list[Gate]:
         """Gates a pass runs behind, one per slice of it: ZeRO 3's per-layer gathers, or ZeRO 1/2's overlapped
         gathers before a chunk's first forward pass; empty otherwise."""
+        if ps.direction == BACKWARD_WEIGHT:  # a weight gradient reads activations and gradients, not weights
+            return []
         if self.zero >= 3 and self.dp > 1:
             per_layer = parameters / max(layers, 1)
             return [partial(self._gather_layer, replica, rank, per_layer, record) for _ in range(max(layers, 1))]
-        if not self._first_forward or ps.direction == BACKWARD:
+        if not self._first_forward or ps.direction != FORWARD:
             return []
         events = self._first_forward.pop((replica, rank, ps.chunk), None)
         return [_issued(event) for event in events] if events else []

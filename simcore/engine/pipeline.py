@@ -25,12 +25,23 @@ from simcore.cost.patterns import FlowPattern
 from simcore.cost.workload import ChunkCost, Workload
 from simcore.domain.layout import Fidelity, Layout
 from simcore.domain.placement import Placement
-from simcore.domain.schedules import BACKWARD, POLICIES, Pass
+from simcore.domain.schedules import (
+    BACKWARD_INPUT,
+    BACKWARD_WEIGHT,
+    FORWARD,
+    POLICIES,
+    Pass,
+    produces_weight_gradients,
+    sends_gradient,
+)
 from simcore.engine.clock import Clock, Event, Process, Signal, start
 from simcore.engine.dp_collectives import DataParallelCollectives
 from simcore.engine.dp_sync import Gate, GradientSync
 from simcore.engine.flows import FlowNetwork
 from simcore.engine.recorder import RankRecord, Recorder
+
+# How a pass is named in the trace.
+_LABELS = {FORWARD: "fwd", "B": "bwd", BACKWARD_INPUT: "bwd-input", BACKWARD_WEIGHT: "bwd-weight"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,22 +153,26 @@ class Engine:
         for i, ps in enumerate(passes):
             vs = ps.chunk * p + rank
             cost = chunks[vs]
-            forward = ps.direction != BACKWARD
-            if (forward and vs > 0) or (not forward and vs < last_vs):
+            direction = ps.direction
+            forward = direction == FORWARD
+            weight = direction == BACKWARD_WEIGHT  # a deferred weight gradient waits for nothing
+            if (forward and vs > 0) or (not forward and not weight and vs < last_vs):
                 arrival = self._arrival("act" if forward else "grad", replica, vs, ps.microbatch)
                 if not arrival.fired:
                     waited = clock.now
                     yield arrival
                     self._account_wait(t, track, waited, arrival.produced_s, ps)
             start = clock.now
-            duration = cost.forward_s if forward else cost.backward_s
+            duration = (cost.forward_s if forward else cost.backward_weight_s if weight
+                        else cost.backward_input_s if direction == BACKWARD_INPUT else cost.backward_s)
             gates = self.sync.pass_gates(replica, rank, ps, cost.layers, cost.parameters, record)
+            grads = produces_weight_gradients(direction)
             if gates:  # the pass runs slice by slice, each behind its parameter gather
                 yield from self._gated_pass(gates, duration, t, track, ps)
-                if not forward:
+                if grads:
                     self.sync.backward_pass(replica, rank, i, clock.now, clock.now)
             else:
-                if not forward:
+                if grads:
                     self.sync.backward_pass(replica, rank, i, start, start + duration)
                 self.events += 1
                 yield duration
@@ -167,8 +182,11 @@ class Engine:
                 tp_comm += cost.forward_tp_s
                 tp_busy += cost.forward_tp_s + cost.tp_hidden_forward_s
                 tp_bytes += cost.tp_bytes_forward
+            elif weight:
+                compute += cost.backward_weight_s
             else:
-                compute += cost.backward_compute_s
+                compute += (cost.backward_compute_s - cost.backward_weight_s if direction == BACKWARD_INPUT
+                            else cost.backward_compute_s)
                 recompute += cost.recompute_s - cost.recompute_tp_s
                 tp_comm += cost.backward_tp_s + cost.recompute_tp_s
                 tp_busy += cost.backward_tp_s + cost.recompute_tp_s + cost.tp_hidden_backward_s
@@ -177,7 +195,7 @@ class Engine:
                 self._pass_spans(track, ps, cost, start)
             if forward and vs < last_vs:
                 self._send("act", replica, rank, (vs + 1) % p, vs + 1, ps.microbatch, record)
-            elif not forward and vs > 0:
+            elif sends_gradient(direction) and vs > 0:
                 self._send("grad", replica, rank, (vs - 1) % p, vs - 1, ps.microbatch, record)
         self._passes_end = max(self._passes_end, clock.now)
         record.busy_s += busy
@@ -205,7 +223,7 @@ class Engine:
                 pending = gates[k + 1]()  # prefetch the next slice's parameters
             self.events += 1
             yield duration / len(gates)
-            self.rec.span(track, f"{'fwd' if ps.direction != BACKWARD else 'bwd'} mb{ps.microbatch} part {k + 1}",
+            self.rec.span(track, f"{_LABELS[ps.direction]} mb{ps.microbatch} part {k + 1}",
                           "compute", clock.now - duration / len(gates), clock.now)
 
     def _step(self, replica: int, rank: int, record: RankRecord, track: str, dp_done: Event) -> Process:
@@ -245,11 +263,18 @@ class Engine:
 
     def _pass_spans(self, track: str, ps: Pass, cost: ChunkCost, start: float) -> None:
         """A pass as consecutive named spans: recomputation, compute and its tensor-parallel collectives."""
-        label = f"{'fwd' if ps.direction != BACKWARD else 'bwd'} mb{ps.microbatch}"
+        label = f"{_LABELS[ps.direction]} mb{ps.microbatch}"
         if self.c.layout.virtual_stages > 1:
             label += f" chunk{ps.chunk}"
-        if ps.direction != BACKWARD:
+        if ps.direction == FORWARD:
             parts = [("compute", label, cost.forward_compute_s), ("tp_comm", "tp " + label, cost.forward_tp_s)]
+        elif ps.direction == BACKWARD_WEIGHT:
+            parts = [("compute", label, cost.backward_weight_s)]
+        elif ps.direction == BACKWARD_INPUT:
+            parts = [("recompute", "recompute " + label, cost.recompute_s - cost.recompute_tp_s),
+                     ("tp_comm", "tp recompute " + label, cost.recompute_tp_s),
+                     ("compute", label, cost.backward_compute_s - cost.backward_weight_s),
+                     ("tp_comm", "tp " + label, cost.backward_tp_s)]
         else:
             parts = [("recompute", "recompute " + label, cost.recompute_s - cost.recompute_tp_s),
                      ("tp_comm", "tp recompute " + label, cost.recompute_tp_s),
