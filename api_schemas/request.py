@@ -108,6 +108,31 @@ class GpuSpecIn(BaseModel):
     )
 
 
+GpuIndex = Annotated[StrictInt, Field(ge=0, le=2**31)]
+BandwidthFactor = Annotated[StrictFloat, Field(gt=0, le=1, allow_inf_nan=False)]
+
+
+class SlowGpuIn(BaseModel):
+    """A GPU whose compute takes longer than its peers' (a straggler)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    gpu: GpuIndex = Field(description="global GPU index: node x gpus_per_node + local index")
+    compute_time_factor: Annotated[StrictFloat, Field(gt=0, le=100, allow_inf_nan=False)] = Field(
+        description="its compute takes this many times as long (1.2: 20% longer)")
+
+
+class DegradedLinkIn(BaseModel):
+    """A link carrying less than its rate: a node's NIC (node and nic) or a GPU's NVLink port (gpu)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    node: GpuIndex | None = None
+    nic: GpuIndex | None = None
+    gpu: GpuIndex | None = None
+    bandwidth_factor: BandwidthFactor = Field(description="the share of its bandwidth it still carries")
+
+
 class ClusterIn(BaseModel):
     """The cluster: a preset plus num_nodes or num_gpus, or the hardware fields (bandwidth, latency)."""
 
@@ -138,6 +163,13 @@ class ClusterIn(BaseModel):
     )
     intra_node_latency_us: NonNegativeFloat | None = Field(default=None, description="microseconds per hop")
     inter_node_latency_us: NonNegativeFloat | None = Field(default=None, description="microseconds per hop")
+    slow_gpus: list[SlowGpuIn] = Field(default_factory=list, max_length=65536,
+                                       description="stragglers: GPUs whose compute takes longer")
+    degraded_links: list[DegradedLinkIn] = Field(default_factory=list, max_length=65536,
+                                                 description="NICs or NVLink ports carrying less than their rate")
+    compute_variability: Annotated[StrictFloat, Field(ge=0, le=1, allow_inf_nan=False)] = Field(
+        default=0.0, description="coefficient of variation of the GPUs' compute time; each GPU's factor is drawn "
+                                 "from options.seed and its index (log-normal, mean 1)")
 
     @field_validator("num_gpus")
     @classmethod

@@ -42,6 +42,7 @@ from api_schemas.request import (
     PositiveFloat,
     SimulationRequest,
     Size,
+    TrainingIn,
     ZeroStage,
 )
 
@@ -104,6 +105,8 @@ class SearchSpaceIn(BaseModel):
     max_virtual_stages: Size = 8
     min_free_memory_gib: NonNegativeFloat = Field(
         default=0.0, description="discard layouts that leave less than this free per GPU")
+    num_nodes: list[Size] | None = _choices(
+        "cluster sizes to try, in whole nodes of the request's cluster; default: the request's size alone")
 
     @field_validator("*", mode="after")
     @classmethod
@@ -156,6 +159,11 @@ class SearchRequest(BaseModel):
     bounds: SearchBoundsIn = Field(default_factory=SearchBoundsIn)
     baseline: LayoutIn | None = Field(default=None, description="a layout to compare the best with (simulated too)")
     options: OptionsIn = Field(default_factory=OptionsIn)
+    objective: Literal["time", "cost", "goodput_time"] = Field(
+        default="time", description="rank by tokens/s (time), by the whole run's cost (cost), or by its days with "
+                                    "failures and checkpoints (goodput_time); cost and goodput_time need `training`")
+    training: TrainingIn | None = Field(
+        default=None, description="the whole run each candidate is measured on (as in a simulation request)")
 
     @field_validator("baseline")
     @classmethod

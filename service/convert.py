@@ -25,12 +25,14 @@ from simcore import (
     Checkpointing,
     ClusterSpec,
     CollectiveAlgorithm,
+    DegradedLink,
     Fabric,
     Failures,
     Fidelity,
     Fp8Recipe,
     GpuKind,
     GpuSpec,
+    Health,
     Layout,
     Metrics,
     Outcome,
@@ -40,6 +42,7 @@ from simcore import (
     RunTotals,
     Scenario,
     Schedule,
+    SlowGpu,
     SpecError,
     StageMemory,
     TrainingPlan,
@@ -51,7 +54,7 @@ from simcore import (
 from simcore.planning.space import Space
 
 __all__ = ["chrome_trace", "presets", "replace_spans", "request_error", "to_cluster", "to_response", "to_scenario",
-           "to_training", "layout_json", "to_space"]
+           "to_training", "training_json", "layout_json", "to_space"]
 
 
 def request_error(err: SpecError | RequestError) -> RequestError:
@@ -133,6 +136,11 @@ def to_cluster(request: SimulationRequest) -> ClusterSpec:
         overrides["intra_node_latency_s"] = c.intra_node_latency_us * 1e-6
     if c.inter_node_latency_us is not None:
         overrides["inter_node_latency_s"] = c.inter_node_latency_us * 1e-6
+    if c.slow_gpus or c.degraded_links or c.compute_variability:
+        overrides["health"] = Health(
+            slow_gpus=tuple(SlowGpu(s.gpu, s.compute_time_factor) for s in c.slow_gpus),
+            degraded_links=tuple(DegradedLink(d.bandwidth_factor, d.node, d.nic, d.gpu) for d in c.degraded_links),
+            compute_variability=c.compute_variability)
     spec = replace(base, **overrides)
     if c.num_nodes is not None:
         spec = replace(spec, num_gpus=c.num_nodes * spec.gpus_per_node)
@@ -220,7 +228,7 @@ def to_training(doc: TrainingIn) -> TrainingRun:
                        checkpoint=ckpt, failures=fail)
 
 
-def _training_json(plan: TrainingPlan) -> dict[str, Any]:
+def training_json(plan: TrainingPlan) -> dict[str, Any]:
     def totals(t: RunTotals) -> dict[str, Any]:
         out: dict[str, Any] = {"days": t.days, "gpu_hours": t.gpu_hours, "cost_usd": t.cost_usd,
                                "energy_mwh": t.energy_mwh}
@@ -323,7 +331,7 @@ def to_response(outcome: Outcome, include_trace: bool = False) -> dict[str, Any]
     if include_trace:
         body["trace"] = chrome_trace(outcome.spans)
     if outcome.training is not None:
-        body["training"] = _training_json(outcome.training)
+        body["training"] = training_json(outcome.training)
     return body
 
 

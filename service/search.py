@@ -13,18 +13,45 @@ from typing import Any
 from api_schemas import LayoutIn, SimulationRequest
 from api_schemas.search import SearchRequest, search_request_from
 from service import convert as adapters
-from simcore import VERSION, Scenario, SpecError, check
+from simcore import VERSION, ClusterSpec, Scenario, SpecError, check
+from simcore.planning.objective import Goal, Objective
 from simcore.planning.rank import Evaluation, describe
 from simcore.planning.search import Bounds, Progress, Ranked, SearchResult, search
 
-__all__ = ["Progress", "run_search"]
+__all__ = ["Progress", "prepare", "run_search"]
 
-ESTIMATE_ORDER = "closed-form estimate of tokens/s, most promising first; ranked by simulated tokens/s"
+ESTIMATE_ORDER = {
+    "time": "closed-form estimate of tokens/s, most promising first; ranked by simulated tokens/s",
+    "cost": "closed-form estimate of the run's cost, cheapest first; ranked by the simulated run's cost",
+    "goodput_time": "closed-form estimate of the run's days with failures, fewest first; ranked by the simulated "
+                    "run's days with failures",
+}
 
 
 def _scenario(request: SearchRequest, layout: LayoutIn) -> Scenario:
     return adapters.to_scenario(SimulationRequest(model=request.model, cluster=request.cluster, layout=layout,
                                                   options=request.options))
+
+
+def _clusters(request: SearchRequest) -> tuple[ClusterSpec, ...]:
+    """The cluster sizes the space lists (whole nodes of the request's cluster); () for the request's own."""
+    if request.space.num_nodes is None:
+        return ()
+    sizes = []
+    for i, nodes in enumerate(request.space.num_nodes):
+        cluster = request.cluster.model_copy(update={"num_nodes": nodes, "num_gpus": None})
+        try:
+            layout = LayoutIn(dp=1, tp=1, pp=1, global_batch_size=request.global_batch_size)
+            sizes.append(adapters.to_cluster(SimulationRequest(model=request.model, cluster=cluster, layout=layout,
+                                                               options=request.options)))
+        except SpecError as err:
+            raise SpecError(f"space.num_nodes[{i}]", f"{err.field}: {err.rule}") from None
+    return tuple(sizes)
+
+
+def _goal(request: SearchRequest) -> Goal:
+    training = adapters.to_training(request.training) if request.training is not None else None
+    return Goal(Objective(request.objective), training).validate()
 
 
 def _baseline(request: SearchRequest, base: Scenario) -> Scenario | None:
@@ -51,9 +78,19 @@ def _figures(e: Evaluation) -> dict[str, Any]:
     }
 
 
+def prepare(request: SearchRequest) -> tuple[Scenario, tuple[ClusterSpec, ...], Goal]:
+    """The search's base scenario (the request's cluster), the cluster sizes of `space.num_nodes` (() for the
+    request's alone) and its goal; raises SpecError naming the field. Cheap: nothing is enumerated."""
+    base = _scenario(request, LayoutIn(dp=1, tp=1, pp=1, global_batch_size=request.global_batch_size))
+    return base, _clusters(request), _goal(request)
+
+
 def _ranked(entry: Ranked) -> dict[str, Any]:
-    return {"layout": adapters.layout_json(entry.layout), "summary": describe(entry.layout),
-            **_figures(entry.evaluation)}
+    out = {"layout": adapters.layout_json(entry.layout), "summary": describe(entry.layout),
+           "num_gpus": entry.cluster.num_gpus, "num_nodes": entry.cluster.num_nodes, **_figures(entry.evaluation)}
+    if entry.evaluation.training is not None:
+        out["training"] = adapters.training_json(entry.evaluation.training)
+    return out
 
 
 def result_document(req: SearchRequest, base: Scenario, result: SearchResult) -> dict[str, Any]:
@@ -63,7 +100,9 @@ def result_document(req: SearchRequest, base: Scenario, result: SearchResult) ->
         "problem": {
             "model": req.model.preset or "custom", "parameters": model.total_parameters(),
             "gpu": str(cluster.gpu), "num_gpus": cluster.num_gpus, "gpus_per_node": cluster.gpus_per_node,
-            "global_batch_size": req.global_batch_size,
+            "global_batch_size": req.global_batch_size, "objective": req.objective,
+            "cluster_sizes": [{"num_nodes": c.num_nodes, "num_gpus": c.num_gpus}
+                              for c in result.clusters or (cluster,)],
         },
         "best": None,
         "top": [],
@@ -75,7 +114,7 @@ def result_document(req: SearchRequest, base: Scenario, result: SearchResult) ->
             "simulated": result.simulated,
             "not_simulated": len(plan.candidates) - result.simulated,
             "stopped_by": str(result.stopped_by),
-            "order": ESTIMATE_ORDER,
+            "order": ESTIMATE_ORDER[req.objective],
         },
         "discarded_families": [
             {"family": {"dp": f[0], "tp": f[1], "pp": f[2], "zero_stage": f[3], "recompute": f[4],
@@ -113,7 +152,8 @@ def run_search(request: SearchRequest | Mapping[str, Any], *, top_k: int | None 
     bounds = Bounds(top_k=top_k if top_k is not None else given.top_k,
                     max_candidates=max_candidates if max_candidates is not None else given.max_candidates,
                     time_limit_s=time_limit_s if time_limit_s is not None else given.time_limit_s)
-    base = _scenario(req, LayoutIn(dp=1, tp=1, pp=1, global_batch_size=req.global_batch_size))
-    result = search(base, req.global_batch_size, adapters.to_space(req.space), bounds, baseline=_baseline(req, base),
-                    executor=executor, address=address, workers=workers, progress=progress)
+    base, clusters, goal = prepare(req)
+    result = search(base, req.global_batch_size, adapters.to_space(req.space), bounds, goal=goal,
+                    clusters=clusters, baseline=_baseline(req, base), executor=executor, address=address,
+                    workers=workers, progress=progress)
     return result_document(req, base, result)

@@ -18,7 +18,7 @@ from simcore.domain.layout import (
     validate_precision,
 )
 from simcore.domain.model import ModelShape
-from simcore.domain.placement import place
+from simcore.domain.placement import Placement, place
 from simcore.domain.schedules import POLICIES, Pass
 from simcore.domain.training import TrainingRun, validate_training
 from simcore.engine.pipeline import Engine, EngineConfig
@@ -42,7 +42,7 @@ class Scenario:
     algorithm: CollectiveAlgorithm = CollectiveAlgorithm.RING
     keep_spans: bool = False
     free_communication: bool = False
-    seed: int = 0  # the engine is deterministic; the seed is kept for future stochastic models
+    seed: int = 0  # seeds the per-GPU compute variability draws (cluster health); the engine is deterministic
     cost_parameters: CostParameters = FITTED
     training: TrainingRun | None = None  # a whole run: the outcome then carries its plan
 
@@ -81,7 +81,8 @@ EVENTS_PER_RANK = 64
 def estimate_events(scenario: Scenario) -> int:
     """About how many engine events a simulation needs, without building anything (for admission limits)."""
     layout = scenario.layout
-    replicas = layout.dp if scenario.fidelity is Fidelity.FULL else 1
+    full = scenario.fidelity is Fidelity.FULL or scenario.cluster.health.uneven_compute
+    replicas = layout.dp if full else 1
     passes = 2 * layout.num_microbatches * layout.virtual_stages
     return int(EVENTS_PER_PASS * replicas * layout.pp * passes) + EVENTS_PER_RANK * layout.pp
 
@@ -111,6 +112,22 @@ class Network:
         return tuple(out)
 
 
+def straggler_factors(scenario: Scenario, placement: Placement) -> dict[tuple[int, int], float]:
+    """{(replica, pipeline rank): compute time factor} of the ranks whose factor is not 1: the slowest GPU of the
+    rank's tensor-parallel group (topology/health.py draws and names them; `options.seed` seeds the draws)."""
+    health = scenario.cluster.health
+    if not health.uneven_compute:
+        return {}
+    per_gpu = health.compute_time_factors(scenario.cluster.num_gpus, scenario.seed)
+    factors = {}
+    for d in range(placement.dp):
+        for s in range(placement.pp):
+            factor = max(per_gpu[g] for g in placement.tp_group(d, s))
+            if factor != 1.0:
+                factors[(d, s)] = factor
+    return factors
+
+
 def build_network(spec: ClusterSpec, algorithm: CollectiveAlgorithm) -> Network:
     cluster = build_cluster(spec)
     return Network(spec, algorithm, CollectiveModel(cluster, Router(cluster), algorithm))
@@ -129,8 +146,11 @@ def simulate(scenario: Scenario, network: Network | None = None) -> Outcome:
     gpu = scenario.cluster.hardware
     workload = build_workload(model, layout, gpu, placement, collectives, scenario.free_communication,
                               scenario.cost_parameters)
-    engine = Engine(EngineConfig(layout, placement, workload, collectives, scenario.fidelity,
-                                 scenario.free_communication, scenario.keep_spans, network.passes(layout)))
+    factors = straggler_factors(scenario, placement)
+    # Ranks that differ cannot stand for each other: with stragglers every replica is simulated.
+    fidelity = Fidelity.FULL if factors else scenario.fidelity
+    engine = Engine(EngineConfig(layout, placement, workload, collectives, fidelity, scenario.free_communication,
+                                 scenario.keep_spans, network.passes(layout), factors or None))
     result = engine.run()
     memory = stage_memory(model, layout, workload)
     metrics = compute_metrics(model, layout, gpu, workload, result, memory)
@@ -144,6 +164,10 @@ def simulate(scenario: Scenario, network: Network | None = None) -> Outcome:
     if scenario.cluster.gpu_spec is not None:
         warnings.append(f"{gpu.label} is a user-defined GPU: its GEMM efficiencies are the catalog's "
                         f"{gpu.generation} ones (nearest catalog GPU: {scenario.cluster.gpu})")
+    if factors and scenario.fidelity is not Fidelity.FULL:
+        warnings.append(f"stragglers: {len(factors)} of {layout.dp * layout.pp} ranks compute slower (slowest "
+                        f"{max(factors.values()):.3g}x), so every data-parallel replica was simulated "
+                        "(fidelity full)")
     if layout.pp > 1 and layout.num_microbatches < layout.pp:
         warnings.append(f"only {layout.num_microbatches} microbatches for {layout.pp} pipeline stages: "
                         "the pipeline never fills")
@@ -151,5 +175,5 @@ def simulate(scenario: Scenario, network: Network | None = None) -> Outcome:
         scenario.training, tokens_per_s=metrics.tokens_per_s,
         tokens_per_iteration=metrics.tokens_per_s * metrics.iteration_time_s, parameters=model.total_parameters(),
         num_gpus=scenario.cluster.num_gpus, num_nodes=scenario.cluster.num_nodes, gpu_power_w=gpu.tdp_w)
-    return Outcome(metrics, tuple(warnings), result.events, result.simulated_ranks, scenario.fidelity,
+    return Outcome(metrics, tuple(warnings), result.events, result.simulated_ranks, fidelity,
                    time.perf_counter() - started, tuple(result.recorder.spans), training)

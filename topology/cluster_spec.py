@@ -7,6 +7,7 @@ from enum import StrEnum
 
 from topology.errors import SpecError
 from topology.hardware import GB, GPUS, GpuKind, GpuSpec
+from topology.health import Health
 
 
 class Fabric(StrEnum):
@@ -38,6 +39,8 @@ class ClusterSpec:
     gpu_spec: GpuSpec | None = None
     # GPUs that share one NVLink switch domain, in whole nodes (GB200 NVL72: 72). None: the node.
     nvlink_domain_gpus: int | None = None
+    # Slow GPUs, degraded links, compute variability (topology/health.py); the default is a healthy cluster.
+    health: Health = Health()
 
     @property
     def num_nodes(self) -> int:
@@ -83,6 +86,7 @@ class ClusterSpec:
                 raise SpecError("cluster.nvlink_domain_gpus",
                                 f"must be a multiple of gpus_per_node ({self.gpus_per_node}): "
                                 "a domain joins whole nodes")
+        self.health.validate(self.num_gpus, self.num_nodes, self.nics_per_node)
         return self
 
 

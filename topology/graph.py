@@ -85,6 +85,9 @@ def build_cluster(spec: ClusterSpec) -> Cluster:
             kinds.append(kind)
             edge_link[(a, b)] = link_id
 
+    nvlink_factor = {link.gpu: link.bandwidth_factor for link in spec.health.degraded_links if link.gpu is not None}
+    nic_factor = {link.node * spec.nics_per_node + (link.nic or 0): link.bandwidth_factor
+                  for link in spec.health.degraded_links if link.node is not None}
     nodes = spec.num_nodes
     nic_leaf: list[int] = []
     for n in range(nodes):
@@ -94,14 +97,15 @@ def build_cluster(spec: ClusterSpec) -> Cluster:
             g.add_node(switch, kind="nvswitch", node=n)
         for i in range(first, min(first + spec.gpus_per_node, spec.num_gpus)):
             g.add_node(("gpu", i), kind="gpu", node=n)
-            add_pair(("gpu", i), switch, spec.nvlink_bandwidth_bytes_per_s, spec.intra_node_latency_s, "nvlink")
+            add_pair(("gpu", i), switch, spec.nvlink_bandwidth_bytes_per_s * nvlink_factor.get(i, 1.0),
+                     spec.intra_node_latency_s, "nvlink")
         for k in range(spec.nics_per_node):
             nic: Node = ("nic", n * spec.nics_per_node + k)
             g.add_node(nic, kind="nic", node=n)
             nic_leaf.append(_leaf_of_nic(spec, n, k))
         for i in range(first, min(first + spec.gpus_per_node, spec.num_gpus)):
-            k = (i - first) % spec.nics_per_node
-            add_pair(("gpu", i), ("nic", n * spec.nics_per_node + k), gpu.pcie_bandwidth_bytes_per_s,
+            nic_index = n * spec.nics_per_node + (i - first) % spec.nics_per_node
+            add_pair(("gpu", i), ("nic", nic_index), gpu.pcie_bandwidth_bytes_per_s * nic_factor.get(nic_index, 1.0),
                      spec.intra_node_latency_s, "pcie")
 
     num_spines = 0
@@ -109,8 +113,8 @@ def build_cluster(spec: ClusterSpec) -> Cluster:
         leaves = max(nic_leaf) + 1
         for nic_index, leaf in enumerate(nic_leaf):
             g.add_node(("leaf", leaf), kind="leaf")
-            add_pair(("nic", nic_index), ("leaf", leaf), spec.nic_bandwidth_bytes_per_s,
-                     spec.inter_node_latency_s, "ib")
+            add_pair(("nic", nic_index), ("leaf", leaf),
+                     spec.nic_bandwidth_bytes_per_s * nic_factor.get(nic_index, 1.0), spec.inter_node_latency_s, "ib")
         if leaves > 1:
             num_spines = math.ceil(LEAF_DOWN_PORTS / spec.oversubscription)
             for s in range(num_spines):

@@ -17,14 +17,13 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from api_schemas import RequestError, SimulationRequest, load_request_file
-from api_schemas.errors import WHOLE_REQUEST
 from service.cli.plot import check_plot_target
 from service.cli.rendering import console
-from service.compare import ComparisonError, compare_results, comparison
-from service.plots import comparison_figure, save
+
+if TYPE_CHECKING:
+    from api_schemas import RequestError, SimulationRequest
 
 __all__ = ["METRICS", "add_compare_command", "labels_for", "render_comparison"]
 
@@ -111,6 +110,8 @@ def render_comparison(result: dict[str, Any]) -> None:
 
 
 def _invalid(path: str, err: RequestError) -> int:
+    from api_schemas.errors import WHOLE_REQUEST
+
     first = err.details[0]
     # A file that cannot be read or parsed is already named in the rule.
     named = first.field in ("file", WHOLE_REQUEST) and path in first.rule
@@ -119,6 +120,10 @@ def _invalid(path: str, err: RequestError) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
+    from api_schemas import RequestError, load_request_file
+    from service.compare import ComparisonError, compare_results, comparison
+    from service.plots import comparison_figure, save
+
     check_plot_target(args.plot)
     items: list[tuple[str, SimulationRequest]] = []
     for path, label in zip(args.files, labels_for(args.files)):

@@ -13,16 +13,12 @@ import traceback
 from collections.abc import Sequence
 from typing import NoReturn
 
-from api_schemas import RequestError
-from service import convert
 from service.cli import plot
 from service.cli.compare import add_compare_command
 from service.cli.search import add_search_commands
 from service.cli.serve import add_serve_commands
 from service.cli.simulate import add_simulate_commands
 from service.cli.usage import UsageError
-from simcore import SpecError
-from simcore.planning.executors import ExecutorError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -44,6 +40,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # Imported once the arguments are parsed: `--help` and usage errors answer without the simulator.
+    from api_schemas import RequestError
+    from service import convert
+    from simcore import SpecError
+    from simcore.planning.executors import ExecutorError
+
     try:
         return int(args.func(args))
     except (RequestError, SpecError) as err:

@@ -15,11 +15,13 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from api_schemas import SimulationRequest
 from service.cli.usage import UsageError, writable_file
-from service.plots import KINDS, NEEDS_SPANS, format_of, result_figure, save, spans_from_chrome_trace, timeline_figure
+from service.plots.kinds import KINDS, NEEDS_SPANS, format_of
+
+if TYPE_CHECKING:
+    from api_schemas import SimulationRequest
 
 __all__ = ["add_plot_command", "add_simulate_plot_options", "check_plot_target", "needs_spans", "write_result_plot"]
 
@@ -52,10 +54,14 @@ def needs_spans(args: argparse.Namespace) -> bool:
 def write_result_plot(args: argparse.Namespace, request: SimulationRequest, result: Any, spans: Any) -> None:
     """Draw `simulate --plot`'s picture of a result (the response document) and its spans."""
     if getattr(args, "plot", None):
+        from service.plots import result_figure, save
+
         save(result_figure(args.plot_kind, result, spans=spans, request=request), args.plot)
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
+    from service.plots import save, spans_from_chrome_trace, timeline_figure
+
     check_plot_target(args.out, "--out")
     try:
         text = Path(args.trace).read_text(encoding="utf-8")

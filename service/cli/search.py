@@ -18,14 +18,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from api_schemas.search import load_search_file, load_sweep_file
 from service.cli import rendering
 from service.cli.plot import check_plot_target
 from service.cli.usage import check_executor, writable_dir
-from service.plots import save, search_figure, sweep_rows_figure
-from service.search import run_search
-from service.sweep import read_rows, run_sweep
-from simcore.planning.executors import EXECUTORS
 
 DISCARDED_SHOWN = 12
 
@@ -51,7 +46,7 @@ def _positive_float(text: str) -> float:
 
 
 def _executor_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--executor", choices=EXECUTORS, default="local",
+    p.add_argument("--executor", default="local", metavar="{local,ray}",
                    help="local: a process pool on this machine (default); ray: Ray tasks (pip install clustersim[ray])")
     p.add_argument("--address", metavar="A", help="Ray cluster address (with --executor ray; default: a local Ray)")
     p.add_argument("--workers", type=_positive_int, metavar="N",
@@ -112,21 +107,33 @@ def render_search(result: dict[str, Any]) -> None:
 
     console = rendering.console()
     problem, search = result["problem"], result["search"]
-    console.print(f"{problem['model']} ({problem['parameters'] / 1e9:.1f}B parameters) on {problem['num_gpus']} "
-                  f"{problem['gpu']} GPUs, global batch {problem['global_batch_size']}")
+    sizes = problem["cluster_sizes"]
+    gpus = "/".join(str(size["num_gpus"]) for size in sizes) if len(sizes) > 1 else str(problem["num_gpus"])
+    console.print(f"{problem['model']} ({problem['parameters'] / 1e9:.1f}B parameters) on {gpus} "
+                  f"{problem['gpu']} GPUs, global batch {problem['global_batch_size']}, ranked by "
+                  f"{problem['objective']}")
     console.print(f"{search['generated']} layouts generated, {search['pruned']} discarded before simulation "
                   f"({search['discarded']['invalid']} break a layout rule, {search['discarded']['memory']} do not "
                   f"fit), {search['simulated']} of {search['feasible']} simulated (stopped by: "
                   f"{search['stopped_by']})")
-    table = Table(title="Fastest layouts (simulated)")
-    for column in ("#", "layout", "tokens/s", "MFU", "bubble", "exposed comm s (tp/pp/dp)", "headroom GiB"):
+    run = any("training" in entry for entry in result["top"])
+    table = Table(title="Fastest layouts (simulated)" if problem["objective"] == "time" else
+                  f"Best layouts by {problem['objective']} (simulated)")
+    columns = ["#", "layout", "GPUs", "tokens/s", "MFU", "bubble", "exposed comm s (tp/pp/dp)", "headroom GiB"]
+    for column in columns + (["days", "GPU-hours", "cost USD", "goodput"] if run else []):
         table.add_column(column, justify="left" if column == "layout" else "right")
     for entry in result["top"]:
         exposed = entry["exposed_communication_s"]
-        table.add_row(str(entry["rank"]), entry["summary"], _fmt_tokens(entry["tokens_per_s"]),
-                      f"{100 * entry['mfu']:.1f}%", f"{100 * entry['bubble_fraction']:.1f}%",
-                      f"{exposed['tp']:.2f}/{exposed['pp']:.2f}/{exposed['dp']:.2f}",
-                      f"{entry['memory']['headroom_gib']:.1f}")
+        row = [str(entry["rank"]), entry["summary"], str(entry["num_gpus"]), _fmt_tokens(entry["tokens_per_s"]),
+               f"{100 * entry['mfu']:.1f}%", f"{100 * entry['bubble_fraction']:.1f}%",
+               f"{exposed['tp']:.2f}/{exposed['pp']:.2f}/{exposed['dp']:.2f}",
+               f"{entry['memory']['headroom_gib']:.1f}"]
+        if run:
+            totals, goodput = entry["training"]["with_failures"], entry["training"]["goodput"]
+            cost = totals.get("cost_usd")
+            row += [f"{totals['days']:.2f}", f"{totals['gpu_hours']:,.0f}",
+                    f"{cost:,.0f}" if cost is not None else "-", f"{goodput:.3f}"]
+        table.add_row(*row)
     console.print(table)
     if result["best"] is not None:
         console.print(f"Best: {result['best']['summary']}")
@@ -155,6 +162,10 @@ def render_search(result: dict[str, Any]) -> None:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
+    from api_schemas.search import load_search_file
+    from service.plots import save, search_figure
+    from service.search import run_search
+
     check_executor(args.executor, args.address)
     check_plot_target(args.plot)
     request = load_search_file(args.file)
@@ -172,6 +183,10 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
+    from api_schemas.search import load_sweep_file
+    from service.plots import save, sweep_rows_figure
+    from service.sweep import read_rows, run_sweep
+
     check_executor(args.executor, args.address)
     out = args.out or str(Path(args.file).with_suffix("")) + "-sweep"
     writable_dir("--out", out)

@@ -14,11 +14,8 @@ import argparse
 import json
 from typing import Any
 
-from api_schemas import load_request_file
-from service import convert
 from service.cli import plot
 from service.cli.usage import writable_file
-from simcore import simulate
 
 __all__ = ["add_simulate_commands", "cmd_presets", "cmd_simulate"]
 
@@ -28,6 +25,10 @@ def _dump(data: Any) -> str:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
+    from api_schemas import load_request_file
+    from service import convert
+    from simcore import simulate
+
     for flag, path in (("--trace", args.trace), ("--timeline", args.timeline)):
         if path:
             writable_file(flag, path)
@@ -52,6 +53,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def cmd_presets(args: argparse.Namespace) -> int:
+    from service import convert
+
     print(_dump(convert.presets(args.kind)))
     return 0
 

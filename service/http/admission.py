@@ -13,12 +13,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from api_schemas import ClusterIn, FieldError, LayoutIn, RequestError, SimulationRequest, parse_request
+from api_schemas import ClusterIn, FieldError, RequestError, SimulationRequest, parse_request
 from api_schemas.compare import parse_comparison_request
 from api_schemas.search import SearchRequest, parse_search_request
 from service import convert as adapters
 from service.http.errors import ApiError, invalid, within_item
 from service.jobs.manager import Submission
+from service.search import prepare as prepare_search
 from simcore import VERSION, SpecError, check, estimate_events
 
 __all__ = ["MAX_INT", "Admitted", "AdmittedComparison", "AdmittedSearch", "admit", "admit_comparison", "admit_request",
@@ -172,12 +173,13 @@ def admit_search(body: bytes, *, max_gpus: int, max_candidates: int, job_id: str
     request = _parse(body, parse_search_request)
     _refuse_big_ints(request)
     try:
-        base = adapters.to_scenario(SimulationRequest(
-            model=request.model, cluster=request.cluster, options=request.options,
-            layout=LayoutIn(dp=1, tp=1, pp=1, global_batch_size=request.global_batch_size)))
+        base, sizes, _ = prepare_search(request)
     except (SpecError, RequestError) as err:
         raise invalid(adapters.request_error(err)) from None
     _refuse_over_gpus(request.cluster, base.cluster.num_gpus, max_gpus)
+    for i, size in enumerate(sizes):
+        if size.num_gpus > max_gpus:
+            raise _over(f"space.num_nodes[{i}]", "GPU count", size.num_gpus, max_gpus)
     asked = request.bounds.max_candidates
     bounds = request.bounds.model_copy(update={"max_candidates": min(asked, max_candidates)
                                                if asked is not None else max_candidates})

@@ -7,13 +7,12 @@ from typing import Any
 
 from api_schemas import SimulationRequest
 from service.plots.charts import as_document, breakdown_figure, memory_figure
+from service.plots.kinds import KINDS, NEEDS_SPANS
 from service.plots.style import Figure, seconds_label
 from service.plots.timeline import spans_from, timeline_figure
 
 __all__ = ["KINDS", "NEEDS_SPANS", "describe", "result_figure", "summary"]
 
-KINDS = ("timeline", "breakdown", "memory")
-NEEDS_SPANS = frozenset({"timeline"})
 
 
 def describe(request: SimulationRequest) -> str:

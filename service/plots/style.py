@@ -20,6 +20,8 @@ from typing import Any
 import matplotlib
 from matplotlib.figure import Figure
 
+from service.plots.kinds import FORMATS, format_of
+
 __all__ = ["COLOURS", "FORMATS", "IDLE_HATCH", "LABELS", "Figure", "format_of", "new_figure", "render", "save",
            "seconds_label", "style"]
 
@@ -65,7 +67,6 @@ LABELS: dict[str, str] = {
     "activations": "activations",
     "buffers": "buffers",
 }
-FORMATS = ("svg", "png")
 PNG_DPI = 150
 
 _RC: dict[str, Any] = {
@@ -100,14 +101,6 @@ def style() -> Iterator[None]:
 def new_figure(width_in: float, height_in: float) -> Figure:
     with style():
         return Figure(figsize=(width_in, height_in), layout="constrained")
-
-
-def format_of(path: str | os.PathLike[str]) -> str:
-    """'svg' or 'png' from a file name; ValueError for anything else."""
-    suffix = Path(path).suffix.lower().lstrip(".")
-    if suffix not in FORMATS:
-        raise ValueError(f"a picture is written as .svg or .png, not '{Path(path).name}'")
-    return suffix
 
 
 def render(figure: Figure, fmt: str) -> bytes:

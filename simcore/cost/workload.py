@@ -12,7 +12,7 @@ replicas sharing the links.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from simcore.cost.collectives import Collective, CollectiveModel, ring_factor
 from simcore.cost.fp8 import WEIGHT_QUANTIZE_BYTES, fp8_weight_elements
@@ -74,6 +74,15 @@ class ChunkCost:
     @property
     def forward_s(self) -> float:
         return self.forward_compute_s + self.forward_tp_s
+
+    def slowed(self, factor: float) -> ChunkCost:
+        """The chunk on a GPU whose compute takes `factor` times as long (a straggler): its kernels, the
+        recomputed forward's included, scale; its tensor-parallel collectives do not (they wait for it, which
+        the longer compute before them already is)."""
+        recompute_kernels = self.recompute_s - self.recompute_tp_s
+        return replace(self, forward_compute_s=self.forward_compute_s * factor,
+                       backward_compute_s=self.backward_compute_s * factor,
+                       recompute_s=recompute_kernels * factor + self.recompute_tp_s)
 
     @property
     def backward_s(self) -> float:

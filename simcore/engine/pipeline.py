@@ -56,6 +56,11 @@ class EngineConfig:
     # Each pipeline rank's passes in schedule order, when the caller has them (simulate() keeps them across
     # simulations); else the engine asks the schedule.
     passes: tuple[list[Pass], ...] | None = None
+    # Stragglers: {(replica, pipeline rank): compute time factor} of the simulated ranks that are not 1 (a rank's
+    # factor is its slowest tensor-parallel GPU's: the group's per-layer collectives wait for it). Their passes
+    # and optimizer step take that much longer; the data-parallel synchronisation and the pipeline make the
+    # others wait, as events. Needs full fidelity (every replica its own process).
+    compute_time_factors: dict[tuple[int, int], float] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +143,9 @@ class Engine:
     def _rank(self, replica: int, rank: int) -> Process:
         c, clock = self.c, self.clock
         layout, chunks = c.layout, c.workload.chunks
+        factor = c.compute_time_factors.get((replica, rank), 1.0) if c.compute_time_factors else 1.0
+        if factor != 1.0:
+            chunks = tuple(chunk.slowed(factor) for chunk in chunks)
         p, v = layout.pp, layout.virtual_stages
         last_vs = p * v - 1
         record = RankRecord(gpu=c.placement.gpu(replica, 0, rank), pipeline_rank=rank)
@@ -204,7 +212,7 @@ class Engine:
         t["tp_comm"] += tp_comm
         record.comm_busy_s["tp"] += tp_busy
         record.comm_bytes["tp"] += tp_bytes
-        yield from self._step(replica, rank, record, track, dp_done)
+        yield from self._step(replica, rank, record, track, dp_done, factor)
 
     def _gated_pass(self, gates: list[Gate], duration: float, t: dict[str, float], track: str,
                     ps: Pass) -> Process:
@@ -226,7 +234,8 @@ class Engine:
             self.rec.span(track, f"{_LABELS[ps.direction]} mb{ps.microbatch} part {k + 1}",
                           "compute", clock.now - duration / len(gates), clock.now)
 
-    def _step(self, replica: int, rank: int, record: RankRecord, track: str, dp_done: Event) -> Process:
+    def _step(self, replica: int, rank: int, record: RankRecord, track: str, dp_done: Event,
+              factor: float = 1.0) -> Process:
         """After the rank's passes: wait for its gradient reduction (`dp_done`), then for every rank (the global
         gradient-norm all-reduce before the step), run the optimizer, and with ZeRO 1/2 without overlap wait for
         the updated parameters' gather."""
@@ -249,7 +258,7 @@ class Engine:
         self.rec.span(track, "wait other stages' gradients", "dp_comm", drain_end, clock.now)
         start = clock.now
         self.events += 1
-        yield self.c.workload.optimizer_s[rank]
+        yield self.c.workload.optimizer_s[rank] * factor
         record.busy_s += clock.now - start
         t["optimizer"] += clock.now - start
         self.rec.span(track, "optimizer", "optimizer", start, clock.now)

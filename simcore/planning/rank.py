@@ -2,8 +2,8 @@
 
 - `evaluate`: one candidate through `simcore.simulate.simulate`, reduced to what a ranking needs; a picklable
   value, the same whichever process or machine ran it.
-- `rank` and `explain`: the top k by simulated tokens/s, and why each is where it is; `describe`: a layout in
-  one line.
+- `explain`: why a candidate is where it is (simcore.planning.search orders them by its goal,
+  simcore.planning.objective); `describe`: a layout in one line.
 
 Which candidates are simulated first is simcore.planning.estimate's closed form; every figure ranked here is the
 simulator's.
@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 
 from simcore.domain.layout import Layout
 from simcore.simulate import Network, Scenario, simulate
+from simcore.training import TrainingPlan
 from topology.hardware import GIB
 
 
@@ -37,6 +38,7 @@ class Evaluation:
     fits: bool
     warnings: tuple[str, ...]
     events: int
+    training: TrainingPlan | None = None  # the whole run, when the scenario describes one
 
     @property
     def exposed_communication_s(self) -> dict[str, float]:
@@ -61,13 +63,7 @@ def evaluate(task: tuple[int, Scenario], network: Network | None = None) -> Eval
         bubble_fraction=m.bubble_fraction, pipeline_overhead=m.pipeline_overhead,
         time_breakdown_s=dict(m.time_breakdown_s), communication_s=dict(m.communication_s),
         peak_memory_gib=m.peak_stage.memory.total / GIB, capacity_gib=m.capacity_gib, fits=m.fits,
-        warnings=outcome.warnings, events=outcome.events)
-
-
-def rank(evaluations: list[Evaluation], k: int) -> list[Evaluation]:
-    """The k fastest by tokens/s; ties go to the earlier candidate (enumeration order), so the order never
-    depends on which worker finished first."""
-    return sorted(evaluations, key=lambda e: (-e.tokens_per_s, e.index))[:k]
+        warnings=outcome.warnings, events=outcome.events, training=outcome.training)
 
 
 def describe(layout: Layout) -> str:

@@ -14,23 +14,26 @@ executor, the workers, the times) and, under a time limit, how many candidates w
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from simcore.domain.layout import Layout
 from simcore.planning.estimate import Estimator
 from simcore.planning.executors import make_executor
+from simcore.planning.objective import Goal, Objective, describe_score, plan_for, score
 from simcore.planning.prune import Plan, plan_search
-from simcore.planning.rank import Evaluation, explain, rank
+from simcore.planning.rank import Evaluation, explain
 from simcore.planning.space import Space, family_of
 from simcore.planning.worker import evaluate_candidate
 from simcore.simulate import Scenario
+from topology.cluster_spec import ClusterSpec
 from topology.hardware import GPUS
 
 Progress = Callable[[int, int], None]  # (candidates done, candidates to simulate)
 
-BASELINE = -1  # the index of the baseline layout among the simulated tasks
+BASELINE = -1
+FASTEST = Goal()  # the index of the baseline layout among the simulated tasks
 
 
 class StoppedBy(StrEnum):
@@ -51,10 +54,12 @@ class Bounds:
 
 @dataclass(frozen=True, slots=True)
 class Ranked:
-    """A simulated candidate: its layout, the simulator's figures, the estimate that ordered it, and why it
-    ranks where it does (for the baseline, why it is where it is)."""
+    """A simulated candidate: its layout on its cluster, the simulator's figures (with the whole run when the
+    search has one), the estimate that ordered it, and why it ranks where it does (for the baseline, why it is
+    where it is)."""
 
     layout: Layout
+    cluster: ClusterSpec
     evaluation: Evaluation
     estimated_tokens_per_s: float | None
     why: tuple[str, ...]
@@ -70,13 +75,15 @@ class RunInfo:
 
 @dataclass(frozen=True, slots=True)
 class SearchResult:
-    plan: Plan
-    top: tuple[Ranked, ...]  # fastest first
+    plan: Plan  # every cluster size's plan together (candidates in cluster-size order)
+    top: tuple[Ranked, ...]  # best first, by the goal's objective
     simulated: int
     stopped_by: StoppedBy
     baseline: Ranked | None
     baseline_family_discard: str | None  # why the baseline's family was discarded, when it was
     run: RunInfo
+    goal: Goal = Goal()
+    clusters: tuple[ClusterSpec, ...] = ()  # the cluster sizes searched
 
     @property
     def best(self) -> Ranked | None:
@@ -90,33 +97,60 @@ class SearchResult:
         return self.best.evaluation.tokens_per_s / self.baseline.evaluation.tokens_per_s
 
 
+def _merge(plans: Sequence[Plan]) -> Plan:
+    """One plan of several cluster sizes: candidates in size order; a family's dp x tp x pp names its size."""
+    if len(plans) == 1:
+        return plans[0]
+    merged = Plan()
+    for plan in plans:
+        merged.candidates.extend(plan.candidates)
+        merged.peak_memory_bytes.extend(plan.peak_memory_bytes)
+        merged.families.update(plan.families)
+        merged.generated += plan.generated
+        for kind, count in plan.discarded.items():
+            merged.discarded[kind] = merged.discarded.get(kind, 0) + count
+    return merged
+
+
 def search(base: Scenario, global_batch_size: int, space: Space, bounds: Bounds = Bounds(), *,
-           baseline: Scenario | None = None, executor: str = "local", address: str | None = None,
-           workers: int | None = None, progress: Progress | None = None) -> SearchResult:
-    """Search the layouts of `base`'s model and cluster (its options apply to every candidate; its layout is not
-    used) for `global_batch_size`. `baseline`, a scenario on the same model and cluster, is simulated too, to be
-    compared with. Raises ExecutorError when the executor cannot start or fails."""
+           goal: Goal = FASTEST, clusters: Sequence[ClusterSpec] = (), baseline: Scenario | None = None,
+           executor: str = "local", address: str | None = None, workers: int | None = None,
+           progress: Progress | None = None) -> SearchResult:
+    """Search the layouts of `base`'s model on `clusters` (default: `base`'s cluster alone; its options apply to
+    every candidate; its layout is not used) for `global_batch_size`, best first by `goal`. `baseline`, a
+    scenario on the same model and one of the clusters, is simulated too, to be compared with. Raises
+    ExecutorError when the executor cannot start or fails, SpecError when the goal lacks what it needs."""
     started = time.perf_counter()
-    model, cluster = base.model, base.cluster
-    plan = plan_search(model, cluster.num_gpus, cluster.gpus_per_node, GPUS[cluster.gpu], global_batch_size,
-                       space, base.cost_parameters)
-    estimator = Estimator(model, cluster, base.cost_parameters)
-    estimates = [estimator.tokens_per_s(layout) for layout in plan.candidates]
-    order = sorted(range(len(plan.candidates)), key=lambda i: (-estimates[i], i))
+    goal.validate()
+    model = base.model
+    sizes = tuple(clusters) or (base.cluster,)
+    plans, owner, estimates, scores = [], [], [], []
+    for c, cluster in enumerate(sizes):
+        plan = plan_search(model, cluster.num_gpus, cluster.gpus_per_node, GPUS[cluster.gpu], global_batch_size,
+                           space, base.cost_parameters)
+        estimator = Estimator(model, cluster, base.cost_parameters)
+        for layout in plan.candidates:
+            estimate = estimator.tokens_per_s(layout)
+            owner.append(c)
+            estimates.append(estimate)
+            scores.append(score(goal, estimate, plan_for(goal, model, cluster, estimate, global_batch_size)))
+        plans.append(plan)
+    plan = _merge(plans)
+    order = sorted(range(len(plan.candidates)), key=lambda i: (scores[i], i))
     limit = bounds.max_candidates
     chosen = order if limit is None else order[:limit]
     planning_s = time.perf_counter() - started
 
     started_candidates = 0
+    runs = [replace(base, cluster=cluster, training=goal.training) for cluster in sizes]
 
     def tasks() -> Iterator[tuple[int, Scenario]]:
         nonlocal started_candidates
         if baseline is not None:
-            yield BASELINE, baseline
+            yield BASELINE, replace(baseline, training=goal.training)
         for i in chosen:
             started_candidates += 1
-            yield i, replace(base, layout=plan.candidates[i])
-
+            yield i, replace(runs[owner[i]], layout=plan.candidates[i])
     results: dict[int, Evaluation] = {}
     total = len(chosen) + (baseline is not None)
     timed_out = False
@@ -141,7 +175,13 @@ def search(base: Scenario, global_batch_size: int, space: Space, bounds: Bounds 
         executor_name, worker_count = runner.name, runner.workers
 
     base_eval = results.pop(BASELINE, None)
-    top = rank(list(results.values()), bounds.top_k)
+
+    def objective(e: Evaluation) -> float:
+        return score(goal, e.tokens_per_s, e.training)
+
+    # Ties go to the earlier candidate (enumeration order), so the order never depends on which worker finished
+    # first.
+    top = sorted(results.values(), key=lambda e: (objective(e), e.index))[:bounds.top_k]
     best = top[0] if top else None
     if timed_out and len(results) < len(chosen):
         stopped_by = StoppedBy.TIME_LIMIT
@@ -149,13 +189,26 @@ def search(base: Scenario, global_batch_size: int, space: Space, bounds: Bounds 
         stopped_by = StoppedBy.MAX_CANDIDATES
     else:
         stopped_by = StoppedBy.COMPLETE
-    ranked = tuple(Ranked(plan.candidates[e.index], e, estimates[e.index],
-                          tuple(explain(plan.candidates[e.index], e, best))) for e in top)
+
+    def why(layout: Layout, e: Evaluation, against: Evaluation | None) -> tuple[str, ...]:
+        lines = explain(layout, e, against if goal.objective is Objective.TIME else None)
+        figure = describe_score(goal, e.training)
+        if figure is not None:
+            lines.insert(0, figure)
+            if against is not None and against.index != e.index:
+                worse = objective(e) / objective(against) - 1
+                lines.append(f"{100 * worse:.1f}% more {'cost' if goal.objective is Objective.COST else 'days'} "
+                             "than the best")
+        return tuple(lines)
+
+    ranked = tuple(Ranked(plan.candidates[e.index], sizes[owner[e.index]], e, estimates[e.index],
+                          why(plan.candidates[e.index], e, best)) for e in top)
     base_ranked, family_discard = None, None
     if baseline is not None and base_eval is not None:
-        base_ranked = Ranked(baseline.layout, base_eval, None, tuple(explain(baseline.layout, base_eval)))
+        base_ranked = Ranked(baseline.layout, baseline.cluster, base_eval, None,
+                             why(baseline.layout, base_eval, None))
         record = plan.families.get(family_of(baseline.layout))
         if record is not None and record.feasible == 0 and record.first_discard is not None:
             family_discard = record.first_discard.reason
     return SearchResult(plan, ranked, len(results), stopped_by, base_ranked, family_discard,
-                        RunInfo(executor_name, worker_count, planning_s, time.perf_counter() - started))
+                        RunInfo(executor_name, worker_count, planning_s, time.perf_counter() - started), goal, sizes)

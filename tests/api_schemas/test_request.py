@@ -55,6 +55,9 @@ FULL_REQUEST: dict[str, Any] = {
         "oversubscription": 1.0,
         "intra_node_latency_us": 2.5,
         "inter_node_latency_us": 5.0,
+        "slow_gpus": [{"gpu": 3, "compute_time_factor": 1.2}],
+        "degraded_links": [{"node": 1, "nic": 2, "bandwidth_factor": 0.5}, {"gpu": 9, "bandwidth_factor": 0.75}],
+        "compute_variability": 0.01,
     },
     "layout": {
         "dp": 4,

@@ -181,7 +181,7 @@ def test_an_unwritable_output_exits_2_before_simulating(tmp_path: Path, capsys: 
     def never(*_: Any) -> Any:
         raise AssertionError("simulated although the output cannot be written")
 
-    monkeypatch.setattr("service.cli.simulate.simulate", never)
+    monkeypatch.setattr("simcore.simulate", never)
     path = _unwritable(tmp_path, kind)
     code, out, err = run_cli(capsys, "simulate", str(PIPELINED_TP), flag, path)
     assert code == 2

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 from conftest import run_cli
 
-from service.cli import search as search_command
 from simcore.planning.executors import ExecutorError
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -26,7 +25,7 @@ def test_executor_errors_exit_with_one_line(capsys: pytest.CaptureFixture[str], 
     def failing(*_args: object, **_kwargs: object) -> None:
         raise error
 
-    monkeypatch.setattr(search_command, "run_search", failing)
+    monkeypatch.setattr("service.search.run_search", failing)
     exit_code, out, err = run_cli(capsys, "search", str(SEARCH), "--max-candidates", "1")
     assert exit_code == code and out == ""
     assert err.startswith(said) and len(err.strip().splitlines()) == 1

@@ -94,6 +94,9 @@ def test_a_simulation_request_is_a_search_around_its_layout(client: TestClient) 
     ({"space": {"tp": "two"}}, "space.tp"),
     ({"colour": "blue"}, "colour"),  # unknown field
     ({"bounds": {"top_k": 2, "max_candidate": 3}}, "bounds.max_candidate"),  # unknown nested field
+    ({"objective": "cost"}, "training"),  # a cost ranking needs the run it is measured on
+    ({"objective": "cost", "training": {"tokens": -1}}, "training.tokens"),
+    ({"space": {"num_nodes": [1, 0]}}, "space.num_nodes.1"),
 ])
 def test_an_invalid_search_is_422_naming_the_field(client: TestClient, change: dict[str, Any], field: str) -> None:
     response = client.post("/v1/searches", json={**SEARCH, **change})
@@ -119,6 +122,14 @@ def test_a_search_over_the_gpu_limit_is_413(tmp_path: Path) -> None:
         response = c.post("/v1/searches", json=SEARCH)
     assert response.status_code == 413
     assert response.json()["error"]["details"][0]["field"] == "cluster.num_nodes"
+
+
+def test_a_search_size_over_the_gpu_limit_is_413_naming_it(tmp_path: Path) -> None:
+    settings = Settings(database=str(tmp_path / "small.db"), workers=1, max_gpus=16)
+    with TestClient(create_app(settings)) as c:
+        response = c.post("/v1/searches", json={**SEARCH, "space": {"num_nodes": [1, 2, 4]}})
+    assert response.status_code == 413
+    assert response.json()["error"]["details"][0]["field"] == "space.num_nodes[2]"
 
 
 def test_an_older_database_gains_the_kind_column(tmp_path: Path) -> None:

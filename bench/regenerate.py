@@ -1,0 +1,77 @@
+"""Regenerate every figure the repository ships from the current code, in dependency order, after a change that
+moves results (each step is a script a test checks the output of):
+
+1. with --fit: the cost model's fitted parameters (bench/fit_cost_model.py; minutes);
+2. the golden results (bench/golden_results.py --write-tests);
+3. the README's accuracy table (bench/accuracy_table.py);
+4. every example's README and pictures (their own scripts);
+5. the README's Python API example output (run the example, paste what it prints).
+
+Run from the repository root:  python bench/regenerate.py [--fit]
+It stops at the first step that fails. What changed is for `git diff` to show and the commit to explain.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+STEPS: list[list[str]] = [
+    ["bench/golden_results.py", "--write-tests"],
+    ["bench/accuracy_table.py"],
+    ["examples/pictures.py"],
+    ["examples/failures-at-scale/goodput.py"],
+    ["examples/decoder-vs-encoder-decoder/report.py"],
+    ["examples/dp-scaling/scaling.py"],
+    ["examples/fp8/report.py"],
+    ["examples/cost-to-train/plan.py"],
+    ["examples/stragglers/report.py"],
+]
+
+
+def python_api_block() -> None:
+    """Run the README's Python API example in a scratch folder and paste what it prints below it."""
+    readme = ROOT / "README.md"
+    text = readme.read_text(encoding="utf-8")
+    start = text.index("\n## Python API\n")
+    end = text.find("\n## ", start + 1)
+    section = text[start:end]
+    code = re.search(r"```python\n(.*?)```", section, re.S)
+    shown = re.search(r"(It prints[^\n]*\n\n```\n)(.*?)```", section, re.S)
+    if code is None or shown is None:
+        raise SystemExit("README.md: no Python API example or printed block")
+    out = io.StringIO()
+    here = os.getcwd()
+    with tempfile.TemporaryDirectory() as scratch, contextlib.redirect_stdout(out):
+        os.chdir(scratch)
+        try:
+            exec(compile(code[1], "README.md", "exec"), {"__name__": "readme"})
+        finally:
+            os.chdir(here)
+    section = section[:shown.start(2)] + out.getvalue() + section[shown.end(2):]
+    readme.write_text(text[:start] + section + text[end:], encoding="utf-8")
+
+
+def main() -> int:
+    steps = ([["bench/fit_cost_model.py"]] if "--fit" in sys.argv[1:] else []) + STEPS
+    for step in steps:
+        started = time.perf_counter()
+        done = subprocess.run([sys.executable, *step], cwd=ROOT, stdout=subprocess.DEVNULL)
+        print(f"{' '.join(step)}: exit {done.returncode} in {time.perf_counter() - started:.0f} s", flush=True)
+        if done.returncode != 0:
+            return done.returncode
+    python_api_block()
+    print("README.md Python API block: rewritten")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
