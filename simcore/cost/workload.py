@@ -82,6 +82,7 @@ class ChunkCost:
         recompute_kernels = self.recompute_s - self.recompute_tp_s
         return replace(self, forward_compute_s=self.forward_compute_s * factor,
                        backward_compute_s=self.backward_compute_s * factor,
+                       backward_weight_s=self.backward_weight_s * factor,
                        recompute_s=recompute_kernels * factor + self.recompute_tp_s)
 
     @property
