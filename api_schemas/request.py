@@ -193,9 +193,11 @@ class LayoutIn(BaseModel):
     )
     microbatch_size: Size = Field(default=1, description="samples per microbatch")
     global_batch_size: Size = Field(description="samples per iteration; divisible by dp * microbatch_size")
-    schedule: Literal["gpipe", "1f1b", "interleaved_1f1b", "zb_h1"] = Field(
+    schedule: Literal["gpipe", "1f1b", "interleaved_1f1b", "zb_h1", "zb_h2", "zb_v", "dualpipe"] = Field(
         default="1f1b", description="pipeline schedule; zb_*: zero-bubble schedules, which split each backward "
-        "pass into its input gradient (B) and its weight gradient (W) and defer W into the bubble"
+        "pass into its input gradient (B) and its weight gradient (W) and defer W into the bubble (zb_v: two "
+        "chunks per rank in a V); dualpipe: microbatches from both ends, two stages per rank, overlapped "
+        "forward-backward pairs"
     )
     sequence_parallel: StrictBool = False
     zero_stage: ZeroStage = 0
@@ -229,6 +231,11 @@ class LayoutIn(BaseModel):
     )
     fp8_recipe: Literal["tensorwise", "rowwise", "mxfp8", "blockwise"] | None = Field(
         default=None, description="precision fp8 only: how FP8 tensors are scaled; default tensorwise"
+    )
+    optimizer_post_validation: StrictBool = Field(
+        default=False, description="Zero Bubble's post-validation: step the optimizer without the barrier before "
+        "it and validate the global checks afterwards; consecutive iterations then overlap (two are simulated, the "
+        "steady-state period is iteration_time_s)"
     )
     stage_layers: list[StrictInt] | None = Field(
         default=None, description="layers of each pipeline stage (of each model chunk, in pipeline order, when a "

@@ -194,6 +194,7 @@ def to_scenario(request: SimulationRequest, free_communication: bool = False) ->
         zero3_gather_bucket_elements=lay.zero3_gather_bucket_elements,
         fp8_recipe=Fp8Recipe(lay.fp8_recipe) if lay.fp8_recipe else None,
         stage_layers=tuple(lay.stage_layers) if lay.stage_layers is not None else None,
+        optimizer_post_validation=lay.optimizer_post_validation,
     )
     opts = request.options
     return Scenario(
@@ -371,4 +372,6 @@ def layout_json(layout: Layout) -> dict[str, Any]:
         **({"encoder_pipeline_stages": layout.encoder_pipeline_stages} if layout.encoder_pipeline_stages else {}),
         **({"zero3_gather_bucket_elements": layout.zero3_gather_bucket_elements}
            if layout.zero3_gather_bucket_elements else {}),
+        **({"stage_layers": list(layout.stage_layers)} if layout.stage_layers else {}),
+        **({"optimizer_post_validation": True} if layout.optimizer_post_validation else {}),
     }

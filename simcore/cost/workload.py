@@ -1,10 +1,11 @@
 """The work of one training iteration, per model chunk: what each pass costs, what it sends, what it holds.
 
-Layers are split over pp * virtual_stages model chunks in order (virtual stage i = chunk * pp + rank, Megatron's
-layout) by simcore/partition.py: by count (the extra layers to the middle stages first, since the first stage
-also embeds and the last also computes the logits) or by cost; an encoder-decoder model's first stages hold the
-encoder, the rest the decoder. A chunk receives its first layer's input: a decoder stage also receives the
-encoder output (the first decoder stage only that), so messages between decoder stages are larger.
+Layers are split over the model chunks in order (virtual stage i = chunk * pp + rank, Megatron's layout; the V
+of ZB-V and DualPipe's two copies place them otherwise: simcore/domain/pipeline_shape.py) by simcore/partition.py:
+by count (the extra layers to the middle stages first, since the first stage also embeds and the last also
+computes the logits) or by cost; an encoder-decoder model's first stages hold the encoder, the rest the decoder.
+A chunk receives its first layer's input: a decoder stage also receives the encoder output (the first decoder
+stage only that), so messages between decoder stages are larger.
 Tensor-parallel collectives are folded into the pass that issues them; their time comes from the collective
 model on the real tensor-parallel group and its paths, with the concurrent groups of the other data-parallel
 replicas sharing the links.
@@ -202,7 +203,7 @@ def layer_partition(model: ModelShape, layout: Layout, gpu: GpuSpec,
     """The layout's layers per virtual stage and its encoder stage count (simcore/partition.py)."""
     costs = stage_costs(model, layout.microbatch_size, layout.tp, layout.sequence_parallel, str(layout.recompute),
                         gpu, params)
-    return partition(model, layout.pp, layout.virtual_stages, layout.pipeline_partition, costs,
+    return partition(model, layout.pp, layout.shape.pieces // layout.pp, layout.pipeline_partition, costs,
                      layout.encoder_pipeline_stages, layout.stage_layers)
 
 
@@ -211,7 +212,8 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
                    params: CostParameters = FITTED) -> Workload:
     """Cost every chunk of the layout; pure function of its inputs. With `free_communication` the
     tensor-parallel collectives take no time (and `placement` and `collectives` may be None)."""
-    b, t, p, v = layout.microbatch_size, layout.tp, layout.pp, layout.virtual_stages
+    b, t, p = layout.microbatch_size, layout.tp, layout.pp
+    shape = layout.shape
     sp, free, mode = layout.sequence_parallel, free_communication, layout.recompute
     full = mode is Recompute.FULL
     h = model.hidden_size
@@ -242,11 +244,14 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
 
     chunks = []
     previous: LayerType | None = None
-    for vs, runs in enumerate(layers_of):
-        chunk, rank = divmod(vs, p)
+    for vs in range(shape.virtual_stages):
+        runs = layers_of[shape.piece(vs)]
+        chunk, rank = shape.chunk(vs), shape.rank(vs)
         costs = rank_costs[rank]
         groups = tp_groups(rank)
-        first, last = vs == 0, vs == p * v - 1
+        first, last = shape.is_first(vs), shape.is_last(vs)
+        if first:  # a chain starts (DualPipe's second copy starts a chain of its own)
+            previous = None
         first_layer = runs[0][0]
         decoder_embeds = any(layer.cross_seq for layer, _ in runs) and (previous is None or not previous.cross_seq)
         # What the chunk receives (and returns the gradient of): its first layer's input hidden states; a decoder
@@ -279,7 +284,7 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
         # The last stage holds the output layer: its own matrix when untied, a copy of the embedding when tied and
         # the pipeline has more than one stage (Megatron keeps both copies' gradients in sync). A stage that
         # embeds the decoder's tokens holds a copy of the shared embedding too.
-        output_layer = last and (p * v > 1 or not model.tied_embeddings)
+        output_layer = last and (shape.virtual_stages > 1 or not model.tied_embeddings)
         weights = (sum(n * costs[layer].parameters for layer, n in runs)
                    + (vocab_params + positions if first else 0)
                    + (vocab_params if decoder_embeds and not first else 0)
@@ -300,7 +305,7 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
             tp_hidden_backward_s=total("tp_hidden_backward") + (total("tp_hidden_forward") if full else 0.0),
             parameters=weights,
             # scatter/gather over tensor ranks (or sequence-parallel shards)
-            input_bytes=b * input_tokens * h * BYTES / t if vs > 0 else 0.0,
+            input_bytes=b * input_tokens * h * BYTES / t if not first else 0.0,
             tp_bytes_forward=total("tp_bytes_forward") + emb_bytes,
             tp_bytes_backward=total("tp_bytes_backward") + (total("tp_bytes_forward") if full else 0.0),
         ))

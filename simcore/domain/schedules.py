@@ -9,7 +9,8 @@ of the rank (always 0 unless interleaved); the virtual stage it runs is chunk * 
   remaining backwards (Narayanan et al. 2021, §2.2.1).
 - Interleaved 1F1B: each rank holds `virtual_stages` chunks; microbatches advance through the chunks in groups
   of pp (Narayanan et al. 2021, §2.2.2; Megatron-LM's forward_backward_pipelining_with_interleaving).
-- Zero-bubble schedules, which split the backward pass (simcore/domain/zero_bubble.py).
+- Zero-bubble schedules, which split the backward pass (simcore/domain/zero_bubble.py), and DualPipe
+  (simcore/domain/dualpipe.py). `v` is the number of chunks per rank (the layout's shape).
 The passes themselves are simcore/domain/passes.py's.
 """
 
@@ -17,22 +18,24 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from simcore.domain.dualpipe import DualPipe
 from simcore.domain.layout import Schedule
 from simcore.domain.passes import (
     BACKWARD,
     BACKWARD_INPUT,
     BACKWARD_WEIGHT,
     FORWARD,
+    OVERLAPPED,
     Pass,
     produces_weight_gradients,
     releases_activations,
     sends_gradient,
 )
-from simcore.domain.zero_bubble import ZbH1
+from simcore.domain.zero_bubble import ZbH1, ZbH2, ZbV
 
-__all__ = ["BACKWARD", "BACKWARD_INPUT", "BACKWARD_WEIGHT", "FORWARD", "POLICIES", "GPipe", "Interleaved1F1B",
-           "OneFOneB", "Pass", "SchedulePolicy", "ZbH1", "produces_weight_gradients", "releases_activations",
-           "sends_gradient"]
+__all__ = ["BACKWARD", "BACKWARD_INPUT", "BACKWARD_WEIGHT", "FORWARD", "OVERLAPPED", "POLICIES", "DualPipe", "GPipe",
+           "Interleaved1F1B", "OneFOneB", "Pass", "SchedulePolicy", "ZbH1", "ZbH2", "ZbV", "produces_weight_gradients",
+           "releases_activations", "sends_gradient"]
 
 
 class SchedulePolicy(Protocol):
@@ -84,4 +87,7 @@ POLICIES: dict[Schedule, SchedulePolicy] = {
     Schedule.ONE_F_ONE_B: OneFOneB(),
     Schedule.INTERLEAVED_1F1B: Interleaved1F1B(),
     Schedule.ZB_H1: ZbH1(),
+    Schedule.ZB_H2: ZbH2(),
+    Schedule.ZB_V: ZbV(),
+    Schedule.DUALPIPE: DualPipe(),
 }

@@ -8,13 +8,22 @@ is split into I (the input gradient, the papers' B) and W (the weight gradient),
   cool-down and runs one deferred W after each once r backward passes have run, and runs the remaining W at
   the end; the other backward passes run whole. Rank 0 never splits (no stage waits for its input gradient).
   Bubble (p-1)(T_F + T_B - T_W) for T_W <= T_F.
+- ZB-H2 (`ZbH2`): up to 2p microbatches in flight per rank (about twice 1F1B's): the extra forward passes fill
+  the warm-up and the deferred W the cool-down, so that each rank's work becomes a parallelogram. Bubble
+  max(0, (p-1)(T_F + T_B - 2T_W)), zero when 2T_W >= T_F + T_B; with a barrier before the optimizer step the
+  stages still wait for each other at the end, so it is reached only with post-validation.
+- ZB-V (`ZbV`): two chunks per rank in a V (simcore/domain/pipeline_shape.py), at most 2p chunk-microbatches in
+  flight per rank (1F1B's memory: a chunk holds half a stage). Near-zero bubble for T_F = T_B = T_W, m >= 2p.
+The two are list-scheduled (simcore/domain/list_schedule.py), as the authors' scheduler builds them.
 """
 
 from __future__ import annotations
 
 from collections import deque
 
+from simcore.domain.list_schedule import list_orders
 from simcore.domain.passes import BACKWARD, BACKWARD_INPUT, BACKWARD_WEIGHT, FORWARD, Pass
+from simcore.domain.pipeline_shape import PipelineShape, ShapeKind
 
 
 class ZbH1:
@@ -48,3 +57,13 @@ class ZbH1:
         while deferred:
             pop()
         return order
+
+
+class ZbH2:
+    def passes(self, rank: int, pp: int, m: int, v: int) -> list[Pass]:
+        return list(list_orders(PipelineShape(ShapeKind.LOOP, pp, 1), m, 2 * pp)[rank])
+
+
+class ZbV:
+    def passes(self, rank: int, pp: int, m: int, v: int) -> list[Pass]:
+        return list(list_orders(PipelineShape(ShapeKind.V, pp, 2), m, 2 * pp)[rank])

@@ -26,9 +26,8 @@ from simcore.cost.workload import ChunkCost, Workload
 from simcore.domain.layout import Fidelity, Layout
 from simcore.domain.placement import Placement
 from simcore.domain.schedules import (
-    BACKWARD_INPUT,
-    BACKWARD_WEIGHT,
     FORWARD,
+    OVERLAPPED,
     POLICIES,
     Pass,
     produces_weight_gradients,
@@ -38,10 +37,8 @@ from simcore.engine.clock import Clock, Event, Process, Signal, start
 from simcore.engine.dp_collectives import DataParallelCollectives
 from simcore.engine.dp_sync import Gate, GradientSync
 from simcore.engine.flows import FlowNetwork
+from simcore.engine.pass_work import LABELS, pass_parts, pass_work
 from simcore.engine.recorder import RankRecord, Recorder
-
-# How a pass is named in the trace.
-_LABELS = {FORWARD: "fwd", "B": "bwd", BACKWARD_INPUT: "bwd-input", BACKWARD_WEIGHT: "bwd-weight"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +93,9 @@ class Engine:
         self._barrier = Event(self.clock)
         self._passes_end = 0.0  # latest end of any rank's last pass
         self._ranks_total = len(self.replicas) * layout.pp
+        self.shape = layout.shape
+        # With post-validation consecutive iterations overlap: two are simulated and the second is reported.
+        self.iterations = 2 if layout.optimizer_post_validation else 1
         self.dp_collectives = DataParallelCollectives(self.clock, self.net, config.collectives, config.placement,
                                                       config.free_communication)
         self.sync = GradientSync(self.clock, layout, config.workload, self.dp_collectives, self.rec, self.replicas)
@@ -141,38 +141,54 @@ class Engine:
 
     # -- rank processes --------------------------------------------------------------------------------
     def _rank(self, replica: int, rank: int) -> Process:
-        c, clock = self.c, self.clock
+        c = self.c
         layout, chunks = c.layout, c.workload.chunks
         factor = c.compute_time_factors.get((replica, rank), 1.0) if c.compute_time_factors else 1.0
         if factor != 1.0:
             chunks = tuple(chunk.slowed(factor) for chunk in chunks)
-        p, v = layout.pp, layout.virtual_stages
-        last_vs = p * v - 1
         record = RankRecord(gpu=c.placement.gpu(replica, 0, rank), pipeline_rank=rank)
         self.rec.ranks.append(record)
-        t = record.time_s
         track = f"stage {rank}" + (f" dp{replica}" if len(self.replicas) > 1 else "")
         passes = (c.passes[rank] if c.passes is not None
-                  else POLICIES[layout.schedule].passes(rank, p, layout.num_microbatches, v))
-        dp_done = self.sync.start(replica, rank, record, passes)
+                  else POLICIES[layout.schedule].passes(rank, layout.pp, layout.num_microbatches,
+                                                        layout.shape.chunks))
+        for iteration in range(self.iterations):
+            if iteration:  # the record keeps the last iteration only (post-validation's steady state)
+                record.restart()
+            dp_done = self.sync.start(replica, rank, record, passes)
+            yield from self._passes(replica, rank, record, track, passes, chunks, iteration)
+            yield from self._step(replica, rank, record, track, dp_done, factor)
+
+    def _passes(self, replica: int, rank: int, record: RankRecord, track: str, passes: list[Pass],
+                chunks: tuple[ChunkCost, ...], iteration: int) -> Process:
+        clock, shape, t = self.clock, self.shape, record.time_s
+        offset = iteration * self.c.layout.num_microbatches  # arrivals of later iterations are their own
         # What the passes add to the record, summed here in pass order (the same sums as adding to the record's
         # dicts pass by pass, which nothing else adds to) and added once at the end.
         busy = compute = recompute = tp_comm = tp_busy = tp_bytes = 0.0
         for i, ps in enumerate(passes):
-            vs = ps.chunk * p + rank
-            cost = chunks[vs]
             direction = ps.direction
-            forward = direction == FORWARD
-            weight = direction == BACKWARD_WEIGHT  # a deferred weight gradient waits for nothing
-            if (forward and vs > 0) or (not forward and not weight and vs < last_vs):
-                arrival = self._arrival("act" if forward else "grad", replica, vs, ps.microbatch)
+            vs = shape.stage(rank, ps.chunk)
+            cost = chunks[vs]
+            forward = direction in (FORWARD, OVERLAPPED)
+            back_vs, back_mb, backward = vs, ps.microbatch, None
+            if direction == OVERLAPPED:
+                back_vs, back_mb = shape.stage(rank, ps.backward_chunk), ps.backward_microbatch
+                backward = chunks[back_vs]
+            needs = []
+            if forward and not shape.is_first(vs):
+                needs.append(("act", vs, ps.microbatch))
+            if sends_gradient(direction) and not shape.is_last(back_vs):
+                needs.append(("grad", back_vs, back_mb))
+            for kind, stage, mb in needs:
+                arrival = self._arrival(kind, replica, stage, mb + offset)
                 if not arrival.fired:
                     waited = clock.now
                     yield arrival
                     self._account_wait(t, track, waited, arrival.produced_s, ps)
             start = clock.now
-            duration = (cost.forward_s if forward else cost.backward_weight_s if weight
-                        else cost.backward_input_s if direction == BACKWARD_INPUT else cost.backward_s)
+            work = pass_work(direction, cost, backward)
+            duration = work.duration
             gates = self.sync.pass_gates(replica, rank, ps, cost.layers, cost.parameters, record)
             grads = produces_weight_gradients(direction)
             if gates:  # the pass runs slice by slice, each behind its parameter gather
@@ -185,26 +201,17 @@ class Engine:
                 self.events += 1
                 yield duration
             busy += duration
-            if forward:
-                compute += cost.forward_compute_s
-                tp_comm += cost.forward_tp_s
-                tp_busy += cost.forward_tp_s + cost.tp_hidden_forward_s
-                tp_bytes += cost.tp_bytes_forward
-            elif weight:
-                compute += cost.backward_weight_s
-            else:
-                compute += (cost.backward_compute_s - cost.backward_weight_s if direction == BACKWARD_INPUT
-                            else cost.backward_compute_s)
-                recompute += cost.recompute_s - cost.recompute_tp_s
-                tp_comm += cost.backward_tp_s + cost.recompute_tp_s
-                tp_busy += cost.backward_tp_s + cost.recompute_tp_s + cost.tp_hidden_backward_s
-                tp_bytes += cost.tp_bytes_backward
+            compute += work.compute
+            recompute += work.recompute
+            tp_comm += work.tp_comm
+            tp_busy += work.tp_busy
+            tp_bytes += work.tp_bytes
             if self.rec.keep_spans and not gates:
-                self._pass_spans(track, ps, cost, start)
-            if forward and vs < last_vs:
-                self._send("act", replica, rank, (vs + 1) % p, vs + 1, ps.microbatch, record)
-            elif sends_gradient(direction) and vs > 0:
-                self._send("grad", replica, rank, (vs - 1) % p, vs - 1, ps.microbatch, record)
+                self._pass_spans(track, ps, cost, start, backward)
+            if forward and not shape.is_last(vs):
+                self._send("act", replica, rank, shape.rank(vs + 1), vs + 1, ps.microbatch + offset, record)
+            if sends_gradient(direction) and not shape.is_first(back_vs):
+                self._send("grad", replica, rank, shape.rank(back_vs - 1), back_vs - 1, back_mb + offset, record)
         self._passes_end = max(self._passes_end, clock.now)
         record.busy_s += busy
         t["compute"] += compute
@@ -212,7 +219,6 @@ class Engine:
         t["tp_comm"] += tp_comm
         record.comm_busy_s["tp"] += tp_busy
         record.comm_bytes["tp"] += tp_bytes
-        yield from self._step(replica, rank, record, track, dp_done, factor)
 
     def _gated_pass(self, gates: list[Gate], duration: float, t: dict[str, float], track: str,
                     ps: Pass) -> Process:
@@ -231,7 +237,7 @@ class Engine:
                 pending = gates[k + 1]()  # prefetch the next slice's parameters
             self.events += 1
             yield duration / len(gates)
-            self.rec.span(track, f"{_LABELS[ps.direction]} mb{ps.microbatch} part {k + 1}",
+            self.rec.span(track, f"{LABELS[ps.direction]} mb{ps.microbatch} part {k + 1}",
                           "compute", clock.now - duration / len(gates), clock.now)
 
     def _step(self, replica: int, rank: int, record: RankRecord, track: str, dp_done: Event,
@@ -244,18 +250,19 @@ class Engine:
         yield dp_done
         t["dp_comm"] += clock.now - waited
         self.rec.span(track, "wait dp", "dp_comm", waited, clock.now)
-        waited = clock.now
-        self._barrier_waiting += 1
-        if self._barrier_waiting == self._ranks_total:
-            self._barrier.succeed()
-        yield self._barrier
-        # Until the last stage's last pass ends this is the pipeline's drain; after it, the wait is for other
-        # stages' gradient reduction.
-        drain_end = min(max(self._passes_end, waited), clock.now)
-        t["bubble"] += drain_end - waited
-        t["dp_comm"] += clock.now - drain_end
-        self.rec.span(track, "idle: pipeline drain", "bubble", waited, drain_end)
-        self.rec.span(track, "wait other stages' gradients", "dp_comm", drain_end, clock.now)
+        if not self.c.layout.optimizer_post_validation:  # the barrier before the step
+            waited = clock.now
+            self._barrier_waiting += 1
+            if self._barrier_waiting == self._ranks_total:
+                self._barrier.succeed()
+            yield self._barrier
+            # Until the last stage's last pass ends this is the pipeline's drain; after it, the wait is for other
+            # stages' gradient reduction.
+            drain_end = min(max(self._passes_end, waited), clock.now)
+            t["bubble"] += drain_end - waited
+            t["dp_comm"] += clock.now - drain_end
+            self.rec.span(track, "idle: pipeline drain", "bubble", waited, drain_end)
+            self.rec.span(track, "wait other stages' gradients", "dp_comm", drain_end, clock.now)
         start = clock.now
         self.events += 1
         yield self.c.workload.optimizer_s[rank] * factor
@@ -270,25 +277,15 @@ class Engine:
             self.rec.span(track, "wait parameter gather", "dp_comm", waited, clock.now)
         record.end_s = clock.now
 
-    def _pass_spans(self, track: str, ps: Pass, cost: ChunkCost, start: float) -> None:
+    def _pass_spans(self, track: str, ps: Pass, cost: ChunkCost, start: float,
+                    backward: ChunkCost | None = None) -> None:
         """A pass as consecutive named spans: recomputation, compute and its tensor-parallel collectives."""
-        label = f"{_LABELS[ps.direction]} mb{ps.microbatch}"
-        if self.c.layout.virtual_stages > 1:
+        label = f"{LABELS[ps.direction]} mb{ps.microbatch}"
+        if ps.direction == OVERLAPPED:
+            label += f"+mb{ps.backward_microbatch}"
+        if self.shape.chunks > 1:
             label += f" chunk{ps.chunk}"
-        if ps.direction == FORWARD:
-            parts = [("compute", label, cost.forward_compute_s), ("tp_comm", "tp " + label, cost.forward_tp_s)]
-        elif ps.direction == BACKWARD_WEIGHT:
-            parts = [("compute", label, cost.backward_weight_s)]
-        elif ps.direction == BACKWARD_INPUT:
-            parts = [("recompute", "recompute " + label, cost.recompute_s - cost.recompute_tp_s),
-                     ("tp_comm", "tp recompute " + label, cost.recompute_tp_s),
-                     ("compute", label, cost.backward_compute_s - cost.backward_weight_s),
-                     ("tp_comm", "tp " + label, cost.backward_tp_s)]
-        else:
-            parts = [("recompute", "recompute " + label, cost.recompute_s - cost.recompute_tp_s),
-                     ("tp_comm", "tp recompute " + label, cost.recompute_tp_s),
-                     ("compute", label, cost.backward_compute_s), ("tp_comm", "tp " + label, cost.backward_tp_s)]
-        for category, name, duration in parts:
+        for category, name, duration in pass_parts(ps.direction, cost, label, backward):
             self.rec.span(track, name, category, start, start + duration)
             start += duration
 
@@ -307,6 +304,9 @@ class Engine:
             for replica in self.replicas:
                 start(self.clock, self._rank(replica, rank))
         self.clock.run()
-        iteration = max(r.end_s for r in self.rec.ranks)
+        # The rank that finishes last, its time since it finished the previous iteration (with post-validation's
+        # overlapping iterations, the steady state's period; else since the start).
+        last = min(self.rec.ranks, key=lambda r: (-r.end_s, r.gpu))
+        iteration = last.end_s - last.previous_end_s
         events = self.events + self.sync.events + self.dp_collectives.events + self.net.events
         return EngineResult(iteration, self.rec, events, len(self.rec.ranks))

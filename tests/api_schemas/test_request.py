@@ -76,6 +76,7 @@ FULL_REQUEST: dict[str, Any] = {
         "encoder_pipeline_stages": 1,
         "pipeline_partition": "even",
         "precision": "bf16",
+        "optimizer_post_validation": False,
     },
     "options": {"fidelity": "full", "trace": True, "seed": 7, "collective_algorithm": "hierarchical"},
 }
@@ -260,7 +261,8 @@ def test_zero_latency_and_full_bisection_are_allowed() -> None:
 @pytest.mark.parametrize(
     ("section", "name", "value", "rule"),
     [
-        ("layout", "schedule", "gpip", "must be one of 'gpipe', '1f1b', 'interleaved_1f1b', 'zb_h1'"),
+        ("layout", "schedule", "gpip",
+         "must be one of 'gpipe', '1f1b', 'interleaved_1f1b', 'zb_h1', 'zb_h2', 'zb_v', 'dualpipe'"),
         ("layout", "recompute", "partial", "must be one of 'none', 'selective', 'full'"),
         ("layout", "precision", "fp4", "must be one of 'bf16', 'fp16', 'fp8'"),
         ("layout", "zero_stage", 4, "must be one of 0, 1, 2, 3"),

@@ -11,10 +11,10 @@ import yaml
 from conftest import run_cli
 
 
-def request(**layout: Any) -> dict[str, Any]:
+def request(model: dict[str, Any] | None = None, gpus: int = 8, **layout: Any) -> dict[str, Any]:
     # GPT-3 1.3B (24 layers) on one DGX A100 node, pp 8, 16 microbatches.
     base = {"dp": 1, "tp": 1, "pp": 8, "microbatch_size": 1, "global_batch_size": 16}
-    return {"model": {"preset": "gpt3-1.3b"}, "cluster": {"preset": "dgx-a100", "num_nodes": 1},
+    return {"model": model or {"preset": "gpt3-1.3b"}, "cluster": {"preset": "dgx-a100", "num_gpus": gpus},
             "layout": {**base, **layout}}
 
 
@@ -26,6 +26,18 @@ CASES = [
     ("stage-layers-empty-chunk", {"stage_layers": [0, 4, 4, 4, 3, 3, 3, 3]}, "layout.stage_layers",
      "at least one layer"),
     ("stage-layers-count", {"stage_layers": [12, 12]}, "layout.stage_layers", "one layer count per model chunk"),
+    ("dualpipe-odd-pp", {"gpus": 7, "pp": 7, "global_batch_size": 14, "schedule": "dualpipe"}, "layout.schedule",
+     "dualpipe needs an even pp"),
+    ("dualpipe-few-microbatches", {"schedule": "dualpipe", "global_batch_size": 12}, "layout.schedule",
+     "at least 2 x pp = 16"),
+    ("dualpipe-odd-microbatches", {"schedule": "dualpipe", "global_batch_size": 17}, "layout.schedule",
+     "an even number of microbatches"),
+    ("zb-v-encoder-decoder", {"model": {"preset": "t5-3b"}, "schedule": "zb_v"}, "layout.schedule",
+     "encoder_decoder models take zb_h1 or zb_h2"),
+    ("zb-v-chunk-without-layer", {"model": {"preset": "gpt3-1.3b", "num_layers": 12}, "schedule": "zb_v"},
+     "layout.schedule", "every model chunk needs at least one layer"),
+    ("zb-v-stage-layers", {"schedule": "zb_v", "stage_layers": [3] * 8}, "layout.stage_layers",
+     "one layer count per model chunk (16"),
 ]
 
 
@@ -35,7 +47,7 @@ def test_rule_violation_exits_2_naming_the_field(tmp_path: Path, capsys: pytest.
     path = tmp_path / "request.yaml"
     path.write_text(yaml.safe_dump(request(**edits)), encoding="utf-8")
     code, out, err = run_cli(capsys, "simulate", str(path))
-    assert code == 2 and out == ""
+    assert code == 2 and out == "", err
     assert err.count("\n") == 1 and field in err and rule in err, err
 
 
