@@ -8,18 +8,17 @@ from dataclasses import dataclass, field
 from simcore.cost.collectives import CollectiveModel
 from simcore.cost.memory import stage_memory
 from simcore.cost.parameters import FITTED, CostParameters
-from simcore.cost.workload import build_workload
+from simcore.cost.workload import Workload, build_workload
 from simcore.domain.layout import (
     CollectiveAlgorithm,
     Fidelity,
     Layout,
-    Schedule,
     validate_layout,
     validate_precision,
 )
 from simcore.domain.model import ModelShape
 from simcore.domain.placement import Placement, place
-from simcore.domain.schedules import POLICIES, Pass
+from simcore.domain.schedules import COSTED, POLICIES, Pass
 from simcore.domain.training import TrainingRun, validate_training
 from simcore.engine.pipeline import Engine, EngineConfig
 from simcore.engine.recorder import Span
@@ -96,18 +95,22 @@ class Network:
     spec: ClusterSpec
     algorithm: CollectiveAlgorithm
     collectives: CollectiveModel
-    _passes: dict[tuple[Schedule, int, int, int, int], list[Pass]] = field(
+    _passes: dict[tuple[object, ...], list[Pass]] = field(
         default_factory=dict, init=False, repr=False, compare=False)
 
-    def passes(self, layout: Layout) -> tuple[list[Pass], ...]:
-        """Each pipeline rank's passes in schedule order (shared lists: not to be changed)."""
-        schedule, p, m, v = layout.schedule, layout.pp, layout.num_microbatches, layout.virtual_stages
+    def passes(self, layout: Layout, workload: Workload | None = None) -> tuple[list[Pass], ...]:
+        """Each pipeline rank's passes in schedule order (shared lists: not to be changed). The schedules that
+        build their order on the stages' costs take them from `workload`."""
+        schedule, p, m, v = layout.schedule, layout.pp, layout.num_microbatches, layout.shape.chunks
+        costs = None
+        if schedule in COSTED and workload is not None:
+            costs = tuple((c.forward_s, c.backward_input_s, c.backward_weight_s) for c in workload.chunks)
         out = []
         for rank in range(p):
-            key = (schedule, rank, p, m, v)
+            key = (schedule, rank, p, m, v, costs)
             order = self._passes.get(key)
             if order is None:
-                order = self._passes[key] = POLICIES[schedule].passes(rank, p, m, v)
+                order = self._passes[key] = POLICIES[schedule].passes(rank, p, m, v, costs)
             out.append(order)
         return tuple(out)
 
@@ -150,7 +153,7 @@ def simulate(scenario: Scenario, network: Network | None = None) -> Outcome:
     # Ranks that differ cannot stand for each other: with stragglers every replica is simulated.
     fidelity = Fidelity.FULL if factors else scenario.fidelity
     engine = Engine(EngineConfig(layout, placement, workload, collectives, fidelity, scenario.free_communication,
-                                 scenario.keep_spans, network.passes(layout), factors or None))
+                                 scenario.keep_spans, network.passes(layout, workload), factors or None))
     result = engine.run()
     memory = stage_memory(model, layout, workload)
     metrics = compute_metrics(model, layout, gpu, workload, result, memory)

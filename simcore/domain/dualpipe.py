@@ -22,11 +22,12 @@ from __future__ import annotations
 
 from collections import deque
 
+from simcore.domain.list_schedule import Costs
 from simcore.domain.passes import BACKWARD, BACKWARD_INPUT, BACKWARD_WEIGHT, FORWARD, OVERLAPPED, Pass
 
 
 class DualPipe:
-    def passes(self, rank: int, pp: int, m: int, v: int) -> list[Pass]:
+    def passes(self, rank: int, pp: int, m: int, v: int, costs: Costs | None = None) -> list[Pass]:
         half, per_direction = pp // 2, m // 2
         half_rank = min(rank, pp - 1 - rank)
         second = rank >= half

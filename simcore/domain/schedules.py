@@ -20,6 +20,7 @@ from typing import Protocol
 
 from simcore.domain.dualpipe import DualPipe
 from simcore.domain.layout import Schedule
+from simcore.domain.list_schedule import Costs
 from simcore.domain.passes import (
     BACKWARD,
     BACKWARD_INPUT,
@@ -33,22 +34,25 @@ from simcore.domain.passes import (
 )
 from simcore.domain.zero_bubble import ZbH1, ZbH2, ZbV
 
-__all__ = ["BACKWARD", "BACKWARD_INPUT", "BACKWARD_WEIGHT", "FORWARD", "OVERLAPPED", "POLICIES", "DualPipe", "GPipe",
-           "Interleaved1F1B", "OneFOneB", "Pass", "SchedulePolicy", "ZbH1", "ZbH2", "ZbV", "produces_weight_gradients",
-           "releases_activations", "sends_gradient"]
+__all__ = ["BACKWARD", "BACKWARD_INPUT", "BACKWARD_WEIGHT", "COSTED", "FORWARD", "OVERLAPPED", "POLICIES",
+           "DualPipe", "GPipe", "Interleaved1F1B", "OneFOneB", "Pass", "SchedulePolicy", "ZbH1", "ZbH2", "ZbV",
+           "produces_weight_gradients", "releases_activations", "sends_gradient"]
 
 
 class SchedulePolicy(Protocol):
-    def passes(self, rank: int, pp: int, m: int, v: int) -> list[Pass]: ...
+    """A rank's passes in order; `costs` (per virtual stage: T_F, T_B, T_W in seconds) for the schedules that
+    build their order on a timeline (zb_h2, zb_v), ignored by the others."""
+
+    def passes(self, rank: int, pp: int, m: int, v: int, costs: Costs | None = None) -> list[Pass]: ...
 
 
 class GPipe:
-    def passes(self, rank: int, pp: int, m: int, v: int) -> list[Pass]:
+    def passes(self, rank: int, pp: int, m: int, v: int, costs: Costs | None = None) -> list[Pass]:
         return [Pass(FORWARD, i, 0) for i in range(m)] + [Pass(BACKWARD, i, 0) for i in reversed(range(m))]
 
 
 class OneFOneB:
-    def passes(self, rank: int, pp: int, m: int, v: int) -> list[Pass]:
+    def passes(self, rank: int, pp: int, m: int, v: int, costs: Costs | None = None) -> list[Pass]:
         warmup = min(pp - rank - 1, m)
         order = [Pass(FORWARD, i, 0) for i in range(warmup)]
         for i in range(m - warmup):
@@ -61,7 +65,7 @@ class OneFOneB:
 class Interleaved1F1B:
     """Megatron's interleaved schedule; needs m to be a multiple of pp."""
 
-    def passes(self, rank: int, pp: int, m: int, v: int) -> list[Pass]:
+    def passes(self, rank: int, pp: int, m: int, v: int, costs: Costs | None = None) -> list[Pass]:
         total = m * v
 
         def forward(k: int) -> Pass:
@@ -91,3 +95,5 @@ POLICIES: dict[Schedule, SchedulePolicy] = {
     Schedule.ZB_V: ZbV(),
     Schedule.DUALPIPE: DualPipe(),
 }
+# The schedules whose order depends on the stages' costs (list-scheduled on them).
+COSTED = frozenset({Schedule.ZB_H2, Schedule.ZB_V})

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 from collections import deque
 
-from simcore.domain.list_schedule import list_orders
+from simcore.domain.list_schedule import Costs, list_orders
 from simcore.domain.passes import BACKWARD, BACKWARD_INPUT, BACKWARD_WEIGHT, FORWARD, Pass
 from simcore.domain.pipeline_shape import PipelineShape, ShapeKind
 
 
 class ZbH1:
-    def passes(self, rank: int, pp: int, m: int, v: int) -> list[Pass]:
+    def passes(self, rank: int, pp: int, m: int, v: int, costs: Costs | None = None) -> list[Pass]:
         warmup = min(pp - rank - 1, m)
         remaining = m - warmup
         order = [Pass(FORWARD, i, 0) for i in range(warmup)]
@@ -60,10 +60,10 @@ class ZbH1:
 
 
 class ZbH2:
-    def passes(self, rank: int, pp: int, m: int, v: int) -> list[Pass]:
-        return list(list_orders(PipelineShape(ShapeKind.LOOP, pp, 1), m, 2 * pp)[rank])
+    def passes(self, rank: int, pp: int, m: int, v: int, costs: Costs | None = None) -> list[Pass]:
+        return list(list_orders(PipelineShape(ShapeKind.LOOP, pp, 1), m, 2 * pp, costs)[rank])
 
 
 class ZbV:
-    def passes(self, rank: int, pp: int, m: int, v: int) -> list[Pass]:
-        return list(list_orders(PipelineShape(ShapeKind.V, pp, 2), m, 2 * pp)[rank])
+    def passes(self, rank: int, pp: int, m: int, v: int, costs: Costs | None = None) -> list[Pass]:
+        return list(list_orders(PipelineShape(ShapeKind.V, pp, 2), m, 2 * pp, costs)[rank])
