@@ -37,8 +37,13 @@ from simcore.engine.clock import Clock, Event, Process, Signal, start
 from simcore.engine.dp_collectives import DataParallelCollectives
 from simcore.engine.dp_sync import Gate, GradientSync
 from simcore.engine.flows import FlowNetwork
-from simcore.engine.pass_work import LABELS, pass_parts, pass_work
+from simcore.engine.pass_work import LABELS, PassWork, pass_parts, pass_work
 from simcore.engine.recorder import RankRecord, Recorder
+
+# Directions by what a pass does (simcore/domain/passes.py), as sets for the pass loop.
+_FORWARDS = frozenset({FORWARD, OVERLAPPED})
+_GRADIENTS = frozenset(d for d in (FORWARD, "B", "I", "W", OVERLAPPED) if sends_gradient(d))
+_WEIGHT_GRADIENTS = frozenset(d for d in (FORWARD, "B", "I", "W", OVERLAPPED) if produces_weight_gradients(d))
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +98,10 @@ class Engine:
         self._barrier = Event(self.clock)
         self._passes_end = 0.0  # latest end of any rank's last pass
         self._ranks_total = len(self.replicas) * layout.pp
-        self.shape = layout.shape
+        self.shape = shape = layout.shape
+        self._first = [shape.is_first(vs) for vs in range(shape.virtual_stages)]
+        self._last = [shape.is_last(vs) for vs in range(shape.virtual_stages)]
+        self._rank_of = [shape.rank(vs) for vs in range(shape.virtual_stages)]
         # With post-validation consecutive iterations overlap: two are simulated and the second is reported.
         self.iterations = 2 if layout.optimizer_post_validation else 1
         self.dp_collectives = DataParallelCollectives(self.clock, self.net, config.collectives, config.placement,
@@ -162,35 +170,42 @@ class Engine:
     def _passes(self, replica: int, rank: int, record: RankRecord, track: str, passes: list[Pass],
                 chunks: tuple[ChunkCost, ...], iteration: int) -> Process:
         clock, shape, t = self.clock, self.shape, record.time_s
+        first, last, rank_of = self._first, self._last, self._rank_of
+        stage_of = [shape.stage(rank, c) for c in range(shape.chunks)]
+        works: dict[tuple[str, int, int], PassWork] = {}  # (direction, stage, backward stage) -> its work
         offset = iteration * self.c.layout.num_microbatches  # arrivals of later iterations are their own
         # What the passes add to the record, summed here in pass order (the same sums as adding to the record's
         # dicts pass by pass, which nothing else adds to) and added once at the end.
         busy = compute = recompute = tp_comm = tp_busy = tp_bytes = 0.0
         for i, ps in enumerate(passes):
             direction = ps.direction
-            vs = shape.stage(rank, ps.chunk)
+            vs = stage_of[ps.chunk]
             cost = chunks[vs]
-            forward = direction in (FORWARD, OVERLAPPED)
+            forward = direction in _FORWARDS
+            gradient = direction in _GRADIENTS
             back_vs, back_mb, backward = vs, ps.microbatch, None
             if direction == OVERLAPPED:
-                back_vs, back_mb = shape.stage(rank, ps.backward_chunk), ps.backward_microbatch
+                back_vs, back_mb = stage_of[ps.backward_chunk], ps.backward_microbatch
                 backward = chunks[back_vs]
-            needs = []
-            if forward and not shape.is_first(vs):
-                needs.append(("act", vs, ps.microbatch))
-            if sends_gradient(direction) and not shape.is_last(back_vs):
-                needs.append(("grad", back_vs, back_mb))
-            for kind, stage, mb in needs:
-                arrival = self._arrival(kind, replica, stage, mb + offset)
+            if forward and not first[vs]:
+                arrival = self._arrival("act", replica, vs, ps.microbatch + offset)
+                if not arrival.fired:
+                    waited = clock.now
+                    yield arrival
+                    self._account_wait(t, track, waited, arrival.produced_s, ps)
+            if gradient and not last[back_vs]:
+                arrival = self._arrival("grad", replica, back_vs, back_mb + offset)
                 if not arrival.fired:
                     waited = clock.now
                     yield arrival
                     self._account_wait(t, track, waited, arrival.produced_s, ps)
             start = clock.now
-            work = pass_work(direction, cost, backward)
+            work = works.get((direction, vs, back_vs))
+            if work is None:
+                work = works[(direction, vs, back_vs)] = pass_work(direction, cost, backward)
             duration = work.duration
             gates = self.sync.pass_gates(replica, rank, ps, cost.layers, cost.parameters, record)
-            grads = produces_weight_gradients(direction)
+            grads = direction in _WEIGHT_GRADIENTS
             if gates:  # the pass runs slice by slice, each behind its parameter gather
                 yield from self._gated_pass(gates, duration, t, track, ps)
                 if grads:
@@ -208,10 +223,10 @@ class Engine:
             tp_bytes += work.tp_bytes
             if self.rec.keep_spans and not gates:
                 self._pass_spans(track, ps, cost, start, backward)
-            if forward and not shape.is_last(vs):
-                self._send("act", replica, rank, shape.rank(vs + 1), vs + 1, ps.microbatch + offset, record)
-            if sends_gradient(direction) and not shape.is_first(back_vs):
-                self._send("grad", replica, rank, shape.rank(back_vs - 1), back_vs - 1, back_mb + offset, record)
+            if forward and not last[vs]:
+                self._send("act", replica, rank, rank_of[vs + 1], vs + 1, ps.microbatch + offset, record)
+            if gradient and not first[back_vs]:
+                self._send("grad", replica, rank, rank_of[back_vs - 1], back_vs - 1, back_mb + offset, record)
         self._passes_end = max(self._passes_end, clock.now)
         record.busy_s += busy
         t["compute"] += compute
