@@ -37,6 +37,7 @@ STEPS: list[list[str]] = [
     ["examples/stragglers/report.py"],
     ["examples/long-context/report.py", "--render"],  # from best/ (searching again: without --render)
     ["examples/zero-scaling/compare.py", "--write"],
+    ["examples/pipeline-schedules/report.py"],
 ]
 
 

@@ -197,6 +197,8 @@ def to_scenario(request: SimulationRequest, free_communication: bool = False) ->
         zero_implementation=ZeroImplementation(lay.zero_implementation),
         fp8_recipe=Fp8Recipe(lay.fp8_recipe) if lay.fp8_recipe else None,
         cp=lay.cp, cp_comm=CpComm(lay.cp_comm),
+        stage_layers=tuple(lay.stage_layers) if lay.stage_layers is not None else None,
+        optimizer_post_validation=lay.optimizer_post_validation,
     )
     opts = request.options
     return Scenario(
@@ -302,6 +304,7 @@ def _metrics_json(m: Metrics) -> dict[str, Any]:
         "communication_bytes": dict(m.communication_bytes),
         "stages": [
             {"index": s.index, "layers": dict(s.layers), "forward_s": s.forward_s, "backward_s": s.backward_s,
+             "backward_input_s": s.backward_input_s, "backward_weight_s": s.backward_weight_s,
              "bubble_s": s.bubble_s,
              "busy_fraction": s.busy_fraction,
              "memory": {"peak_gib_per_gpu": s.memory.total / GIB, "breakdown_gib": _breakdown(s.memory)}}
@@ -377,4 +380,6 @@ def layout_json(layout: Layout) -> dict[str, Any]:
            if layout.zero3_gather_bucket_elements else {}),
         **({"zero_implementation": str(layout.zero_implementation)}
            if layout.zero_implementation is not ZeroImplementation.MEGATRON else {}),
+        **({"stage_layers": list(layout.stage_layers)} if layout.stage_layers else {}),
+        **({"optimizer_post_validation": True} if layout.optimizer_post_validation else {}),
     }

@@ -1,10 +1,11 @@
 """The work of one training iteration, per model chunk: what each pass costs, what it sends, what it holds.
 
-Layers are split over pp * virtual_stages model chunks in order (virtual stage i = chunk * pp + rank, Megatron's
-layout) by simcore/partition.py: by count (the extra layers to the middle stages first, since the first stage
-also embeds and the last also computes the logits) or by cost; an encoder-decoder model's first stages hold the
-encoder, the rest the decoder. A chunk receives its first layer's input: a decoder stage also receives the
-encoder output (the first decoder stage only that), so messages between decoder stages are larger.
+Layers are split over the model chunks in order (virtual stage i = chunk * pp + rank, Megatron's layout; the V
+of ZB-V and DualPipe's two copies place them otherwise: simcore/domain/pipeline_shape.py) by simcore/partition.py:
+by count (the extra layers to the middle stages first, since the first stage also embeds and the last also
+computes the logits) or by cost; an encoder-decoder model's first stages hold the encoder, the rest the decoder.
+A chunk receives its first layer's input: a decoder stage also receives the encoder output (the first decoder
+stage only that), so messages between decoder stages are larger.
 Tensor-parallel collectives are folded into the pass that issues them; their time comes from the collective
 model on the real tensor-parallel group and its paths, with the concurrent groups of the other data-parallel
 replicas sharing the links.
@@ -14,38 +15,41 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from simcore.cost.collectives import Collective, CollectiveModel, ring_factor
+from simcore.cost.collectives import Collective, CollectiveModel
 from simcore.cost.context_parallel import (
-    AttentionRing,
     CpPass,
-    attention_ring,
     local_model,
     pass_plans,
-    split_at_attention,
 )
 from simcore.cost.fp8 import WEIGHT_QUANTIZE_BYTES, fp8_weight_elements
-from simcore.cost.interference import comm_load, slowdown
 from simcore.cost.kernels import (
     ATTENTION_CORE,
     BYTES,
     OPTIMIZER_BYTES_PER_PARAMETER,
-    PROJECTIONS,
-    Op,
     embedding_forward_ops,
-    layer_forward_ops,
     logits_forward_ops,
     ops_time,
     optimizer_step_s,
 )
+from simcore.cost.layer_cost import (
+    LayerCost,
+    backward_ops,
+    layer_cost,
+    layer_kernels,
+    one_collective,
+    tp_bytes,
+    tp_time,
+)
 from simcore.cost.parameters import FITTED, CostParameters
 from simcore.cost.partition import Chunks, partition, stage_costs
+from simcore.cost.weight_gradients import weight_share
 from simcore.domain.layout import Layout, Precision, Recompute
 from simcore.domain.model import LayerType, ModelShape
 from simcore.domain.placement import Placement
 from topology.hardware import GpuSpec
 
 __all__ = ["ATTENTION_CORE", "OPTIMIZER_BYTES_PER_PARAMETER", "ChunkCost", "Workload", "build_workload",
-           "layer_partition"]
+           "layer_partition", "weight_share"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +82,9 @@ class ChunkCost:
     cp_backward: CpPass | None = None
     gemm_fraction: float = 1.0  # of its compute time, the share in GEMMs and attention (its layers')
     tp_message_bytes: float = 0.0  # one tensor-parallel all-reduce's buffer: its first layer's hidden states
+    # Of backward_compute_s, the weight-gradient GEMMs (W) and the embedding's gradient: what a zero-bubble
+    # schedule defers; the rest of the backward pass is B, the input gradient the previous stage waits for.
+    backward_weight_s: float = 0.0
 
     @property
     def forward_s(self) -> float:
@@ -92,6 +99,7 @@ class ChunkCost:
         # time folded into them too, an approximation); the ring's sends do not.
         return replace(self, forward_compute_s=self.forward_compute_s * factor,
                        backward_compute_s=self.backward_compute_s * factor,
+                       backward_weight_s=self.backward_weight_s * factor,
                        recompute_s=recompute_kernels * factor + self.recompute_tp_s,
                        cp_forward=self.cp_forward.scaled(factor) if self.cp_forward else None,
                        cp_backward=self.cp_backward.scaled(factor) if self.cp_backward else None)
@@ -99,6 +107,12 @@ class ChunkCost:
     @property
     def backward_s(self) -> float:
         return self.recompute_s + self.backward_compute_s + self.backward_tp_s
+
+    @property
+    def backward_input_s(self) -> float:
+        """B: the recomputed forward, the input-gradient GEMMs, the memory-bound backward kernels and the
+        backward's tensor-parallel collectives (the input gradient is what they reduce)."""
+        return self.recompute_s + (self.backward_compute_s - self.backward_weight_s) + self.backward_tp_s
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,130 +129,13 @@ class Workload:
     embedding_sync_bytes: float = 0.0
 
 
-@dataclass(frozen=True, slots=True)
-class _LayerCost:
-    """One layer of a type, per microbatch: compute, exposed and hidden tensor-parallel time, bytes, weights."""
-
-    forward: float
-    backward: float
-    core: float  # the attention core's forward (what selective recomputation repeats)
-    gemm_fraction: float  # of its compute time, the share in GEMMs and attention (compute-bound)
-    tp_forward: float  # exposed tensor-parallel time
-    tp_backward: float
-    tp_hidden_forward: float
-    tp_hidden_backward: float
-    tp_bytes_forward: float
-    tp_bytes_backward: float
-    parameters: int  # per tensor rank
-
-    def recompute(self, mode: Recompute) -> float:
-        if mode is Recompute.FULL:
-            return self.forward + self.tp_forward
-        return self.core if mode is Recompute.SELECTIVE else 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class _Kernels:
-    """One layer of a type, per microbatch, on one tensor rank: its kernels' times (the same on every rank)."""
-
-    forward: float
-    backward: float
-    core: float  # the attention core's forward
-    gemm_forward: float  # the projections, which tp_comm_overlap hides collectives under
-    gemm_backward: float
-    ring: AttentionRing | None = None  # context parallelism: the attention core's ring (its time is in the above)
-    pre: tuple[float, float] = (0.0, 0.0)  # with a ring: (forward, backward) s of the kernels before the core
-    post: tuple[float, float] = (0.0, 0.0)  # and after it
-
-
-def _kernels(model: ModelShape, layer: LayerType, layout: Layout, gpu: GpuSpec, params: CostParameters) -> _Kernels:
-    """`model` is the one a rank runs (s/cp tokens a sample with context parallelism, whose attention core is
-    the ring's, costed on the whole sequence by simcore/cost/context_parallel.py)."""
-    ops = layer_forward_ops(model, layout.microbatch_size, layout.tp, layout.sequence_parallel, layer, layout.fp8)
-    gemm_forward = ops_time(tuple(op for op in ops if op.name in PROJECTIONS), gpu, params)
-    gemm_backward = ops_time(tuple(op.backward() for op in ops if op.name in PROJECTIONS), gpu, params)
-    if layout.cp == 1:
-        return _Kernels(
-            forward=ops_time(ops, gpu, params), backward=ops_time(_bwd(ops), gpu, params),
-            core=ops_time(tuple(op for op in ops if op.name in ATTENTION_CORE), gpu, params),
-            gemm_forward=gemm_forward, gemm_backward=gemm_backward)
-    whole = replace(layer, seq=layer.seq * layout.cp)
-    ring = attention_ring(replace(model, seq_length=whole.seq), whole, layout, gpu, params)
-    before, after = split_at_attention(ops)
-    pre = (ops_time(before, gpu, params), ops_time(_bwd(before), gpu, params))
-    post = (ops_time(after, gpu, params), ops_time(_bwd(after), gpu, params))
-    return _Kernels(forward=pre[0] + ring.forward_s + post[0], backward=pre[1] + ring.backward_s + post[1],
-                    core=ring.forward_s, gemm_forward=gemm_forward, gemm_backward=gemm_backward, ring=ring,
-                    pre=pre, post=post)
-
-
-def _layer_cost(model: ModelShape, layer: LayerType, layout: Layout, kernels: _Kernels,
-                collectives: CollectiveModel | None, groups: list[tuple[int, ...]], free: bool,
-                gpu: GpuSpec, params: CostParameters) -> _LayerCost:
-    """The layer's kernels plus its tensor-parallel collectives on one rank's groups."""
-    b, t, sp = layout.microbatch_size, layout.tp, layout.sequence_parallel
-    message = b * layer.seq * model.hidden_size * BYTES  # one microbatch's hidden states
-    one_tp = 0.0 if free else _tp_time(collectives, groups, message, sp)
-    # Two collectives per layer per direction (Megatron's f and g operators around attention and the MLP), three
-    # with cross-attention.
-    blocks = 3 if layer.cross_seq else 2
-    tp_fwd = tp_bwd = blocks * one_tp
-    bytes_fwd = bytes_bwd = blocks * _tp_bytes(t, message)
-    if layer.cross_seq:
-        # The encoder output enters the column-parallel key/value projection: its gradient is all-reduced over
-        # the tensor ranks in backward (with sequence parallelism it is all-gathered in forward and
-        # reduce-scattered in backward).
-        encoder_out = b * layer.cross_seq * model.hidden_size * BYTES
-        if not free:
-            if sp:
-                tp_fwd += _one(collectives, Collective.ALL_GATHER, groups, encoder_out)
-                tp_bwd += _one(collectives, Collective.REDUCE_SCATTER, groups, encoder_out)
-            else:
-                tp_bwd += _one(collectives, Collective.ALL_REDUCE, groups, encoder_out)
-        half = _tp_bytes(t, encoder_out) / 2
-        bytes_fwd += half if sp else 0.0
-        bytes_bwd += half if sp else 2 * half
-    # With tp_comm_overlap the collectives run in chunks under the GEMMs that feed or consume them
-    # (Megatron-Core's userbuffers): only what the GEMMs cannot cover stays on the critical path.
-    exposed_fwd = max(0.0, tp_fwd - kernels.gemm_forward) if layout.tp_comm_overlap else tp_fwd
-    exposed_bwd = max(0.0, tp_bwd - kernels.gemm_backward) if layout.tp_comm_overlap else tp_bwd
-    # The GEMMs that hide them run slower while the collectives' channels hold SMs (simcore/cost/interference.py):
-    # a GEMM beside T seconds of communication takes T x (s - 1) / s longer, s the slowdown.
-    slowed = 0.0
-    if layout.tp_comm_overlap and not free and params.comm_sm_share > 0 and one_tp > 0:
-        assert collectives is not None
-        kind = Collective.ALL_GATHER if sp else Collective.ALL_REDUCE
-        load = comm_load(kind, t, message, one_tp, collectives.communicator(groups[0]).channels,
-                         params.comm_sm_share)
-        s = slowdown(load.sms, load.hbm_bytes_per_s, gpu.sm_count, gpu.hbm_bandwidth_bytes_per_s, 1.0)
-        slowed = (s - 1) / s
-    return _LayerCost(
-        forward=kernels.forward + slowed * (tp_fwd - exposed_fwd),
-        backward=kernels.backward + slowed * (tp_bwd - exposed_bwd), core=kernels.core,
-        gemm_fraction=min(1.0, (kernels.gemm_forward + kernels.core) / kernels.forward) if kernels.forward else 1.0,
-        tp_forward=exposed_fwd, tp_backward=exposed_bwd,
-        tp_hidden_forward=tp_fwd - exposed_fwd, tp_hidden_backward=tp_bwd - exposed_bwd,
-        tp_bytes_forward=bytes_fwd, tp_bytes_backward=bytes_bwd,
-        parameters=model.parameters_per_layer(layer) // t)
-
-
-def _tp_time(model: CollectiveModel | None, groups: list[tuple[int, ...]], size: float, sp: bool) -> float:
-    if len(groups[0]) < 2:
-        return 0.0
-    assert model is not None, "tensor-parallel time needs a collective model (or free communication)"
-    if sp:
-        return (model.isolated_time(Collective.ALL_GATHER, groups, size)
-                + model.isolated_time(Collective.REDUCE_SCATTER, groups, size))
-    return model.isolated_time(Collective.ALL_REDUCE, groups, size)
-
-
 def layer_partition(model: ModelShape, layout: Layout, gpu: GpuSpec,
                     params: CostParameters = FITTED) -> tuple[Chunks, int]:
     """The layout's layers per virtual stage and its encoder stage count (simcore/partition.py)."""
     costs = stage_costs(model, layout.microbatch_size, layout.tp, layout.sequence_parallel, str(layout.recompute),
                         gpu, params)
-    return partition(model, layout.pp, layout.virtual_stages, layout.pipeline_partition, costs,
-                     layout.encoder_pipeline_stages)
+    return partition(model, layout.pp, layout.shape.pieces // layout.pp, layout.pipeline_partition, costs,
+                     layout.encoder_pipeline_stages, layout.stage_layers)
 
 
 def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: Placement | None,
@@ -246,7 +143,8 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
                    params: CostParameters = FITTED) -> Workload:
     """Cost every chunk of the layout; pure function of its inputs. With `free_communication` the
     tensor-parallel collectives take no time (and `placement` and `collectives` may be None)."""
-    b, t, p, v = layout.microbatch_size, layout.tp, layout.pp, layout.virtual_stages
+    b, t, p = layout.microbatch_size, layout.tp, layout.pp
+    shape = layout.shape
     sp, free, mode = layout.sequence_parallel, free_communication, layout.recompute
     full = mode is Recompute.FULL
     h = model.hidden_size
@@ -256,9 +154,10 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
     emb_ops = embedding_forward_ops(model, b, t)
     dec_emb_ops = embedding_forward_ops(model, b, t, model.decoder_seq_length) if model.encoder_decoder else emb_ops
     logit_ops = logits_forward_ops(model, b, t, sp)
-    emb_fwd, emb_bwd = ops_time(emb_ops, gpu, params), ops_time(_bwd(emb_ops), gpu, params)
-    dec_emb_fwd, dec_emb_bwd = ops_time(dec_emb_ops, gpu, params), ops_time(_bwd(dec_emb_ops), gpu, params)
-    logit_fwd, logit_bwd = ops_time(logit_ops, gpu, params), ops_time(_bwd(logit_ops), gpu, params)
+    emb_fwd, emb_bwd = ops_time(emb_ops, gpu, params), ops_time(backward_ops(emb_ops), gpu, params)
+    dec_emb_fwd, dec_emb_bwd = ops_time(dec_emb_ops, gpu, params), ops_time(backward_ops(dec_emb_ops), gpu, params)
+    logit_fwd, logit_bwd = ops_time(logit_ops, gpu, params), ops_time(backward_ops(logit_ops), gpu, params)
+    logit_weight = weight_share(backward_ops(logit_ops), gpu, params) * logit_bwd
 
     def tp_groups(rank: int) -> list[tuple[int, ...]]:
         # Free communication needs no groups (nor a placement or a network: memory planning costs layouts so).
@@ -267,8 +166,8 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
         return [placement.tp_group(d, rank, c) for c in range(layout.cp) for d in range(layout.dp)]
 
     # Kernel times once per layer type; tensor-parallel time per rank, on its real groups (cached by the model).
-    kernels = {layer: _kernels(model, layer, layout, gpu, params) for layer, _ in model.layer_stacks()}
-    rank_costs = [{layer: _layer_cost(model, layer, layout, k, collectives, tp_groups(r), free, gpu, params)
+    kernels = {layer: layer_kernels(model, layer, layout, gpu, params) for layer, _ in model.layer_stacks()}
+    rank_costs = [{layer: layer_cost(model, layer, layout, k, collectives, tp_groups(r), free, gpu, params)
                    for layer, k in kernels.items()} for r in range(p)]
     layers_of, encoder_stages = layer_partition(model, layout, gpu, params)
     emb_message = b * model.seq_length * h * BYTES
@@ -277,11 +176,14 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
 
     chunks = []
     previous: LayerType | None = None
-    for vs, runs in enumerate(layers_of):
-        chunk, rank = divmod(vs, p)
+    for vs in range(shape.virtual_stages):
+        runs = layers_of[shape.piece(vs)]
+        chunk, rank = shape.chunk(vs), shape.rank(vs)
         costs = rank_costs[rank]
         groups = tp_groups(rank)
-        first, last = vs == 0, vs == p * v - 1
+        first, last = shape.is_first(vs), shape.is_last(vs)
+        if first:  # a chain starts (DualPipe's second copy starts a chain of its own)
+            previous = None
         first_layer = runs[0][0]
         decoder_embeds = any(layer.cross_seq for layer, _ in runs) and (previous is None or not previous.cross_seq)
         # What the chunk receives (and returns the gradient of): its first layer's input hidden states; a decoder
@@ -297,15 +199,15 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
         emb_tp = logit_tp = emb_bytes = 0.0
         for embeds, size in ((first, emb_message), (decoder_embeds, dec_emb_message)):
             if embeds:  # the encoder's (or only) embedding, and the decoder's on the stage that starts it
-                emb_bytes += _tp_bytes(t, size)
+                emb_bytes += tp_bytes(t, size)
                 if not free:
-                    emb_tp += _one(collectives, Collective.REDUCE_SCATTER, groups, size) if sp else \
-                        _tp_time(collectives, groups, size, False)
+                    emb_tp += one_collective(collectives, Collective.REDUCE_SCATTER, groups, size) if sp else \
+                        tp_time(collectives, groups, size, False)
         if last and sp and not free:
-            logit_tp = _one(collectives, Collective.ALL_GATHER, groups, out_message)
+            logit_tp = one_collective(collectives, Collective.ALL_GATHER, groups, out_message)
 
         def total(attr: str, runs: list[tuple[LayerType, int]] = runs,
-                  costs: dict[LayerType, _LayerCost] = costs) -> float:
+                  costs: dict[LayerType, LayerCost] = costs) -> float:
             return sum(n * getattr(costs[layer], attr) for layer, n in runs)
 
         # The first chunk embeds the (encoder's) tokens; the chunk that starts the decoder embeds the target's.
@@ -314,7 +216,7 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
         # The last stage holds the output layer: its own matrix when untied, a copy of the embedding when tied and
         # the pipeline has more than one stage (Megatron keeps both copies' gradients in sync). A stage that
         # embeds the decoder's tokens holds a copy of the shared embedding too.
-        output_layer = last and (p * v > 1 or not model.tied_embeddings)
+        output_layer = last and (shape.virtual_stages > 1 or not model.tied_embeddings)
         weights = (sum(n * costs[layer].parameters for layer, n in runs)
                    + (vocab_params + positions if first else 0)
                    + (vocab_params if decoder_embeds and not first else 0)
@@ -339,12 +241,14 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
             has_embedding=first or decoder_embeds, embeds_target=decoder_embeds, has_logits=last,
             forward_compute_s=forward_compute_s, forward_tp_s=forward_tp_s,
             backward_compute_s=backward_compute_s, backward_tp_s=backward_tp_s, recompute_s=recompute_s,
+            # The embedding's backward only accumulates its table's gradient: weight work.
+            backward_weight_s=total("backward_weight") + embed_bwd + (logit_weight if last else 0.0),
             recompute_tp_s=total("tp_forward") if full else 0.0,
             tp_hidden_forward_s=total("tp_hidden_forward"),
             tp_hidden_backward_s=total("tp_hidden_backward") + (total("tp_hidden_forward") if full else 0.0),
             parameters=weights,
             # scatter/gather over tensor ranks (or sequence-parallel shards)
-            input_bytes=b * input_tokens * h * BYTES / t if vs > 0 else 0.0,
+            input_bytes=b * input_tokens * h * BYTES / t if not first else 0.0,
             tp_bytes_forward=total("tp_bytes_forward") + emb_bytes,
             tp_bytes_backward=total("tp_bytes_backward") + (total("tp_bytes_forward") if full else 0.0),
             cp_forward=cp_forward, cp_backward=cp_backward,
@@ -376,22 +280,3 @@ def fp8_gemm_weights(model: ModelShape, chunks: list[ChunkCost] | tuple[ChunkCos
     layers = {layer.kind: layer for layer, _ in model.layer_stacks()}
     return sum(n * fp8_weight_elements(model, layers[kind], t) for c in chunks if c.rank == rank
                for kind, n in c.layer_counts)
-
-
-def _one(model: CollectiveModel | None, kind: Collective, groups: list[tuple[int, ...]], size: float) -> float:
-    if len(groups[0]) < 2:
-        return 0.0
-    assert model is not None, "tensor-parallel time needs a collective model (or free communication)"
-    return model.isolated_time(kind, groups, size)
-
-
-def _bwd(ops: tuple[Op, ...]) -> tuple[Op, ...]:
-    return tuple(op.backward() for op in ops)
-
-
-def _tp_bytes(t: int, size: float) -> float:
-    """Bytes one tensor rank sends for one all-reduce (or reduce-scatter plus all-gather) of `size` bytes in a
-    ring: 2(t-1)/t S."""
-    if t < 2:
-        return 0.0
-    return ring_factor(Collective.ALL_REDUCE, t) * size
