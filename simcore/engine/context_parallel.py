@@ -11,13 +11,14 @@ link sharing counts every real flow; in full fidelity each replica sends its own
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from simcore.cost.collectives import Collective, CollectiveModel, ring_factor
 from simcore.cost.context_parallel import CpPass, RingStep
 from simcore.cost.patterns import FlowPattern
 from simcore.domain.placement import Placement
-from simcore.engine.clock import Clock, Process, Signal
+from simcore.engine.clock import Clock, Event, Process, Signal
 from simcore.engine.flows import FlowNetwork
 from simcore.engine.recorder import Recorder
 
@@ -136,3 +137,22 @@ class ContextRing:
                         busy_from = clock.now
         if spans:
             self.rec.span(track, label, "compute", busy_from, clock.now)
+
+    def run_gated(self, gates: list[Callable[[], Event]], plan: CpPass, totals: CpTotals, replica: int, rank: int,
+                  t: dict[str, float], track: str, label: str) -> Process:
+        """A context-parallel pass behind its gates (each returns its parameter gather's event): gate k opens
+        before the k-th of len(gates) equal runs of its layers (ZeRO 3: one gate a layer), the next gate's gather
+        issued when a run starts."""
+        clock, n, layers = self.clock, len(gates), plan.layers
+        pending = gates[0]()
+        for k in range(n):
+            current = pending
+            if not current.triggered:
+                waited = clock.now
+                yield current
+                t["dp_comm"] += clock.now - waited
+                self.rec.span(track, "wait parameter gather", "dp_comm", waited, clock.now)
+            if k + 1 < n:
+                pending = gates[k + 1]()
+            yield from self.run(replica, rank, plan, totals, track, label,
+                                range(k * layers // n, (k + 1) * layers // n), extra=k == 0)
