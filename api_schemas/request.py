@@ -251,7 +251,12 @@ class LayoutIn(BaseModel):
     )
     microbatch_size: Samples = Field(default=1, description="samples per microbatch")
     global_batch_size: Samples = Field(description="samples per iteration; divisible by dp * microbatch_size")
-    schedule: Literal["gpipe", "1f1b", "interleaved_1f1b"] = "1f1b"
+    schedule: Literal["gpipe", "1f1b", "interleaved_1f1b", "zb_h1", "zb_h2", "zb_v", "dualpipe"] = Field(
+        default="1f1b", description="pipeline schedule; zb_*: zero-bubble schedules, which split each backward "
+        "pass into its input gradient (B) and its weight gradient (W) and defer W into the bubble (zb_v: two "
+        "chunks per rank in a V); dualpipe: microbatches from both ends, two stages per rank, overlapped "
+        "forward-backward pairs"
+    )
     sequence_parallel: StrictBool = False
     zero_stage: ZeroStage = 0
     recompute: Literal["none", "selective", "full"] = "none"
@@ -295,6 +300,15 @@ class LayoutIn(BaseModel):
     )
     ep: Size = Field(default=1, description="expert parallelism (MoE); ep * expert_tp divides tp * dp")
     expert_tp: Size = Field(default=1, description="the experts' tensor parallelism (MoE)")
+    optimizer_post_validation: StrictBool = Field(
+        default=False, description="Zero Bubble's post-validation: step the optimizer without the barrier before "
+        "it and validate the global checks afterwards; consecutive iterations then overlap (two are simulated, the "
+        "steady-state period is iteration_time_s)"
+    )
+    stage_layers: list[StrictInt] | None = Field(
+        default=None, description="layers of each pipeline stage (of each model chunk, in pipeline order, when a "
+        "rank holds several), adding up to the model's layers; overrides pipeline_partition"
+    )
 
     @field_validator("placement")
     @classmethod

@@ -104,6 +104,9 @@ class StageResult(_Out):
     layers: dict[str, int] = Field(description="e.g. encoder/decoder layer counts, embedding, logits")
     forward_s: float = Field(description="seconds per microbatch")
     backward_s: float = Field(description="seconds per microbatch")
+    backward_input_s: float = Field(description="of backward_s, the input gradient (B, with any recomputation), "
+                                    "seconds per microbatch")
+    backward_weight_s: float = Field(description="of backward_s, the weight gradient (W), seconds per microbatch")
     bubble_s: float = Field(description="seconds per iteration this stage's compute stream is idle waiting on "
                             "pipeline dependencies (fill, drain, waits for another stage); the mean of these over "
                             "stages, over iteration_time_s, is bubble_fraction")

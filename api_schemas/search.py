@@ -95,7 +95,8 @@ class SearchSpaceIn(BaseModel):
         "for interleaved_1f1b; default: 2..max_virtual_stages where pp * v divides the layers")
     microbatch_size: list[Size] | None = _choices(
         "default: the divisors of global batch / dp up to max_microbatch_size")
-    schedule: list[Literal["gpipe", "1f1b", "interleaved_1f1b"]] | None = _choices()
+    schedule: list[Literal["gpipe", "1f1b", "interleaved_1f1b", "zb_h1", "zb_h2", "zb_v", "dualpipe"]] | None = (
+        _choices())
     zero_stage: list[ZeroStage] | None = _choices()
     recompute: list[Literal["none", "selective", "full"]] | None = _choices()
     sequence_parallel: list[StrictBool] | None = _choices()

@@ -38,6 +38,7 @@ STEPS: list[list[str]] = [
     ["examples/long-context/report.py", "--render"],  # from best/ (searching again: without --render)
     ["examples/zero-scaling/compare.py", "--write"],
     ["examples/moe/report.py"],
+    ["examples/pipeline-schedules/report.py"],
 ]
 
 

@@ -198,6 +198,8 @@ def to_scenario(request: SimulationRequest, free_communication: bool = False) ->
         fp8_recipe=Fp8Recipe(lay.fp8_recipe) if lay.fp8_recipe else None,
         cp=lay.cp, cp_comm=CpComm(lay.cp_comm),
         ep=lay.ep, expert_tp=lay.expert_tp,
+        stage_layers=tuple(lay.stage_layers) if lay.stage_layers is not None else None,
+        optimizer_post_validation=lay.optimizer_post_validation,
     )
     opts = request.options
     return Scenario(
@@ -303,6 +305,7 @@ def _metrics_json(m: Metrics) -> dict[str, Any]:
         "communication_bytes": dict(m.communication_bytes),
         "stages": [
             {"index": s.index, "layers": dict(s.layers), "forward_s": s.forward_s, "backward_s": s.backward_s,
+             "backward_input_s": s.backward_input_s, "backward_weight_s": s.backward_weight_s,
              "bubble_s": s.bubble_s,
              "busy_fraction": s.busy_fraction,
              "memory": {"peak_gib_per_gpu": s.memory.total / GIB, "breakdown_gib": _breakdown(s.memory)}}
@@ -385,4 +388,6 @@ def layout_json(layout: Layout) -> dict[str, Any]:
            if layout.zero_implementation is not ZeroImplementation.MEGATRON else {}),
         **({"ep": layout.ep} if layout.ep > 1 else {}),
         **({"expert_tp": layout.expert_tp} if layout.expert_tp > 1 else {}),
+        **({"stage_layers": list(layout.stage_layers)} if layout.stage_layers else {}),
+        **({"optimizer_post_validation": True} if layout.optimizer_post_validation else {}),
     }

@@ -3,8 +3,10 @@ trace, and from them the wall time and the peak memory of the process that runs 
 
 Nothing is built: the counts follow the engine's own structure, so a request cannot make the simulator work
 where the estimate does not look.
-- Pipeline passes: 2 x microbatches x virtual stages per pipeline rank, on `pp` ranks of one data-parallel
-  replica (representative fidelity) or of all `dp` (full fidelity, or uneven compute across GPUs).
+- Pipeline passes: 2 x microbatches x model chunks per pipeline rank (3 with the schedules that split backward
+  passes into input and weight gradients: zb_*, dualpipe), on `pp` ranks of one data-parallel replica
+  (representative fidelity) or of all `dp` (full fidelity, or uneven compute across GPUs); twice with
+  `optimizer_post_validation`, which simulates two iterations.
 - Data-parallel collectives per simulated rank (simcore.engine.dp_sync): its gradient buckets (Megatron's
   max(40M, 1M x dp) elements when the reduction overlaps backward, else one per model chunk; with ZeRO 3 one per
   layer), reduced once per iteration (ZeRO 0, 1) or after every backward pass (ZeRO 2, 3), and gathered once
@@ -29,6 +31,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from simcore.cost.memory import SPLITS
 from simcore.cost.parameters import DP_BUCKET_ELEMENTS
 from simcore.domain.layout import Fidelity
 from simcore.engine.dp_sync import BUCKET_ELEMENTS_PER_DP_RANK
@@ -109,7 +112,7 @@ def _collectives_per_rank(scenario: Scenario) -> int:
     layout, model = scenario.layout, scenario.model
     if layout.dp <= 1:
         return 0
-    m, v = layout.num_microbatches, layout.virtual_stages
+    m, v = layout.num_microbatches, layout.shape.chunks
     chunks = layout.pp * v
     layers = sum(count for _, count in model.layer_stacks())
     layers_per_chunk = max(1, -(-layers // chunks))
@@ -139,8 +142,10 @@ def estimate_cost(scenario: Scenario) -> Cost:
     full = scenario.fidelity is Fidelity.FULL or scenario.cluster.health.uneven_compute  # as simulate() decides
     replicas = layout.dp if full else 1
     ranks = replicas * layout.pp
-    passes = 2 * layout.num_microbatches * layout.virtual_stages * ranks
-    collectives = _collectives_per_rank(scenario) * ranks
+    iterations = 2 if layout.optimizer_post_validation else 1
+    per_microbatch = 3 if layout.schedule in SPLITS else 2  # F, I, W or F, B per microbatch and chunk
+    passes = per_microbatch * layout.num_microbatches * layout.shape.chunks * ranks * iterations
+    collectives = _collectives_per_rank(scenario) * ranks * iterations
     members = collectives * layout.dp * layout.cp
     per_pass = EVENTS_PER_PASS
     if layout.cp > 1:  # context parallelism runs each layer's ring steps as events: a step and its send's flow

@@ -20,6 +20,8 @@ class StageReport:
     layers: dict[str, int]
     forward_s: float
     backward_s: float
+    backward_input_s: float  # B: the input gradient (with recomputation), per microbatch
+    backward_weight_s: float  # W: the weight gradient, per microbatch
     bubble_s: float  # seconds per iteration the stage's compute stream idles on pipeline dependencies (rank mean)
     busy_fraction: float
     memory: StageMemory
@@ -76,7 +78,10 @@ def compute_metrics(model: ModelShape, layout: Layout, gpu: GpuSpec, workload: W
     # Idle on pipeline dependencies: fill, waits for a producer, and the drain.
     bubble = {s: [r.time_s["bubble"] for r in rs] for s, rs in by_stage.items()}
     m = layout.num_microbatches
-    passes = {s: [m * sum(c.forward_s + c.backward_s for c in workload.chunks if c.rank == s)] for s in by_stage}
+    # each chunk runs m microbatches (DualPipe's m / 2: half go each way)
+    per_chunk = layout.shape.microbatches_per_chunk(m)
+    passes = {s: [per_chunk * sum(c.forward_s + c.backward_s for c in workload.chunks if c.rank == s)]
+              for s in by_stage}
     bubble_mean = stage_mean(bubble)
 
     critical = _critical(ranks)
@@ -95,6 +100,9 @@ def compute_metrics(model: ModelShape, layout: Layout, gpu: GpuSpec, workload: W
     comm_s = {k: sum(r.comm_busy_s[k] for r in representatives) for k in kinds}
     comm_bytes = {k: sum(r.comm_bytes[k] for r in representatives) for k in kinds}
 
+    # A stage's times per microbatch: its chunks' sum, each weighted by the share of the microbatches it runs
+    # (all of them, or half with DualPipe: the mean of its two chunks).
+    share = per_chunk / m if per_chunk != m else 1
     stages = []
     for s, rs in sorted(by_stage.items()):
         mine = [c for c in workload.chunks if c.rank == s]
@@ -108,7 +116,9 @@ def compute_metrics(model: ModelShape, layout: Layout, gpu: GpuSpec, workload: W
             layers["logits"] = 1
         stages.append(StageReport(
             index=s, layers=layers,
-            forward_s=sum(c.forward_s for c in mine), backward_s=sum(c.backward_s for c in mine),
+            forward_s=share * sum(c.forward_s for c in mine), backward_s=share * sum(c.backward_s for c in mine),
+            backward_input_s=share * sum(c.backward_input_s for c in mine),
+            backward_weight_s=share * sum(c.backward_weight_s for c in mine),
             bubble_s=sum(bubble[s]) / len(bubble[s]),
             busy_fraction=sum(r.busy_s for r in rs) / len(rs) / T,
             memory=memory[s],

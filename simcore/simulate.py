@@ -9,18 +9,17 @@ from simcore.cost.collectives import CollectiveModel
 from simcore.cost.memory import stage_memory
 from simcore.cost.parameters import FITTED, CostParameters
 from simcore.cost.sharding import sharding_units
-from simcore.cost.workload import build_workload
+from simcore.cost.workload import Workload, build_workload
 from simcore.domain.layout import (
     CollectiveAlgorithm,
     Fidelity,
     Layout,
-    Schedule,
     validate_layout,
     validate_precision,
 )
 from simcore.domain.model import ModelShape
 from simcore.domain.placement import Placement, place
-from simcore.domain.schedules import POLICIES, Pass
+from simcore.domain.schedules import COSTED, POLICIES, Pass
 from simcore.domain.training import TrainingRun, validate_training
 from simcore.engine.pipeline import Engine, EngineConfig, Progress
 from simcore.engine.recorder import Span
@@ -78,18 +77,22 @@ class Network:
     spec: ClusterSpec
     algorithm: CollectiveAlgorithm
     collectives: CollectiveModel
-    _passes: dict[tuple[Schedule, int, int, int, int], list[Pass]] = field(
+    _passes: dict[tuple[object, ...], list[Pass]] = field(
         default_factory=dict, init=False, repr=False, compare=False)
 
-    def passes(self, layout: Layout) -> tuple[list[Pass], ...]:
-        """Each pipeline rank's passes in schedule order (shared lists: not to be changed)."""
-        schedule, p, m, v = layout.schedule, layout.pp, layout.num_microbatches, layout.virtual_stages
+    def passes(self, layout: Layout, workload: Workload | None = None) -> tuple[list[Pass], ...]:
+        """Each pipeline rank's passes in schedule order (shared lists: not to be changed). The schedules that
+        build their order on the stages' costs take them from `workload`."""
+        schedule, p, m, v = layout.schedule, layout.pp, layout.num_microbatches, layout.shape.chunks
+        costs = None
+        if schedule in COSTED and workload is not None:
+            costs = tuple((c.forward_s, c.backward_input_s, c.backward_weight_s) for c in workload.chunks)
         out = []
         for rank in range(p):
-            key = (schedule, rank, p, m, v)
+            key = (schedule, rank, p, m, v, costs)
             order = self._passes.get(key)
             if order is None:
-                order = self._passes[key] = POLICIES[schedule].passes(rank, p, m, v)
+                order = self._passes[key] = POLICIES[schedule].passes(rank, p, m, v, costs)
             out.append(order)
         return tuple(out)
 
@@ -137,7 +140,7 @@ def simulate(scenario: Scenario, network: Network | None = None, progress: Progr
     fidelity = Fidelity.FULL if factors else scenario.fidelity
     engine = Engine(EngineConfig(layout, placement, workload, collectives, fidelity, scenario.free_communication,
                                  scenario.keep_spans, gpu=gpu, comm_sm_share=scenario.cost_parameters.comm_sm_share,
-                                 passes=network.passes(layout), compute_time_factors=factors or None,
+                                 passes=network.passes(layout, workload), compute_time_factors=factors or None,
                                  units=sharding_units(model, layout, workload)))
     result = engine.run(progress)
     memory = stage_memory(model, layout, workload)

@@ -58,7 +58,7 @@ from dataclasses import dataclass, replace
 from importlib import resources
 from typing import Any
 
-from simcore.calibration import modern
+from simcore.calibration import modern, zero_bubble
 from simcore.cost.parameters import FITTED, FITTED_SOURCES, CostParameters
 from simcore.cost.sharding import FITTED_ROWS
 from simcore.domain.layout import Layout, Precision, Recompute, ZeroImplementation
@@ -139,6 +139,8 @@ def scenario_for(case: dict[str, Any]) -> Scenario:
     """The request a row describes; raises ValueError (with the reason) when it cannot be expressed."""
     if modern.handles(case):  # FP8 and Blackwell rows (simcore/calibration/modern.py)
         return modern.scenario_for(case)
+    if zero_bubble.handles(case):  # the Zero Bubble paper's 1F1B rows (simcore/calibration/zero_bubble.py)
+        return zero_bubble.scenario_for(case)
     source = source_of(str(case.get("id", "")))
     if source is None:
         raise ValueError("no rule for this source's unstated settings")

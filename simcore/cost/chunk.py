@@ -52,6 +52,9 @@ class ChunkCost:
     # Expert gradients reduce over the expert data-parallel group (edp = tp*cp*dp / (ep*expert_tp)), not dp x cp:
     # the bytes each rank sends in a ring over edp, per byte it would send over dp x cp.
     expert_reduce_ratio: float = 1.0
+    # Of backward_compute_s, the weight-gradient GEMMs (W) and the embedding's gradient: what a zero-bubble
+    # schedule defers; the rest of the backward pass is B, the input gradient the previous stage waits for.
+    backward_weight_s: float = 0.0
 
     @property
     def reduced_parameters(self) -> int:
@@ -73,6 +76,7 @@ class ChunkCost:
         # time folded into them too, an approximation); the ring's sends do not. The all-to-alls do not either.
         return replace(self, forward_compute_s=self.forward_compute_s * factor,
                        backward_compute_s=self.backward_compute_s * factor,
+                       backward_weight_s=self.backward_weight_s * factor,
                        recompute_s=recompute_kernels * factor + self.recompute_tp_s + self.recompute_ep_s,
                        cp_forward=self.cp_forward.scaled(factor) if self.cp_forward else None,
                        cp_backward=self.cp_backward.scaled(factor) if self.cp_backward else None)
@@ -80,6 +84,13 @@ class ChunkCost:
     @property
     def backward_s(self) -> float:
         return self.recompute_s + self.backward_compute_s + self.backward_tp_s + self.backward_ep_s
+
+    @property
+    def backward_input_s(self) -> float:
+        """B: the recomputed forward, the input-gradient GEMMs, the memory-bound backward kernels and the
+        backward's tensor-parallel collectives and all-to-alls (the input gradient is what they carry)."""
+        return (self.recompute_s + (self.backward_compute_s - self.backward_weight_s) + self.backward_tp_s
+                + self.backward_ep_s)
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,7 +40,14 @@ from simcore.cost.moe import mla_attention_activation_elements, moe_activation_b
 from simcore.cost.workload import ChunkCost, Workload
 from simcore.domain.layout import Layout, Recompute, Schedule
 from simcore.domain.model import AttentionKind, LayerType, ModelShape
-from simcore.domain.schedules import BACKWARD, POLICIES
+from simcore.domain.schedules import (
+    BACKWARD_INPUT,
+    BACKWARD_WEIGHT,
+    FORWARD,
+    OVERLAPPED,
+    POLICIES,
+    releases_activations,
+)
 from topology.hardware import GIB
 
 BYTES = 2
@@ -60,6 +67,8 @@ RUNTIME_BYTES = 1.0 * GIB
 # comm_gemm_overlap/comm_gemm_overlap.cpp registers a buffer of the whole shape for each, the ring-exchange ones
 # all-gathers; Megatron-LM _initialize_tp_communicators). Small at 4K tokens, 12 GiB at 128K tokens of h = 4096.
 USERBUFFER_GEMMS, USERBUFFER_ALL_GATHERS = 12, 8
+# Schedules whose passes split the backward pass (the inputs of deferred W are held) or overlap two microbatches.
+SPLITS = frozenset({Schedule.ZB_H1, Schedule.ZB_H2, Schedule.ZB_V, Schedule.DUALPIPE})
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,16 +122,36 @@ def layer_activation_bytes(model: ModelShape, b: int, t: int, sequence_parallel:
     return (replicated / (t if sequence_parallel else 1)) + split / t + core / t
 
 
+def weight_gradient_bytes(model: ModelShape, b: int, t: int, sequence_parallel: bool,
+                          layer: LayerType | None = None) -> float:
+    """Bytes one layer keeps per microbatch between its input gradient (I) and its deferred weight gradient (W):
+    the inputs of its weight GEMMs (QKV and MLP-up read the normed hidden states, the attention output reads the
+    attention context, MLP-down the activation) and the gradients of their outputs, which W multiplies
+    (dW = X^T dY); 16-bit. What the zero-bubble schedules hold for deferred W (Qi et al. 2024, section 3)."""
+    layer = layer or model.main_layer()
+    s, h, d, f = layer.seq, model.hidden_size, model.head_dim, model.ffn_hidden_size
+    a, g = model.num_attention_heads, model.num_kv_heads
+    up = 2 if model.gated_mlp else 1
+    full = h / (t if sequence_parallel else 1)  # a hidden-state tensor: sharded only with sequence parallelism
+    inputs = 2 * full + a * d / t + f / t
+    output_grads = (a + 2 * g) * d / t + 2 * full + up * f / t
+    return BYTES * s * b * (inputs + output_grads)
+
+
 def _full_layer_bytes(model: ModelShape, layout: Layout, layer: LayerType) -> float:
     return layer_activation_bytes(model, layout.microbatch_size, layout.tp, layout.sequence_parallel, Recompute.NONE,
                                   layer)
 
 
-def in_flight(layout: Layout, rank: int, bytes_of_chunk: Mapping[int, float]) -> float:
+def in_flight(layout: Layout, rank: int, bytes_of_chunk: Mapping[int, float],
+              deferred_of_chunk: Mapping[int, float] | None = None) -> float:
     """The most microbatch activations the rank holds at once under its schedule, given what one microbatch of
-    each of its chunks keeps (in any unit: layers or bytes)."""
+    each of its chunks keeps (in any unit: layers or bytes) until its backward pass, and, for schedules that
+    split it, what it keeps from its input gradient to its deferred weight gradient (`deferred_of_chunk`)."""
     m = layout.num_microbatches
-    if len(bytes_of_chunk) == 1 and layout.schedule is not Schedule.INTERLEAVED_1F1B:
+    if deferred_of_chunk is not None and layout.schedule in SPLITS:
+        return walk_in_flight(layout, rank, bytes_of_chunk, deferred_of_chunk)
+    if len(bytes_of_chunk) == 1 and layout.schedule in (Schedule.ONE_F_ONE_B, Schedule.GPIPE):
         # One chunk: 1F1B holds its pp - rank - 1 warm-up forwards plus one, GPipe every microbatch (the same
         # as walking the schedule below, which the tests check).
         (one,) = bytes_of_chunk.values()
@@ -130,18 +159,23 @@ def in_flight(layout: Layout, rank: int, bytes_of_chunk: Mapping[int, float]) ->
     return walk_in_flight(layout, rank, bytes_of_chunk)
 
 
-def walk_in_flight(layout: Layout, rank: int, bytes_of_chunk: Mapping[int, float]) -> float:
+def walk_in_flight(layout: Layout, rank: int, bytes_of_chunk: Mapping[int, float],
+                   deferred_of_chunk: Mapping[int, float] | None = None) -> float:
     """`in_flight` by walking the rank's passes in its schedule's order."""
     chunks = sorted(bytes_of_chunk)
-    counts = _held_counts(layout.schedule, rank, layout.pp, layout.num_microbatches, layout.virtual_stages,
-                          tuple(chunks))
+    split = deferred_of_chunk is not None and layout.schedule in SPLITS
+    counts = _held_counts(layout.schedule, rank, layout.pp, layout.num_microbatches, layout.shape.chunks,
+                          tuple(chunks), split)
     weights = [bytes_of_chunk[c] for c in chunks]
+    if split:
+        assert deferred_of_chunk is not None
+        weights += [deferred_of_chunk[c] for c in chunks]
     return float(max((sum(n * w for n, w in zip(held, weights)) for held in counts), default=0.0))
 
 
 @lru_cache(maxsize=4096)
 def _held_counts(schedule: Schedule, rank: int, pp: int, m: int, v: int,
-                 chunks: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
+                 chunks: tuple[int, ...], split: bool = False) -> tuple[tuple[int, ...], ...]:
     """The numbers of microbatches a rank holds per chunk (in `chunks` order) after each of its forward passes,
     those that no other one holds at least as many of in every chunk: what it holds in bytes at its peak is the
     largest of these weighted by each chunk's bytes, whatever those are (the same peak as walking the passes with
@@ -150,13 +184,28 @@ def _held_counts(schedule: Schedule, rank: int, pp: int, m: int, v: int,
     and each partial sum of the dominating count is at least as large, in floating point too (rounding is
     monotone), so the maximum is the same number."""
     index = {c: i for i, c in enumerate(chunks)}
-    held = [0] * len(chunks)
+    # with `split`, a second count per chunk: the microbatches between their input and weight gradients
+    deferred = len(chunks)
+    held = [0] * (2 * deferred if split else deferred)
     seen: dict[tuple[int, ...], None] = {}
     for ps in POLICIES[schedule].passes(rank, pp, m, v):
-        if ps.direction == BACKWARD:
-            held[index[ps.chunk]] -= 1
-        else:
-            held[index[ps.chunk]] += 1
+        k = index[ps.chunk]
+        if ps.direction == BACKWARD_INPUT:
+            held[k] -= 1
+            if split:
+                held[deferred + k] += 1
+                seen[tuple(held)] = None
+        elif ps.direction == BACKWARD_WEIGHT:
+            if split:
+                held[deferred + k] -= 1
+        elif ps.direction == OVERLAPPED:  # the forward half holds its microbatch before the backward half frees one
+            held[k] += 1
+            seen[tuple(held)] = None
+            held[index[ps.backward_chunk]] -= 1
+        elif releases_activations(ps.direction):
+            held[k] -= 1
+        elif ps.direction == FORWARD:
+            held[k] += 1
             seen[tuple(held)] = None
     front: list[tuple[int, ...]] = []
     for count in sorted(seen, key=sum, reverse=True):  # a dominating count sums to more: it comes first
@@ -199,7 +248,7 @@ def memory_shape(workload: Workload, pp: int) -> MemoryShape:
         kinds=tuple(dict.fromkeys(kind for c in chunks for kind, _ in c.layer_counts)),
         parameters=sum(c.parameters for c in chunks),
         largest_layer_parameters=max((c.parameters / max(c.layers, 1) for c in chunks), default=0.0),
-        embeds_tokens=any(c.virtual_stage == 0 for c in chunks),
+        embeds_tokens=any(c.virtual_stage == 0 or (c.has_embedding and not c.embeds_target) for c in chunks),
         embeds_target=any(c.embeds_target for c in chunks),
         has_logits=any(c.has_logits for c in chunks),
         expert_parameters=sum(c.expert_parameters for c in chunks),
@@ -233,6 +282,7 @@ def rank_holdings(model: ModelShape, layout: Layout, shape: MemoryShape) -> tupl
     kinds = {layer.kind: layer for layer, _ in model.layer_stacks()}
     per_layer = {kind: layer_activation_bytes(model, b, t, sp, layout.recompute, layer, layout.expert_tp)
                  for kind, layer in kinds.items()}
+    deferred_layer = {kind: weight_gradient_bytes(model, b, t, sp, layer) for kind, layer in kinds.items()}
     full = layout.recompute is Recompute.FULL
     # with full recomputation, the layer being recomputed keeps all its activations
     recomputed = {kind: _full_layer_bytes(model, layout, layer) for kind, layer in kinds.items()} if full else {}
@@ -244,7 +294,8 @@ def rank_holdings(model: ModelShape, layout: Layout, shape: MemoryShape) -> tupl
     for rank, r in enumerate(shape.ranks):
         held = {chunk: sum(n * per_layer[kind] for kind, n in counts) + (encoder_output if decoder else 0.0)
                 for chunk, counts, decoder in r.chunks}
-        activations = in_flight(layout, rank, held)
+        deferred = {chunk: sum(n * deferred_layer[kind] for kind, n in counts) for chunk, counts, _ in r.chunks}
+        activations = in_flight(layout, rank, held, deferred)
         if full:
             activations += max(recomputed[kind] for kind in r.kinds)
         # Embedding dropout masks: the first stage's on the (encoder's) tokens, the decoder's on the target's.

@@ -93,8 +93,11 @@ def stage_costs(model: ModelShape, b: int, t: int, sequence_parallel: bool, reco
 
 
 def partition(model: ModelShape, pp: int, virtual_stages: int, mode: Partition | None, costs: StageCosts,
-              encoder_stages: int | None = None) -> tuple[Chunks, int]:
-    """The layers of each virtual stage, and the number of encoder stages (0 for a single-stack model)."""
+              encoder_stages: int | None = None, stage_layers: Sequence[int] | None = None) -> tuple[Chunks, int]:
+    """The layers of each virtual stage, and the number of encoder stages (0 for a single-stack model).
+    `stage_layers`, when given (validated by the layout's rules), is the split itself."""
+    if stage_layers is not None:
+        return given_split(model, stage_layers)
     mode = mode or default_partition(model)
     chunks = pp * virtual_stages
     if not model.encoder_decoder:
@@ -143,6 +146,26 @@ def _runs(stacks: Sequence[tuple[LayerType, int]], counts: Sequence[int]) -> Chu
         chunks.append(runs)
         start += n
     return chunks
+
+
+def given_split(model: ModelShape, counts: Sequence[int]) -> tuple[Chunks, int]:
+    """The layers of each virtual stage as listed; an encoder-decoder model's encoder fills the first chunks."""
+    if not model.encoder_decoder:
+        return _runs(model.layer_stacks(), counts), 0
+    enc, dec = model.encoder_layer(), model.decoder_layer()
+    chunks: Chunks = []
+    encoder_left, stages = model.encoder_layers, 0
+    for n in counts:
+        runs = []
+        if encoder_left:
+            take = min(n, encoder_left)
+            runs.append((enc, take))
+            encoder_left -= take
+            stages += 1
+        if n - sum(k for _, k in runs):
+            runs.append((dec, n - sum(k for _, k in runs)))
+        chunks.append(runs)
+    return chunks, stages
 
 
 def _extras(parts: int, first: float, last: float) -> list[float]:

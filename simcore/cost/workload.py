@@ -1,10 +1,11 @@
 """The work of one training iteration, per model chunk: what each pass costs, what it sends, what it holds.
 
-Layers are split over pp * virtual_stages model chunks in order (virtual stage i = chunk * pp + rank, Megatron's
-layout) by simcore/partition.py: by count (the extra layers to the middle stages first, since the first stage
-also embeds and the last also computes the logits) or by cost; an encoder-decoder model's first stages hold the
-encoder, the rest the decoder. A chunk receives its first layer's input: a decoder stage also receives the
-encoder output (the first decoder stage only that), so messages between decoder stages are larger.
+Layers are split over the model chunks in order (virtual stage i = chunk * pp + rank, Megatron's layout; the V
+of ZB-V and DualPipe's two copies place them otherwise: simcore/domain/pipeline_shape.py) by simcore/partition.py:
+by count (the extra layers to the middle stages first, since the first stage also embeds and the last also
+computes the logits) or by cost; an encoder-decoder model's first stages hold the encoder, the rest the decoder.
+A chunk receives its first layer's input: a decoder stage also receives the encoder output (the first decoder
+stage only that), so messages between decoder stages are larger.
 Tensor-parallel collectives are folded into the pass that issues them; their time comes from the collective
 model on the real tensor-parallel group and its paths, with the concurrent groups of the other data-parallel
 replicas sharing the links.
@@ -40,13 +41,14 @@ from simcore.cost.moe import ExpertComm, expert_comm
 from simcore.cost.moe_kernels import backward_ops, sequence_time, transformer_layer_ops
 from simcore.cost.parameters import FITTED, CostParameters
 from simcore.cost.partition import Chunks, partition, stage_costs
+from simcore.cost.weight_gradients import weight_share
 from simcore.domain.layout import Layout, Precision, Recompute
 from simcore.domain.model import LayerType, ModelShape
 from simcore.domain.placement import Placement
 from topology.hardware import GpuSpec
 
 __all__ = ["ATTENTION_CORE", "OPTIMIZER_BYTES_PER_PARAMETER", "ChunkCost", "Workload", "build_workload",
-           "layer_partition"]
+           "layer_partition", "weight_share"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +57,7 @@ class _LayerCost:
 
     forward: float
     backward: float
+    backward_weight: float  # of `backward`, the weight-gradient GEMMs (W)
     core: float  # the attention core's forward (what selective recomputation repeats)
     gemm_fraction: float  # of its compute time, the share in GEMMs and attention (compute-bound)
     tp_forward: float  # exposed tensor-parallel time
@@ -79,6 +82,7 @@ class _Kernels:
 
     forward: float
     backward: float
+    backward_weight: float  # of `backward`, the projections' weight-gradient GEMMs (W)
     core: float  # the attention core's forward
     gemm_forward: float  # the projections, which tp_comm_overlap hides collectives under
     gemm_backward: float
@@ -95,9 +99,12 @@ def _kernels(model: ModelShape, layer: LayerType, layout: Layout, gpu: GpuSpec, 
                                 layout.fp8, layout.ep, layout.expert_tp)
     gemm_forward = ops_time(tuple(op for op in ops if op.name in PROJECTIONS), gpu, params)
     gemm_backward = ops_time(tuple(op.backward() for op in ops if op.name in PROJECTIONS), gpu, params)
+    backward = ops_time(backward_ops(ops), gpu, params)
+    # The weight-gradient GEMMs run outside the attention core: the same with or without a ring.
+    backward_weight = weight_share(backward_ops(ops), gpu, params) * backward
     if layout.cp == 1:
         return _Kernels(
-            forward=sequence_time(ops, gpu, params), backward=ops_time(backward_ops(ops), gpu, params),
+            forward=sequence_time(ops, gpu, params), backward=backward, backward_weight=backward_weight,
             core=ops_time(tuple(op for op in ops if op.name in ATTENTION_CORE), gpu, params),
             gemm_forward=gemm_forward, gemm_backward=gemm_backward)
     whole = replace(layer, seq=layer.seq * layout.cp)
@@ -106,8 +113,8 @@ def _kernels(model: ModelShape, layer: LayerType, layout: Layout, gpu: GpuSpec, 
     pre = (sequence_time(before, gpu, params), ops_time(backward_ops(before), gpu, params))
     post = (sequence_time(after, gpu, params), ops_time(backward_ops(after), gpu, params))
     return _Kernels(forward=pre[0] + ring.forward_s + post[0], backward=pre[1] + ring.backward_s + post[1],
-                    core=ring.forward_s, gemm_forward=gemm_forward, gemm_backward=gemm_backward, ring=ring,
-                    pre=pre, post=post)
+                    backward_weight=backward_weight, core=ring.forward_s, gemm_forward=gemm_forward,
+                    gemm_backward=gemm_backward, ring=ring, pre=pre, post=post)
 
 
 def _layer_cost(model: ModelShape, layer: LayerType, layout: Layout, kernels: _Kernels,
@@ -152,7 +159,8 @@ def _layer_cost(model: ModelShape, layer: LayerType, layout: Layout, kernels: _K
         slowed = (s - 1) / s
     return _LayerCost(
         forward=kernels.forward + slowed * (tp_fwd - exposed_fwd),
-        backward=kernels.backward + slowed * (tp_bwd - exposed_bwd), core=kernels.core,
+        backward=kernels.backward + slowed * (tp_bwd - exposed_bwd), backward_weight=kernels.backward_weight,
+        core=kernels.core,
         gemm_fraction=min(1.0, (kernels.gemm_forward + kernels.core) / kernels.forward) if kernels.forward else 1.0,
         tp_forward=exposed_fwd, tp_backward=exposed_bwd,
         tp_hidden_forward=tp_fwd - exposed_fwd, tp_hidden_backward=tp_bwd - exposed_bwd,
@@ -184,8 +192,8 @@ def layer_partition(model: ModelShape, layout: Layout, gpu: GpuSpec,
     """The layout's layers per virtual stage and its encoder stage count (simcore/partition.py)."""
     costs = stage_costs(model, layout.microbatch_size, layout.tp, layout.sequence_parallel, str(layout.recompute),
                         gpu, params)
-    return partition(model, layout.pp, layout.virtual_stages, layout.pipeline_partition, costs,
-                     layout.encoder_pipeline_stages)
+    return partition(model, layout.pp, layout.shape.pieces // layout.pp, layout.pipeline_partition, costs,
+                     layout.encoder_pipeline_stages, layout.stage_layers)
 
 
 def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: Placement | None,
@@ -193,7 +201,8 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
                    params: CostParameters = FITTED) -> Workload:
     """Cost every chunk of the layout; pure function of its inputs. With `free_communication` the
     tensor-parallel collectives take no time (and `placement` and `collectives` may be None)."""
-    b, t, p, v = layout.microbatch_size, layout.tp, layout.pp, layout.virtual_stages
+    b, t, p = layout.microbatch_size, layout.tp, layout.pp
+    shape = layout.shape
     sp, free, mode = layout.sequence_parallel, free_communication, layout.recompute
     full = mode is Recompute.FULL
     h = model.hidden_size
@@ -206,6 +215,7 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
     emb_fwd, emb_bwd = ops_time(emb_ops, gpu, params), ops_time(_bwd(emb_ops), gpu, params)
     dec_emb_fwd, dec_emb_bwd = ops_time(dec_emb_ops, gpu, params), ops_time(_bwd(dec_emb_ops), gpu, params)
     logit_fwd, logit_bwd = ops_time(logit_ops, gpu, params), ops_time(_bwd(logit_ops), gpu, params)
+    logit_weight = weight_share(_bwd(logit_ops), gpu, params) * logit_bwd
 
     def tp_groups(rank: int) -> list[tuple[int, ...]]:
         # Free communication needs no groups (nor a placement or a network: memory planning costs layouts so).
@@ -229,11 +239,14 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
 
     chunks = []
     previous: LayerType | None = None
-    for vs, runs in enumerate(layers_of):
-        chunk, rank = divmod(vs, p)
+    for vs in range(shape.virtual_stages):
+        runs = layers_of[shape.piece(vs)]
+        chunk, rank = shape.chunk(vs), shape.rank(vs)
         costs = rank_costs[rank]
         groups = tp_groups(rank)
-        first, last = vs == 0, vs == p * v - 1
+        first, last = shape.is_first(vs), shape.is_last(vs)
+        if first:  # a chain starts (DualPipe's second copy starts a chain of its own)
+            previous = None
         first_layer = runs[0][0]
         decoder_embeds = any(layer.cross_seq for layer, _ in runs) and (previous is None or not previous.cross_seq)
         # What the chunk receives (and returns the gradient of): its first layer's input hidden states; a decoder
@@ -266,7 +279,7 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
         # The last stage holds the output layer: its own matrix when untied, a copy of the embedding when tied and
         # the pipeline has more than one stage (Megatron keeps both copies' gradients in sync). A stage that
         # embeds the decoder's tokens holds a copy of the shared embedding too.
-        output_layer = last and (p * v > 1 or not model.tied_embeddings)
+        output_layer = last and (shape.virtual_stages > 1 or not model.tied_embeddings)
         weights = (sum(n * costs[layer].parameters for layer, n in runs)
                    + (vocab_params + positions if first else 0)
                    + (vocab_params if decoder_embeds and not first else 0)
@@ -296,12 +309,14 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
             has_embedding=first or decoder_embeds, embeds_target=decoder_embeds, has_logits=last,
             forward_compute_s=forward_compute_s, forward_tp_s=forward_tp_s,
             backward_compute_s=backward_compute_s, backward_tp_s=backward_tp_s, recompute_s=recompute_s,
+            # The embedding's backward only accumulates its table's gradient: weight work.
+            backward_weight_s=total("backward_weight") + embed_bwd + (logit_weight if last else 0.0),
             recompute_tp_s=total("tp_forward") if full else 0.0,
             tp_hidden_forward_s=total("tp_hidden_forward"),
             tp_hidden_backward_s=total("tp_hidden_backward") + (total("tp_hidden_forward") if full else 0.0),
             parameters=weights,
             # scatter/gather over tensor ranks (or sequence-parallel shards)
-            input_bytes=b * input_tokens * h * BYTES / t if vs > 0 else 0.0,
+            input_bytes=b * input_tokens * h * BYTES / t if not first else 0.0,
             tp_bytes_forward=total("tp_bytes_forward") + emb_bytes,
             tp_bytes_backward=total("tp_bytes_backward") + (total("tp_bytes_forward") if full else 0.0),
             cp_forward=cp_forward, cp_backward=cp_backward,

@@ -7,6 +7,7 @@ from enum import StrEnum
 
 from simcore.domain.model import ModelShape
 from simcore.domain.moe import validate_expert_layout
+from simcore.domain.pipeline_shape import PipelineShape, ShapeKind
 from topology.errors import SpecError
 from topology.hardware import GpuSpec
 
@@ -27,6 +28,16 @@ class Schedule(StrEnum):
     GPIPE = "gpipe"
     ONE_F_ONE_B = "1f1b"
     INTERLEAVED_1F1B = "interleaved_1f1b"
+    ZB_H1 = "zb_h1"
+    ZB_H2 = "zb_h2"
+    ZB_V = "zb_v"
+    DUALPIPE = "dualpipe"
+
+
+# The schedules that split the backward pass into input and weight gradients (Qi et al. 2024).
+ZERO_BUBBLE = frozenset({Schedule.ZB_H1, Schedule.ZB_H2, Schedule.ZB_V})
+# Schedules whose ranks hold two model chunks by definition (in a V, or one of each direction).
+TWO_CHUNKS = {Schedule.ZB_V: ShapeKind.V, Schedule.DUALPIPE: ShapeKind.DUAL}
 
 
 class Recompute(StrEnum):
@@ -103,6 +114,17 @@ class Layout:
     zero_implementation: ZeroImplementation = ZeroImplementation.MEGATRON
     ep: int = 1  # expert parallelism (MoE models): folded over the tp x cp x dp GPUs of each stage
     expert_tp: int = 1  # the experts' own tensor parallelism
+    # Layers of each model chunk in pipeline order (virtual stage order); None: cut by pipeline_partition.
+    stage_layers: tuple[int, ...] | None = None
+    # Zero Bubble's post-validation: each rank steps its optimizer as soon as its own gradients are reduced and
+    # the global checks (gradient norm, inf/nan) are validated afterwards, instead of a barrier before the step.
+    optimizer_post_validation: bool = False
+
+    @property
+    def shape(self) -> PipelineShape:
+        """Where the schedule puts each model chunk (simcore/domain/pipeline_shape.py)."""
+        kind = TWO_CHUNKS.get(self.schedule, ShapeKind.LOOP)
+        return PipelineShape(kind, self.pp, 2 if kind is not ShapeKind.LOOP else self.virtual_stages)
 
     @property
     def fp8(self) -> Fp8Recipe | None:
@@ -159,6 +181,7 @@ def validate_layout(layout: Layout, model: ModelShape, num_gpus: int) -> None:
     chunks = layout.pp * layout.virtual_stages
     if chunks > model.num_layers:
         raise SpecError("layout.pp", f"pp*virtual_stages = {chunks} exceeds num_layers ({model.num_layers})")
+    _validate_schedule(layout, model)
     if layout.virtual_stages > 1 and layout.schedule is not Schedule.INTERLEAVED_1F1B:
         raise SpecError("layout.virtual_stages", "must be 1 unless schedule is interleaved_1f1b")
     if layout.schedule is Schedule.INTERLEAVED_1F1B:
@@ -168,6 +191,7 @@ def validate_layout(layout: Layout, model: ModelShape, num_gpus: int) -> None:
             raise SpecError("layout.global_batch_size",
                             f"interleaved_1f1b needs the microbatch count ({layout.num_microbatches}) "
                             f"to be a multiple of pp ({layout.pp})")
+    _validate_stage_layers(layout, model)
     if layout.sequence_parallel:
         for name in ("seq_length", "decoder_seq_length"):
             if getattr(model, name) % layout.tp:
@@ -243,6 +267,68 @@ def validate_precision(layout: Layout, gpu: GpuSpec) -> None:
     if layout.fp8 is Fp8Recipe.MXFP8 and gpu.generation in ("volta", "ampere", "hopper"):
         raise SpecError("layout.fp8_recipe", f"mxfp8 needs Blackwell tensor cores (block-scaled FP8); "
                         f"{gpu.label} is {gpu.generation}")
+
+
+def _validate_schedule(layout: Layout, model: ModelShape) -> None:
+    """The zero-bubble and DualPipe schedules' rules (Qi et al. 2024; DeepSeek-V3 report; deepseek-ai/DualPipe)."""
+    schedule, pp, m = layout.schedule, layout.pp, layout.num_microbatches
+    if schedule in ZERO_BUBBLE and m < pp:
+        raise SpecError("layout.schedule", f"{schedule} needs at least pp ({pp}) microbatches per pipeline, not {m}")
+    if schedule in ZERO_BUBBLE or schedule is Schedule.DUALPIPE:
+        # Not modelled together: context parallelism's passes run as ring plans of whole backward passes, and
+        # per-sub-module sharding (FSDP, DeepSpeed) runs forward and whole backward passes only.
+        if layout.cp > 1:
+            raise SpecError("layout.cp", f"{schedule} splits or overlaps backward passes, which context "
+                            "parallelism's ring passes do not model: use cp = 1 or 1f1b/interleaved_1f1b/gpipe")
+        if model.moe is not None:
+            # MoE layers' expert all-to-alls and expert weight gradients are not split into B and W passes.
+            raise SpecError("layout.schedule", f"{schedule} splits or overlaps backward passes, which MoE layers' "
+                            "expert all-to-alls and expert weight gradients do not model: use "
+                            "1f1b/interleaved_1f1b/gpipe for a MoE model")
+        if layout.zero_implementation is not ZeroImplementation.MEGATRON:
+            raise SpecError("layout.zero_implementation", f"{schedule} splits or overlaps backward passes, which "
+                            f"{layout.zero_implementation}'s per-sub-module passes do not model: use megatron")
+    if schedule not in TWO_CHUNKS:
+        return
+    if model.encoder_decoder:
+        raise SpecError("layout.schedule", f"{schedule} needs a single stack of layers to cut into chunks; "
+                        "encoder_decoder models take zb_h1 or zb_h2")
+    pieces = layout.shape.pieces
+    if pieces > model.num_layers:
+        raise SpecError("layout.schedule", f"{schedule} cuts the model into {pieces} chunks, more than its "
+                        f"{model.num_layers} layers: every model chunk needs at least one layer")
+    if schedule is Schedule.DUALPIPE:
+        if pp % 2:
+            raise SpecError("layout.schedule", f"dualpipe needs an even pp, not {pp}")
+        if m % 2 or m < 2 * pp:
+            raise SpecError("layout.schedule", f"dualpipe needs an even number of microbatches of at least "
+                            f"2 x pp = {2 * pp}, not {m}")
+
+
+def _validate_stage_layers(layout: Layout, model: ModelShape) -> None:
+    """`stage_layers`: one count per model chunk (pp, or pp x the chunks per rank), each >= 1, adding up to the
+    model's layers; an encoder-decoder model's split must fall between its encoder and its decoder."""
+    counts = layout.stage_layers
+    if counts is None:
+        return
+    chunks = layout.shape.pieces
+    if len(counts) != chunks:
+        raise SpecError("layout.stage_layers", f"must list one layer count per model chunk ({chunks}: pp"
+                        + (" x the chunks per rank" if chunks > layout.pp else "") + f"), not {len(counts)}")
+    if min(counts) < 1:
+        raise SpecError("layout.stage_layers", "every model chunk must hold at least one layer")
+    if sum(counts) != model.num_layers:
+        raise SpecError("layout.stage_layers", f"must add up to the model's layers ({model.num_layers}), "
+                        f"not {sum(counts)}")
+    if model.encoder_decoder and layout.pp > 1:
+        bounds = [sum(counts[:i + 1]) for i in range(len(counts))]
+        if model.encoder_layers not in bounds:
+            raise SpecError("layout.stage_layers", f"must end a stage at the last encoder layer "
+                            f"({model.encoder_layers}): a stage holds encoder or decoder layers, not both")
+        stages = bounds.index(model.encoder_layers) + 1
+        if layout.encoder_pipeline_stages is not None and layout.encoder_pipeline_stages != stages:
+            raise SpecError("layout.stage_layers", f"puts the encoder on {stages} stages, but "
+                            f"encoder_pipeline_stages is {layout.encoder_pipeline_stages}")
 
 
 def _validate_encoder_decoder(layout: Layout, model: ModelShape) -> None:

@@ -9,36 +9,50 @@ of the rank (always 0 unless interleaved); the virtual stage it runs is chunk * 
   remaining backwards (Narayanan et al. 2021, §2.2.1).
 - Interleaved 1F1B: each rank holds `virtual_stages` chunks; microbatches advance through the chunks in groups
   of pp (Narayanan et al. 2021, §2.2.2; Megatron-LM's forward_backward_pipelining_with_interleaving).
+- Zero-bubble schedules, which split the backward pass (simcore/domain/zero_bubble.py), and DualPipe
+  (simcore/domain/dualpipe.py). `v` is the number of chunks per rank (the layout's shape).
+The passes themselves are simcore/domain/passes.py's.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Protocol
 
+from simcore.domain.dualpipe import DualPipe
 from simcore.domain.layout import Schedule
+from simcore.domain.list_schedule import Costs
+from simcore.domain.passes import (
+    BACKWARD,
+    BACKWARD_INPUT,
+    BACKWARD_WEIGHT,
+    FORWARD,
+    OVERLAPPED,
+    Pass,
+    produces_weight_gradients,
+    releases_activations,
+    sends_gradient,
+)
+from simcore.domain.zero_bubble import ZbH1, ZbH2, ZbV
 
-FORWARD, BACKWARD = "F", "B"
-
-
-@dataclass(frozen=True, slots=True)
-class Pass:
-    direction: str  # "F" or "B"
-    microbatch: int
-    chunk: int
+__all__ = ["BACKWARD", "BACKWARD_INPUT", "BACKWARD_WEIGHT", "COSTED", "FORWARD", "OVERLAPPED", "POLICIES",
+           "DualPipe", "GPipe", "Interleaved1F1B", "OneFOneB", "Pass", "SchedulePolicy", "ZbH1", "ZbH2", "ZbV",
+           "produces_weight_gradients", "releases_activations", "sends_gradient"]
 
 
 class SchedulePolicy(Protocol):
-    def passes(self, rank: int, pp: int, m: int, v: int) -> list[Pass]: ...
+    """A rank's passes in order; `costs` (per virtual stage: T_F, T_B, T_W in seconds) for the schedules that
+    build their order on a timeline (zb_h2, zb_v), ignored by the others."""
+
+    def passes(self, rank: int, pp: int, m: int, v: int, costs: Costs | None = None) -> list[Pass]: ...
 
 
 class GPipe:
-    def passes(self, rank: int, pp: int, m: int, v: int) -> list[Pass]:
+    def passes(self, rank: int, pp: int, m: int, v: int, costs: Costs | None = None) -> list[Pass]:
         return [Pass(FORWARD, i, 0) for i in range(m)] + [Pass(BACKWARD, i, 0) for i in reversed(range(m))]
 
 
 class OneFOneB:
-    def passes(self, rank: int, pp: int, m: int, v: int) -> list[Pass]:
+    def passes(self, rank: int, pp: int, m: int, v: int, costs: Costs | None = None) -> list[Pass]:
         warmup = min(pp - rank - 1, m)
         order = [Pass(FORWARD, i, 0) for i in range(warmup)]
         for i in range(m - warmup):
@@ -51,7 +65,7 @@ class OneFOneB:
 class Interleaved1F1B:
     """Megatron's interleaved schedule; needs m to be a multiple of pp."""
 
-    def passes(self, rank: int, pp: int, m: int, v: int) -> list[Pass]:
+    def passes(self, rank: int, pp: int, m: int, v: int, costs: Costs | None = None) -> list[Pass]:
         total = m * v
 
         def forward(k: int) -> Pass:
@@ -76,4 +90,10 @@ POLICIES: dict[Schedule, SchedulePolicy] = {
     Schedule.GPIPE: GPipe(),
     Schedule.ONE_F_ONE_B: OneFOneB(),
     Schedule.INTERLEAVED_1F1B: Interleaved1F1B(),
+    Schedule.ZB_H1: ZbH1(),
+    Schedule.ZB_H2: ZbH2(),
+    Schedule.ZB_V: ZbV(),
+    Schedule.DUALPIPE: DualPipe(),
 }
+# The schedules whose order depends on the stages' costs (list-scheduled on them).
+COSTED = frozenset({Schedule.ZB_H2, Schedule.ZB_V})

@@ -138,10 +138,11 @@ class ContextRing:
         if spans:
             self.rec.span(track, label, "compute", busy_from, clock.now)
 
-    def run_gated(self, gates: list[Callable[[], Event]], replica: int, rank: int, plan: CpPass,
-                  totals: CpTotals, t: dict[str, float], track: str, label: str) -> Process:
-        """A context-parallel pass behind its parameter gathers (ZeRO 3: one gate a layer): gate k opens before
-        the k-th of len(gates) equal runs of its layers, the next gate's gather issued when a run starts."""
+    def run_gated(self, gates: list[Callable[[], Event]], plan: CpPass, totals: CpTotals, replica: int, rank: int,
+                  t: dict[str, float], track: str, label: str) -> Process:
+        """A context-parallel pass behind its gates (each returns its parameter gather's event): gate k opens
+        before the k-th of len(gates) equal runs of its layers (ZeRO 3: one gate a layer), the next gate's gather
+        issued when a run starts."""
         clock, n, layers = self.clock, len(gates), plan.layers
         pending = gates[0]()
         for k in range(n):

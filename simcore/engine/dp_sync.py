@@ -45,7 +45,7 @@ from simcore.cost.parameters import DP_BUCKET_ELEMENTS
 from simcore.cost.sharding import policy as sharding_policy
 from simcore.cost.workload import Workload
 from simcore.domain.layout import Layout
-from simcore.domain.schedules import BACKWARD, Pass
+from simcore.domain.schedules import BACKWARD_WEIGHT, FORWARD, Pass, produces_weight_gradients
 from simcore.engine.clock import Clock, Event
 from simcore.engine.compute import ComputeStream
 from simcore.engine.dp_collectives import DataParallelCollectives
@@ -119,7 +119,7 @@ class GradientSync:
             # (`unit_reduced`), DeepSpeed from simcore/engine/sharded.py.
             done.succeed()
             return done
-        backward = [i for i, ps in enumerate(passes) if ps.direction == BACKWARD]
+        backward = [i for i, ps in enumerate(passes) if produces_weight_gradients(ps.direction)]
         last = {passes[i].chunk: i for i in backward}
         self._last_backward[(replica, rank)] = backward[-1]
         reducing = backward if self.zero >= 2 else sorted(last.values())
@@ -191,7 +191,7 @@ class GradientSync:
         implementation's limits (FSDP: two in forward, `limit_all_gathers`; one in backward, BACKWARD_PRE)."""
         if self.policy is None:
             return 1
-        return self.policy.backward_depth if direction == BACKWARD else self.policy.forward_depth
+        return self.policy.backward_depth if direction != FORWARD else self.policy.forward_depth
 
     def unit_reduced(self, replica: int, rank: int, parameters: float, record: RankRecord) -> Event | None:
         """FSDP: reduce-scatter a unit's gradient as its backward ends, on the stream its all-gathers use (one
@@ -209,10 +209,12 @@ class GradientSync:
                    record: RankRecord) -> list[Gate]:
         """Gates a pass runs behind, one per slice of it: ZeRO 3's per-layer gathers, or ZeRO 1/2's overlapped
         gathers before a chunk's first forward pass; empty otherwise."""
+        if ps.direction == BACKWARD_WEIGHT:  # a weight gradient reads activations and gradients, not weights
+            return []
         if self.zero >= 3 and self.dp > 1:
             per_layer = parameters / max(layers, 1)
             return [partial(self._gather_layer, replica, rank, per_layer, record) for _ in range(max(layers, 1))]
-        if not self._first_forward or ps.direction == BACKWARD:
+        if not self._first_forward or ps.direction != FORWARD:
             return []
         events = self._first_forward.pop((replica, rank, ps.chunk), None)
         return [_issued(event) for event in events] if events else []

@@ -2,9 +2,11 @@
 
 Each simulated rank is a process on the clock (simcore/engine/clock.py) that runs its schedule's passes in order. A
 forward pass waits for its activation, a backward pass for its gradient; each pass is one event whose duration is
-the chunk's cost (tensor-parallel collectives folded in). Activations and gradients travel as flow groups on the
-FlowNetwork over the graph's links; data-parallel gradient reductions and ZeRO's parameter gathers are collectives
-on the same network, on their own streams (simcore/engine/dp_sync.py). A pass that needs gathered parameters (ZeRO
+the chunk's cost (tensor-parallel collectives folded in); zero-bubble schedules split a backward pass into its
+input gradient (I) and weight gradient (W), DualPipe overlaps a forward and a backward (simcore/engine/
+pass_work.py). Activations and gradients travel as flow groups on the FlowNetwork over the graph's links;
+data-parallel gradient reductions and ZeRO's parameter gathers are collectives on the same network, on their own
+streams (simcore/engine/dp_sync.py). A pass that needs gathered parameters (ZeRO
 3's layers, or ZeRO 1/2's overlapped gathers before a chunk's first forward) runs slice by slice behind them. After
 its gradients are reduced a rank waits for every rank (the global gradient-norm all-reduce before the step) and
 runs the optimizer.
@@ -27,7 +29,7 @@ from simcore.cost.sharding import Unit
 from simcore.cost.workload import ChunkCost, Workload
 from simcore.domain.layout import Fidelity, Layout, Recompute
 from simcore.domain.placement import Placement
-from simcore.domain.schedules import BACKWARD, POLICIES, Pass
+from simcore.domain.schedules import FORWARD, OVERLAPPED, POLICIES, Pass, produces_weight_gradients, sends_gradient
 from simcore.engine.clock import Clock, Event, Process, Step, start
 from simcore.engine.compute import ComputeStream
 from simcore.engine.context_parallel import ContextRing, CpTotals
@@ -36,6 +38,7 @@ from simcore.engine.dp_sync import Gate, GradientSync
 from simcore.engine.embedding_sync import EmbeddingSync
 from simcore.engine.flows import FlowNetwork
 from simcore.engine.pass_spans import pass_label, record_pass_spans
+from simcore.engine.pass_work import PassTotals, pass_work
 from simcore.engine.recorder import RankRecord, Recorder
 from simcore.engine.sharded import ShardedPasses
 from simcore.engine.tp_links import TensorParallelLinks
@@ -46,6 +49,10 @@ Progress = Callable[[int, int], None]
 """Called as the engine runs with (compute passes finished, compute passes in the iteration)."""
 PROGRESS_STEPS = 200  # progress reports per run, about (more for runs with few clock calls a pass)
 CALLS_PER_PASS = 4  # clock calls per compute pass, about (simcore/estimate.py's EVENTS_PER_PASS, measured)
+_DIRECTIONS = (FORWARD, "B", "I", "W", OVERLAPPED)
+_FORWARDS = frozenset({FORWARD, OVERLAPPED})
+_GRADIENTS = frozenset(d for d in _DIRECTIONS if sends_gradient(d))
+_WEIGHT_GRADIENTS = frozenset(d for d in _DIRECTIONS if produces_weight_gradients(d))
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +102,12 @@ class Engine:
         self._barrier = Event(self.clock)
         self._passes_end = 0.0  # latest end of any rank's last pass
         self._ranks_total = len(self.replicas) * layout.pp
+        self.shape = shape = layout.shape
+        self._first = [shape.is_first(vs) for vs in range(shape.virtual_stages)]
+        self._last = [shape.is_last(vs) for vs in range(shape.virtual_stages)]
+        self._rank_of = [shape.rank(vs) for vs in range(shape.virtual_stages)]
+        # With post-validation consecutive iterations overlap: two are simulated and the second is reported.
+        self.iterations = 2 if layout.optimizer_post_validation else 1
         self.dp_collectives = DataParallelCollectives(self.clock, self.net, config.collectives, config.placement,
                                                       config.free_communication, config.comm_sm_share)
         self.interference = (config.comm_sm_share > 0 and config.gpu is not None and layout.dp > 1
@@ -123,20 +136,17 @@ class Engine:
         if c.passes is not None:
             return c.passes[rank]
         layout = c.layout
-        return POLICIES[layout.schedule].passes(rank, layout.pp, layout.num_microbatches, layout.virtual_stages)
+        return POLICIES[layout.schedule].passes(rank, layout.pp, layout.num_microbatches, layout.shape.chunks)
 
     # -- rank processes --------------------------------------------------------------------------------
     def _rank(self, replica: int, rank: int) -> Process:
         c, clock = self.c, self.clock
-        layout, chunks = c.layout, c.workload.chunks
+        chunks = c.workload.chunks
         factor = c.compute_time_factors.get((replica, rank), 1.0) if c.compute_time_factors else 1.0
         if factor != 1.0:
             chunks = tuple(chunk.slowed(factor) for chunk in chunks)
-        p, v = layout.pp, layout.virtual_stages
-        last_vs = p * v - 1
         record = RankRecord(gpu=c.placement.gpu(replica, 0, rank), pipeline_rank=rank)
         self.rec.ranks.append(record)
-        t = record.time_s
         track = f"stage {rank}" + (f" dp{replica}" if len(self.replicas) > 1 else "")
         passes = self._passes_of(rank)
         gpu = None
@@ -144,27 +154,44 @@ class Engine:
             assert c.gpu is not None
             gpu = self.sync.gpus[(replica, rank)] = ComputeStream(clock, c.gpu.sm_count,
                                                                    c.gpu.hbm_bandwidth_bytes_per_s)
-        dp_done = self.sync.start(replica, rank, record, passes)
-        # What the passes add to the record, summed here in pass order (the same sums as adding to the record's
-        # dicts pass by pass, which nothing else adds to) and added once at the end.
-        busy = compute = recompute = tp_comm = tp_busy = tp_bytes = ep_comm = ep_bytes = 0.0
+        for iteration in range(self.iterations):
+            if iteration:  # the record keeps the last iteration only (post-validation's steady state)
+                record.restart()
+            dp_done = self.sync.start(replica, rank, record, passes)
+            yield from self._passes(replica, rank, record, track, passes, chunks, iteration, gpu)
+            yield from self._step(replica, rank, record, track, dp_done, factor)
+
+    def _passes(self, replica: int, rank: int, record: RankRecord, track: str, passes: list[Pass],
+                chunks: tuple[ChunkCost, ...], iteration: int, gpu: ComputeStream | None) -> Process:
+        clock, layout, t = self.clock, self.c.layout, record.time_s
+        first, last, rank_of = self._first, self._last, self._rank_of
+        stage_of = [self.shape.stage(rank, c) for c in range(self.shape.chunks)]
+        offset = iteration * layout.num_microbatches  # arrivals of later iterations are their own
+        totals = PassTotals()  # what the passes add to the record, added once at the end
         cp = CpTotals()
         for i, ps in enumerate(passes):
-            vs = ps.chunk * p + rank
+            direction = ps.direction
+            vs = stage_of[ps.chunk]
             cost = chunks[vs]
-            forward = ps.direction != BACKWARD
-            if (forward and vs > 0) or (not forward and vs < last_vs):
-                arrival = self.transfers.arrival("act" if forward else "grad", replica, vs, ps.microbatch)
-                if not arrival.fired:
+            forward, gradient = direction in _FORWARDS, direction in _GRADIENTS
+            grads = direction in _WEIGHT_GRADIENTS
+            back_vs, back_mb, backward = vs, ps.microbatch, None
+            if direction == OVERLAPPED:
+                back_vs, back_mb = stage_of[ps.backward_chunk], ps.backward_microbatch
+                backward = chunks[back_vs]
+            for kind, needed, at, mb in (("act", forward and not first[vs], vs, ps.microbatch),
+                                         ("grad", gradient and not last[back_vs], back_vs, back_mb)):
+                arrival = self.transfers.arrival(kind, replica, at, mb + offset) if needed else None
+                if arrival is not None and not arrival.fired:
                     waited = clock.now
                     yield arrival
                     self._account_wait(t, track, waited, arrival.produced_s, ps)
             start = clock.now
-            duration = cost.forward_s if forward else cost.backward_s
+            work = pass_work(direction, cost, backward)
+            duration = work.duration
             # what slows beside collectives: the pass's kernels, not its folded tensor-parallel collectives (nor
             # its all-to-alls)
-            kernels = cost.forward_compute_s if forward else \
-                cost.backward_compute_s + cost.recompute_s - cost.recompute_tp_s - cost.recompute_ep_s
+            kernels = work.compute + work.recompute
             share = kernels / duration if duration > 0 else 0.0
             slowed = 0.0  # what interference added to the pass
             on_links = False
@@ -180,9 +207,9 @@ class Engine:
                                                          (replica, rank, cost.reduced_parameters, record), gpu,
                                                          share, cost.gemm_fraction)
                 else:
-                    yield from self.ring.run_gated(gates, replica, rank, plan, cp, t, track,
-                                                   pass_label(ps, layout.virtual_stages))
-                if not forward:
+                    yield from self.ring.run_gated(list(gates), plan, cp, replica, rank, t, track,
+                                                   pass_label(ps, self.shape.chunks))
+                if grads:
                     self.sync.backward_pass(replica, rank, i, clock.now, clock.now)
             elif plan is not None:
                 # With context parallelism a pass may end after its compute time (its exposed ring waits): its
@@ -192,17 +219,17 @@ class Engine:
                 ends_late = not layout.overlap_grad_reduce
                 if not forward and not ends_late:
                     self.sync.backward_pass(replica, rank, i, start, start + duration)
-                yield from self.ring.run(replica, rank, plan, cp, track, pass_label(ps, layout.virtual_stages))
+                yield from self.ring.run(replica, rank, plan, cp, track, pass_label(ps, self.shape.chunks))
                 if not forward and ends_late:
                     self.sync.backward_pass(replica, rank, i, clock.now, clock.now)
             else:
                 # TP across nodes: the pass's kernels, then its TP collectives as a transfer on the links.
-                tp_s = cost.forward_tp_s if forward else cost.backward_tp_s + cost.recompute_tp_s
+                tp_s = work.tp_comm
                 on_links = tp_s > 0 and self.tp_links is not None and self.tp_links.crosses(rank)
                 body = duration - tp_s if on_links else duration
                 if on_links:
                     share = 1.0
-                times = [] if forward else self.sync.release_times(replica, rank, i, start, start + body)
+                times = [] if not grads else self.sync.release_times(replica, rank, i, start, start + body)
                 self.events += 1
                 if gpu is not None and (gpu.in_flight or times):
                     # Interference: the pass runs beside collectives, and makes its buckets ready as it goes.
@@ -211,7 +238,7 @@ class Engine:
                                    for job, when in times])
                     slowed = max(0.0, clock.now - start - body)
                 else:
-                    if not forward:
+                    if grads:
                         self.sync.backward_pass(replica, rank, i, start, start + body)
                     yield body
                 if on_links:
@@ -219,50 +246,25 @@ class Engine:
                     tp_start = clock.now
                     yield self.tp_links.run(replica, rank, cost, forward, tp_s)
                     tp_late = clock.now - tp_start - tp_s  # what the links' sharing added to the TP time
-                    tp_comm += tp_late
-                    tp_busy += tp_late
-                    busy += tp_late
+                    totals.tp_late(tp_late)
                     if self.rec.keep_spans:
-                        self._pass_spans(track, ps, cost, start, 1.0 + slowed / body if body > 0 else 1.0,
-                                         tp_start)
-            busy += duration + slowed
-            compute += slowed
-            if forward:
-                compute += cost.forward_compute_s
-                tp_comm += cost.forward_tp_s
-                tp_busy += cost.forward_tp_s + cost.tp_hidden_forward_s
-                tp_bytes += cost.tp_bytes_forward
-                ep_comm += cost.forward_ep_s
-                ep_bytes += cost.ep_bytes_forward
-            else:
-                compute += cost.backward_compute_s
-                recompute += cost.recompute_s - cost.recompute_tp_s - cost.recompute_ep_s
-                ep_comm += cost.backward_ep_s + cost.recompute_ep_s
-                ep_bytes += cost.ep_bytes_backward
-                tp_comm += cost.backward_tp_s + cost.recompute_tp_s
-                tp_busy += cost.backward_tp_s + cost.recompute_tp_s + cost.tp_hidden_backward_s
-                tp_bytes += cost.tp_bytes_backward
+                        record_pass_spans(self.rec, track, ps, cost, start, 1.0 + slowed / body if body > 0
+                                          else 1.0, self.shape.chunks, clock.now, tp_start, backward)
+            totals.add(work, slowed)
             if self.rec.keep_spans and not gates and not self.sharded and plan is None and not on_links:
-                self._pass_spans(track, ps, cost, start, (duration + slowed) / duration if duration > 0 else 1.0)
+                record_pass_spans(self.rec, track, ps, cost, start, (duration + slowed) / duration if duration > 0
+                                  else 1.0, self.shape.chunks, clock.now, None, backward)
             self.passes_done += 1
-            if forward and vs < last_vs:
-                self.transfers.send("act", replica, rank, (vs + 1) % p, vs + 1, ps.microbatch, record)
-            elif not forward and vs > 0:
-                self.transfers.send("grad", replica, rank, (vs - 1) % p, vs - 1, ps.microbatch, record)
+            if forward and not last[vs]:
+                self.transfers.send("act", replica, rank, rank_of[vs + 1], vs + 1, ps.microbatch + offset, record)
+            if gradient and not first[back_vs]:
+                self.transfers.send("grad", replica, rank, rank_of[back_vs - 1], back_vs - 1, back_mb + offset,
+                                    record)
         self._passes_end = max(self._passes_end, clock.now)
-        record.busy_s += busy
-        t["compute"] += compute
-        t["recompute"] += recompute
-        t["tp_comm"] += tp_comm
-        record.comm_busy_s["tp"] += tp_busy
-        record.comm_bytes["tp"] += tp_bytes
+        totals.add_to(record)
         t["cp_comm"] += cp.exposed_s
         record.comm_busy_s["cp"] += cp.busy_s
         record.comm_bytes["cp"] += cp.bytes
-        t["ep_comm"] += ep_comm
-        record.comm_busy_s["ep"] += ep_comm
-        record.comm_bytes["ep"] += ep_bytes
-        yield from self._step(replica, rank, record, track, dp_done, factor)
 
     def _gated_pass(self, gates: list[Gate], duration: float, t: dict[str, float], track: str, ps: Pass,
                     owner: tuple[int, int, int, RankRecord], gpu: ComputeStream | None, share: float,
@@ -293,7 +295,7 @@ class Engine:
             else:
                 yield piece
             self.rec.span(track, f"{pass_label(ps, 1)} part {k + 1}", "compute", began, clock.now)
-            if ps.direction == BACKWARD:
+            if ps.direction in _WEIGHT_GRADIENTS:
                 replica, rank, parameters, record = owner
                 reduced = self.sync.unit_reduced(replica, rank, parameters / len(gates), record)
                 if reduced is not None:
@@ -327,18 +329,19 @@ class Engine:
             t["pp_comm"] += clock.now - drain_end
             self.rec.span(track, "idle: pipeline drain", "bubble", waited, drain_end)
             self.rec.span(track, "wait embedding all-reduce", "pp_comm", drain_end, clock.now)
-        waited = clock.now
-        self._barrier_waiting += 1
-        if self._barrier_waiting == self._ranks_total:
-            self._barrier.succeed()
-        yield self._barrier
-        # Until the last stage's last pass ends this is the pipeline's drain; after it, the wait is for other
-        # stages' gradient reduction.
-        drain_end = min(max(self._passes_end, waited), clock.now)
-        t["bubble"] += drain_end - waited
-        t["dp_comm"] += clock.now - drain_end
-        self.rec.span(track, "idle: pipeline drain", "bubble", waited, drain_end)
-        self.rec.span(track, "wait other stages' gradients", "dp_comm", drain_end, clock.now)
+        if not self.c.layout.optimizer_post_validation:  # the barrier before the step
+            waited = clock.now
+            self._barrier_waiting += 1
+            if self._barrier_waiting == self._ranks_total:
+                self._barrier.succeed()
+            yield self._barrier
+            # Until the last stage's last pass ends this is the pipeline's drain; after it, the wait is for
+            # other stages' gradient reduction.
+            drain_end = min(max(self._passes_end, waited), clock.now)
+            t["bubble"] += drain_end - waited
+            t["dp_comm"] += clock.now - drain_end
+            self.rec.span(track, "idle: pipeline drain", "bubble", waited, drain_end)
+            self.rec.span(track, "wait other stages' gradients", "dp_comm", drain_end, clock.now)
         start = clock.now
         self.events += 1
         yield self.c.workload.optimizer_s[rank] * factor
@@ -352,11 +355,6 @@ class Engine:
             t["dp_comm"] += clock.now - waited
             self.rec.span(track, "wait parameter gather", "dp_comm", waited, clock.now)
         record.end_s = clock.now
-
-    def _pass_spans(self, track: str, ps: Pass, cost: ChunkCost, start: float, stretch: float,
-                    tp_start: float | None = None) -> None:
-        record_pass_spans(self.rec, track, ps, cost, start, stretch, self.c.layout.virtual_stages, self.clock.now,
-                          tp_start)
 
     def _account_wait(self, t: dict[str, float], track: str, waited: float, produced: float, ps: Pass) -> None:
         now = self.clock.now
@@ -377,10 +375,14 @@ class Engine:
         if progress is None:
             self.clock.run()
         else:
-            total = len(self.replicas) * sum(len(self._passes_of(rank)) for rank in range(self.c.layout.pp))
+            total = self.iterations * len(self.replicas) * sum(len(self._passes_of(rank))
+                                                               for rank in range(self.c.layout.pp))
             every = max(1, total * CALLS_PER_PASS // PROGRESS_STEPS)
             self.clock.run_observed(lambda: progress(self.passes_done, total), every)
-        iteration = max(r.end_s for r in self.rec.ranks)
+        # The rank that finishes last, its time since it finished the previous iteration (with post-validation's
+        # overlapping iterations, the steady state's period; else since the start).
+        last = min(self.rec.ranks, key=lambda r: (-r.end_s, r.gpu))
+        iteration = last.end_s - last.previous_end_s
         events = (self.events + self.transfers.events + self.sync.events + self.dp_collectives.events
                   + self.net.events + self.ring.events + self.embedding.events)
         if self.tp_links is not None:

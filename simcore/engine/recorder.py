@@ -26,6 +26,15 @@ class RankRecord:
     comm_bytes: dict[str, float] = field(default_factory=lambda: dict.fromkeys(ALL_KINDS, 0.0))
     end_s: float = 0.0
     busy_s: float = 0.0  # compute stream busy (passes and optimizer)
+    previous_end_s: float = 0.0  # where the iteration recorded started: the end of the one before it, if any
+
+    def restart(self) -> None:
+        """Forget what the rank did so far, to record its next iteration from the end of this one."""
+        self.previous_end_s = self.end_s
+        for counts in (self.time_s, self.comm_busy_s, self.comm_bytes):
+            for key in counts:
+                counts[key] = 0.0
+        self.busy_s = 0.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ from simcore.cost.collectives import Collective, nccl_bandwidth, ring_factor
 from simcore.cost.kernels import BYTES, optimizer_step_s
 from simcore.cost.parameters import FITTED, CostParameters
 from simcore.cost.partition import StageCosts, partition, stage_costs
-from simcore.domain.layout import CpComm, Layout, Precision, Recompute
+from simcore.domain.layout import CpComm, Layout, Precision, Recompute, Schedule
 from simcore.domain.model import ModelShape
 from topology.cluster_spec import ClusterSpec
 from topology.hardware import GPUS
@@ -30,6 +30,10 @@ from topology.hardware import GPUS
 # time that tp_comm_overlap leaves exposed. They only decide which candidates a bounded search simulates first.
 OVERLAPPED_DP_SHARE = 0.1
 OVERLAPPED_TP_SHARE = 0.5
+# The bubble of the schedules past 1F1B as a share of 1F1B's, with T_F = T_B = T_W (the Zero Bubble README's
+# table: ZB-H1 a third, ZB-H2 and ZB-V none; DualPipe (pp/2 - 1)(F&B + B - 3W) over 1F1B's (pp - 1)(F + B),
+# about a sixth). For ordering only: the simulator runs each schedule as events.
+BUBBLE_SHARE = {Schedule.ZB_H1: 1 / 3, Schedule.ZB_H2: 0.0, Schedule.ZB_V: 0.0, Schedule.DUALPIPE: 1 / 6}
 
 
 class Estimator:
@@ -96,7 +100,7 @@ class Estimator:
             per_rank = self._layers_per_rank(layout)
             stage = max(per_rank[r] * layer + (costs.embedding / c if r == 0 else 0.0)
                         + (costs.logits / c if r == p - 1 else 0.0) + pp_send * v for r in range(p))
-        pipeline = (m + (p - 1) / v) * stage
+        pipeline = (m + (p - 1) / v * BUBBLE_SHARE.get(layout.schedule, 1.0)) * stage
         params = model.total_parameters() / (t * p)
         dp_s = 0.0
         if d * c > 1:
@@ -127,14 +131,15 @@ class Estimator:
     def _layers_per_rank(self, layout: Layout) -> tuple[int, ...]:
         """Layers each pipeline rank holds (all its chunks) in the simulator's split of a single stack."""
         key = (layout.microbatch_size, layout.tp, layout.sequence_parallel, layout.recompute, layout.pp,
-               layout.virtual_stages, layout.pipeline_partition)
+               layout.shape, layout.pipeline_partition)
         found = self._ranks.get(key)
         if found is None:
-            chunks, _ = partition(self.model, layout.pp, layout.virtual_stages, layout.pipeline_partition,
+            shape = layout.shape
+            chunks, _ = partition(self.model, layout.pp, shape.pieces // layout.pp, layout.pipeline_partition,
                                   self.stage_costs(layout))
             per_rank = [0] * layout.pp
-            for vs, runs in enumerate(chunks):
-                per_rank[vs % layout.pp] += sum(n for _, n in runs)
+            for piece, runs in enumerate(chunks):  # DualPipe: a rank's two pieces run half the microbatches each
+                per_rank[shape.rank(piece) if shape.pieces > layout.pp else piece] += sum(n for _, n in runs)
             found = self._ranks[key] = tuple(per_rank)
         return found
 

@@ -75,10 +75,11 @@ class MemoryModel:
     def _shape(self, layout: Layout) -> MemoryShape:
         """`memory_shape` of the layout's workload without communication. What memory reads of a workload (each
         chunk's layers, parameters and input message) depends on tp, pp, virtual stages, the microbatch size and
-        the split; the split depends on the kernels' costs (so on sequence parallelism and recomputation too) only
+        the split (and the schedule's shape: ZB-V's V, DualPipe's two copies); the split depends on the kernels'
+        costs (so on sequence parallelism and recomputation too) only
         when it balances cost (simcore.cost.partition)."""
         by_cost = (layout.pipeline_partition or default_partition(self.model)) is Partition.BALANCED
-        key = (layout.tp, layout.pp, layout.cp, layout.virtual_stages, layout.microbatch_size,
+        key = (layout.tp, layout.pp, layout.cp, layout.shape, layout.microbatch_size,
                layout.pipeline_partition, layout.encoder_pipeline_stages, layout.ep, layout.expert_tp,
                *((layout.sequence_parallel, layout.recompute) if by_cost else ()))
         found = self._shapes.get(key)

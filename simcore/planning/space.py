@@ -8,7 +8,9 @@ Generated from the request (every list can be narrowed or widened by the request
 - pp: the divisors of GPUs / (tp * cp) up to the number of layers; dp = GPUs / (tp * cp * pp);
 - microbatch size: the divisors of global batch / dp up to `max_microbatch_size`;
 - schedule: 1F1B, interleaved 1F1B with every v in 2..`max_virtual_stages` that divides the layers evenly
-  (num_layers % (pp * v) == 0, as Megatron requires), and GPipe; a single stage (pp 1) runs 1F1B only;
+  (num_layers % (pp * v) == 0, as Megatron requires), and GPipe; a single stage (pp 1) runs 1F1B only. The
+  zero-bubble schedules and DualPipe (zb_h1, zb_h2, zb_v, dualpipe) are tried when the space lists them, each
+  with its rules (simcore/domain/layout.py) and its memory (simcore/cost/memory.py);
 - ZeRO 0-3 when dp > 1 (ZeRO with dp 1 shards nothing), recomputation none / selective / full, sequence
   parallelism off and on when tp > 1, and every order of the placement that maps ranks to different GPUs;
 - overlap_grad_reduce on, tp_comm_overlap off, bf16 (the request's space can list others);

@@ -83,6 +83,7 @@ FULL_REQUEST: dict[str, Any] = {
         "zero_implementation": "fsdp",
         "ep": 1,
         "expert_tp": 1,
+        "optimizer_post_validation": False,
     },
     "options": {"fidelity": "full", "trace": True, "seed": 7, "collective_algorithm": "hierarchical"},
 }
@@ -283,7 +284,8 @@ def test_zero_latency_and_full_bisection_are_allowed() -> None:
 @pytest.mark.parametrize(
     ("section", "name", "value", "rule"),
     [
-        ("layout", "schedule", "gpip", "must be one of 'gpipe', '1f1b', 'interleaved_1f1b'"),
+        ("layout", "schedule", "gpip",
+         "must be one of 'gpipe', '1f1b', 'interleaved_1f1b', 'zb_h1', 'zb_h2', 'zb_v', 'dualpipe'"),
         ("layout", "recompute", "partial", "must be one of 'none', 'selective', 'full'"),
         ("layout", "precision", "fp4", "must be one of 'bf16', 'fp16', 'fp8'"),
         ("layout", "zero_stage", 4, "must be one of 0, 1, 2, 3"),
@@ -558,7 +560,7 @@ def example_result() -> dict[str, Any]:
         "index": 0,
         "layers": {"embedding": 1, "decoder": 12},
         "forward_s": 0.01,
-        "backward_s": 0.02,
+        "backward_s": 0.02, "backward_input_s": 0.013, "backward_weight_s": 0.007,
         "bubble_s": 0.15,
         "busy_fraction": 0.8,
         "memory": None,

@@ -113,6 +113,10 @@ BAD = [
      "layout.ep", "must be 1 for a dense model"),
     ("MoE field without experts", {"model": {"num_experts": None, "moe_ffn_hidden_size": None}, "layout": {"ep": 1}},
      "model.moe_top_k", "applies to mixture-of-experts models only"),
+    ("zero-bubble schedule on a MoE model", {"layout": {"dp": 4, "pp": 2, "ep": 4, "schedule": "zb_h1"}},
+     "layout.schedule", "MoE layers"),
+    ("dualpipe on a MoE model", {"layout": {"dp": 4, "pp": 2, "ep": 1, "schedule": "dualpipe"}},
+     "layout.schedule", "MoE layers"),
 ]
 
 
@@ -159,3 +163,13 @@ def test_memory_shows_the_experts_apart_and_the_trace_shows_the_all_to_alls() ->
     assert breakdown["expert_optimizer_states"] * 2**30 == pytest.approx(4 * 12 * expert, rel=1e-9)
     names = {event.get("name", "") for event in body["trace"]["traceEvents"]}
     assert any(name.startswith("ep dispatch+combine") for name in names)
+
+
+def test_stage_layers_cut_dense_then_moe_layers_in_order() -> None:
+    """stage_layers on a model with dense first layers: the stages take the layers in order, the dense ones
+    first (the cut falls inside the MoE stack here)."""
+    doc = patched(SMALL, model={"num_layers": 6, "first_dense_layers": 1},
+                  layout={"dp": 4, "pp": 2, "ep": 4, "stage_layers": [2, 4]})
+    stages = result(doc)["stages"]
+    assert [s["layers"] for s in stages] == [{"transformer": 1, "moe": 1, "embedding": 1},
+                                             {"moe": 4, "logits": 1}]

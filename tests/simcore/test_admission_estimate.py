@@ -15,6 +15,7 @@ from simcore import (
     NODE_PRESETS,
     Fidelity,
     Layout,
+    Schedule,
     estimate_cost,
     model_from_fields,
     simulate,
@@ -93,3 +94,22 @@ def test_a_huge_last_stage_does_not_make_the_balanced_split_loop() -> None:
     counts = _balanced(64, 1.0, [0.0] * 7 + [1e6])
     assert time.process_time() - started < 1.0
     assert counts == [9] * 7 + [1]
+
+
+@pytest.mark.parametrize(("schedule", "post_validation"), [
+    (Schedule.ZB_H1, False), (Schedule.ZB_H2, True), (Schedule.ZB_V, False), (Schedule.DUALPIPE, False),
+])
+def test_split_schedules_count_their_passes(schedule: Schedule, post_validation: bool) -> None:
+    # Three passes per microbatch and model chunk (F, I, W), two chunks per rank for zb_v and dualpipe, and two
+    # iterations with post-validation: the estimate follows what the engine runs.
+    base = _scenario()
+    layout = replace(base.layout, dp=2, pp=8, global_batch_size=32, schedule=schedule,
+                     optimizer_post_validation=post_validation)
+    scenario = replace(base, layout=layout)
+    plain = replace(scenario, layout=replace(layout, schedule=Schedule.ONE_F_ONE_B, optimizer_post_validation=False))
+    actual = simulate(scenario).events
+    estimated = estimate_cost(scenario).events
+    assert actual / 4 <= estimated <= 4 * actual, (actual, estimated)
+    chunks = 2 if schedule in (Schedule.ZB_V, Schedule.DUALPIPE) else 1
+    passes = 3 * 16 * chunks * 8 * (2 if post_validation else 1)
+    assert estimated - estimate_cost(plain).events >= (passes - 2 * 16 * 8) * 4

@@ -14,6 +14,7 @@ from simcore import (
     Layout,
     Recompute,
     Scenario,
+    Schedule,
     model_from_fields,
     simulate,
     sized,
@@ -97,3 +98,14 @@ def test_a_reused_network_gives_the_same_results() -> None:
                  replace(BASE, layout=layouts[0])]
     for scenario in scenarios:
         assert simulate_in_worker(scenario).metrics == simulate(scenario).metrics
+
+
+def test_a_space_listing_the_new_schedules_searches_them_with_their_rules() -> None:
+    space = replace(SPACE, tp=(1,), zero_stage=(0,), recompute=(Recompute.NONE,), placement=("tp,dp,pp",),
+                    schedule=(Schedule.ONE_F_ONE_B, Schedule.ZB_H1, Schedule.ZB_H2, Schedule.ZB_V, Schedule.DUALPIPE))
+    result = search(BASE, 16, space, Bounds(max_candidates=None), workers=1)
+    schedules = {r.layout.schedule for r in result.top} | {lay.schedule for lay in result.plan.candidates}
+    assert {Schedule.ZB_H1, Schedule.ZB_H2, Schedule.ZB_V, Schedule.DUALPIPE} <= schedules
+    # m = 16 / (dp x microbatch): DualPipe with pp 8 needs m >= 16, so with dp 1 and microbatch 2 it is discarded
+    assert all(not (lay.schedule is Schedule.DUALPIPE and lay.num_microbatches < 2 * lay.pp)
+               for lay in result.plan.candidates)

@@ -1,0 +1,135 @@
+"""What one pipeline pass costs its rank's compute stream: its duration and how that time splits into compute,
+recomputation, exposed tensor-parallel communication and a mixture of experts' all-to-alls (seconds), the
+tensor-parallel time hidden under its GEMMs, its tensor-parallel and all-to-all bytes, and its spans for a trace.
+
+- F: the chunk's forward pass; B: its whole backward pass (recomputation, input and weight gradients);
+- I: the backward pass less its weight gradients (B in the zero-bubble papers); W: the weight gradients alone;
+- FB: DualPipe's overlapped pair, a forward pass and another microbatch's whole backward pass at once: their
+  kernels take the sum of their times, and each one's tensor-parallel communication hides under the other's
+  kernels (only what outlasts them is exposed). DeepSeek-V3 report, section 3.2.1; in the zero-bubble notation
+  the pair takes T_F + T_B + T_W.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simcore.cost.workload import ChunkCost
+from simcore.domain.passes import BACKWARD_INPUT, BACKWARD_WEIGHT, FORWARD, OVERLAPPED
+from simcore.engine.recorder import RankRecord
+
+# How a pass is named in the trace.
+LABELS = {FORWARD: "fwd", "B": "bwd", BACKWARD_INPUT: "bwd-input", BACKWARD_WEIGHT: "bwd-weight",
+          OVERLAPPED: "fwd+bwd"}
+
+
+@dataclass(frozen=True, slots=True)
+class PassWork:
+    duration: float
+    compute: float
+    recompute: float
+    tp_comm: float  # exposed: on the compute stream
+    tp_busy: float  # exposed and hidden
+    tp_bytes: float
+    ep_comm: float = 0.0  # the all-to-alls (and expert-TP collectives), on the compute stream
+    ep_bytes: float = 0.0
+
+
+def pass_work(direction: str, cost: ChunkCost, backward: ChunkCost | None = None) -> PassWork:
+    """The work of a pass of `direction` on chunk `cost` (for FB, `cost` is the forward half's chunk and
+    `backward` the backward half's)."""
+    if direction == FORWARD:
+        return PassWork(cost.forward_s, cost.forward_compute_s, 0.0, cost.forward_tp_s,
+                        cost.forward_tp_s + cost.tp_hidden_forward_s, cost.tp_bytes_forward,
+                        cost.forward_ep_s, cost.ep_bytes_forward)
+    if direction == BACKWARD_WEIGHT:
+        return PassWork(cost.backward_weight_s, cost.backward_weight_s, 0.0, 0.0, 0.0, 0.0)
+    if direction == OVERLAPPED:
+        assert backward is not None
+        f_kernels = cost.forward_compute_s
+        b_recompute = backward.recompute_s - backward.recompute_tp_s - backward.recompute_ep_s
+        b_kernels = b_recompute + backward.backward_compute_s
+        f_tp, b_tp = cost.forward_tp_s, backward.backward_tp_s + backward.recompute_tp_s
+        exposed = max(0.0, f_tp - b_kernels) + max(0.0, b_tp - f_kernels)
+        # (all-to-alls are not overlapped: layout validation refuses dualpipe on MoE models; kept exposed here)
+        ep = cost.forward_ep_s + backward.backward_ep_s + backward.recompute_ep_s
+        return PassWork(f_kernels + b_kernels + exposed + ep, f_kernels + backward.backward_compute_s,
+                        b_recompute, exposed,
+                        f_tp + cost.tp_hidden_forward_s + b_tp + backward.tp_hidden_backward_s,
+                        cost.tp_bytes_forward + backward.tp_bytes_backward,
+                        ep, cost.ep_bytes_forward + backward.ep_bytes_backward)
+    split = direction == BACKWARD_INPUT
+    return PassWork(cost.backward_input_s if split else cost.backward_s,
+                    cost.backward_compute_s - cost.backward_weight_s if split else cost.backward_compute_s,
+                    cost.recompute_s - cost.recompute_tp_s - cost.recompute_ep_s,
+                    cost.backward_tp_s + cost.recompute_tp_s,
+                    cost.backward_tp_s + cost.recompute_tp_s + cost.tp_hidden_backward_s, cost.tp_bytes_backward,
+                    cost.backward_ep_s + cost.recompute_ep_s, cost.ep_bytes_backward)
+
+
+def pass_parts(direction: str, cost: ChunkCost, label: str,
+               backward: ChunkCost | None = None) -> list[tuple[str, str, float]]:
+    """A pass as consecutive (category, name, seconds) spans: recomputation, compute, tensor-parallel time and
+    a mixture of experts' all-to-alls."""
+    ep = "ep dispatch+combine "
+    if direction == FORWARD:
+        return [("compute", label, cost.forward_compute_s), ("tp_comm", "tp " + label, cost.forward_tp_s),
+                ("ep_comm", ep + label, cost.forward_ep_s)]
+    if direction == BACKWARD_WEIGHT:
+        return [("compute", label, cost.backward_weight_s)]
+    if direction == OVERLAPPED:
+        assert backward is not None
+        work = pass_work(direction, cost, backward)
+        return [("recompute", "recompute " + label, work.recompute), ("compute", label, work.compute),
+                ("tp_comm", "tp " + label, work.tp_comm), ("ep_comm", ep + label, work.ep_comm)]
+    weight = cost.backward_weight_s if direction == BACKWARD_INPUT else 0.0
+    return [("recompute", "recompute " + label, cost.recompute_s - cost.recompute_tp_s - cost.recompute_ep_s),
+            ("tp_comm", "tp recompute " + label, cost.recompute_tp_s),
+            ("ep_comm", ep + "recompute " + label, cost.recompute_ep_s),
+            ("compute", label, cost.backward_compute_s - weight), ("tp_comm", "tp " + label, cost.backward_tp_s),
+            ("ep_comm", ep + label, cost.backward_ep_s)]
+
+
+@dataclass(slots=True)
+class PassTotals:
+    """What a rank's passes add to its record, summed in pass order (the same sums as adding to the record's
+    dicts pass by pass, which nothing else adds to) and added once at the end."""
+
+    busy: float = 0.0
+    compute: float = 0.0
+    recompute: float = 0.0
+    tp_comm: float = 0.0
+    tp_busy: float = 0.0
+    tp_bytes: float = 0.0
+    ep_comm: float = 0.0
+    ep_bytes: float = 0.0
+
+    def add(self, work: PassWork, slowed: float) -> None:
+        """A pass's work, and what interference added to it (`slowed`, compute)."""
+        self.busy += work.duration + slowed
+        self.compute += slowed
+        self.compute += work.compute
+        self.recompute += work.recompute
+        self.tp_comm += work.tp_comm
+        self.tp_busy += work.tp_busy
+        self.tp_bytes += work.tp_bytes
+        self.ep_comm += work.ep_comm
+        self.ep_bytes += work.ep_bytes
+
+    def tp_late(self, seconds: float) -> None:
+        """What the links' sharing added to a pass's tensor-parallel time (TP on the links)."""
+        self.tp_comm += seconds
+        self.tp_busy += seconds
+        self.busy += seconds
+
+    def add_to(self, record: RankRecord) -> None:
+        t = record.time_s
+        record.busy_s += self.busy
+        t["compute"] += self.compute
+        t["recompute"] += self.recompute
+        t["tp_comm"] += self.tp_comm
+        record.comm_busy_s["tp"] += self.tp_busy
+        record.comm_bytes["tp"] += self.tp_bytes
+        t["ep_comm"] += self.ep_comm
+        record.comm_busy_s["ep"] += self.ep_comm
+        record.comm_bytes["ep"] += self.ep_bytes
