@@ -5,7 +5,8 @@ README.md comes from here.
 Setups (DGX A100 80 GB nodes, TP 8 inside a node, microbatch 1, full recomputation, as the Megatron runs):
 - GPT-3 175B (96 layers): PP 8 on 64 GPUs; GPT 1T (128 layers): PP 32 on 256 GPUs; T5-100B (36 + 36 layers): PP 8
   on 64 GPUs. DP 1: the pipeline alone.
-- interleaved 1F1B with 2 chunks per rank; ZB-H2 with post-validation (it needs it, section 3 of the paper).
+- interleaved 1F1B with 2 chunks per rank; ZB-H2 and ZB-V with post-validation (they need it, section 3 of the
+  paper; the authors run both with it).
 
 Usage, from the repository root:  python examples/pipeline-schedules/report.py          (writes README.md)
                                   python examples/pipeline-schedules/report.py --check  (exit 1 if it is stale)
@@ -57,7 +58,7 @@ CASES = (
 def scenario(case: Case, schedule: Schedule, m: int) -> Scenario:
     layout = Layout(dp=1, tp=8, pp=case.pp, microbatch_size=1, global_batch_size=m, schedule=schedule,
                     virtual_stages=2 if schedule is Schedule.INTERLEAVED_1F1B else 1, recompute=Recompute.FULL,
-                    optimizer_post_validation=schedule is Schedule.ZB_H2)
+                    optimizer_post_validation=schedule in (Schedule.ZB_H2, Schedule.ZB_V))
     return Scenario(model_from_fields(MODEL_PRESETS[case.preset]), sized(NODE_PRESETS["dgx-a100"], 8 * case.pp),
                     layout)
 

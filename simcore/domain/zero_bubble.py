@@ -13,8 +13,10 @@ is split into I (the input gradient, the papers' B) and W (the weight gradient),
   max(0, (p-1)(T_F + T_B - 2T_W)), zero when 2T_W >= T_F + T_B; with a barrier before the optimizer step the
   stages still wait for each other at the end, so it is reached only with post-validation.
 - ZB-V (`ZbV`): two chunks per rank in a V (simcore/domain/pipeline_shape.py), at most 2p chunk-microbatches in
-  flight per rank (1F1B's memory: a chunk holds half a stage). Near-zero bubble for T_F = T_B = T_W, m >= 2p.
-The two are list-scheduled (simcore/domain/list_schedule.py), as the authors' scheduler builds them.
+  flight per rank (1F1B's memory: a chunk holds half a stage), ordered by the authors' V scheduler
+  (simcore/domain/v_schedule.py). Zero bubble for T_F = T_B = T_W, m >= 2p, with post-validation; with the barrier
+  before the step every rank also waits the V's fill, p - 1 chunk forwards.
+ZB-H2 is list-scheduled (simcore/domain/list_schedule.py), as the authors' scheduler builds it.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from collections import deque
 from simcore.domain.list_schedule import Costs, list_orders
 from simcore.domain.passes import BACKWARD, BACKWARD_INPUT, BACKWARD_WEIGHT, FORWARD, Pass
 from simcore.domain.pipeline_shape import PipelineShape, ShapeKind
+from simcore.domain.v_schedule import v_orders
 
 
 class ZbH1:
@@ -66,4 +69,4 @@ class ZbH2:
 
 class ZbV:
     def passes(self, rank: int, pp: int, m: int, v: int, costs: Costs | None = None) -> list[Pass]:
-        return list(list_orders(PipelineShape(ShapeKind.V, pp, 2), m, 2 * pp, costs)[rank])
+        return list(v_orders(pp, m, costs)[rank])

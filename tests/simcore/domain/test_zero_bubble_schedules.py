@@ -3,6 +3,8 @@ ordered, deadlock-free, and ZB-H1 as the authors' patch of Megatron-LM's 1F1B or
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from simcore.domain.layout import Schedule
@@ -114,3 +116,44 @@ def test_zb_h2_holds_about_twice_1f1b_and_zb_v_1f1b(pp: int, m: int) -> None:
     assert pp < h2 <= 2 * pp
     v = max(in_flight(POLICIES[Schedule.ZB_V].passes(r, pp, m, 2)) for r in range(pp))
     assert v <= 2 * pp  # chunk-microbatches: each chunk holds half a stage's layers
+
+
+def written(order: list[Pass]) -> str:
+    return " ".join(f"{ps.direction}{ps.microbatch}{'ab'[ps.chunk]}" for ps in order)
+
+
+def test_zb_v_small_case_is_the_authors_order() -> None:
+    # p = 2, m = 4, equal costs: sail-sg/zero-bubble-pipeline-parallelism's zbv.PipelineGraph.create_schedule
+    # (chunk a = the way down, b = the way up to the loss on rank 0; I the input gradient, W the weight gradient).
+    orders = [POLICIES[Schedule.ZB_V].passes(r, 2, 4, 2) for r in range(2)]
+    assert written(orders[0]) == ("F0a F1a F2a F0b I0b W0b F1b I1b W1b F3a I0a W0a F2b I2b W2b I1a W1a F3b I3b I2a "
+                                  "W3b I3a W2a W3a")
+    assert written(orders[1]) == ("F0a F0b F1a F1b I0b W0b F2a I0a W0a F2b I1b W1b F3a I1a W1a F3b I2b I2a I3b I3a "
+                                  "W2b W2a W3b W3a")
+
+
+def held_between_forward_and_weight_gradient(order: list[Pass]) -> int:
+    held = peak = 0
+    for ps in order:
+        held += 1 if ps.direction == FORWARD else -1 if ps.direction == BACKWARD_WEIGHT else 0
+        peak = max(peak, held)
+    return peak
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_zb_v_on_uneven_costs_is_complete_and_holds_at_most_2p(seed: int) -> None:
+    rng = random.Random(seed)
+    pp = rng.randint(2, 8)
+    m = rng.randint(pp, 3 * pp)
+    costs = tuple((rng.uniform(0.5, 2), rng.uniform(0.5, 3), rng.uniform(0.2, 2)) for _ in range(2 * pp))
+    for rank in range(pp):
+        order = POLICIES[Schedule.ZB_V].passes(rank, pp, m, 2, costs)
+        assert sorted(order, key=lambda ps: (ps.chunk, ps.microbatch, ps.direction)) == sorted(
+            (Pass(d, mb, c) for c in (0, 1) for mb in range(m) for d in (FORWARD, BACKWARD_INPUT, BACKWARD_WEIGHT)),
+            key=lambda ps: (ps.chunk, ps.microbatch, ps.direction))
+        position = {ps: i for i, ps in enumerate(order)}
+        for c in (0, 1):
+            for mb in range(m):
+                assert position[Pass(FORWARD, mb, c)] < position[Pass(BACKWARD_INPUT, mb, c)] < position[
+                    Pass(BACKWARD_WEIGHT, mb, c)]
+        assert held_between_forward_and_weight_gradient(order) <= 2 * pp

@@ -6,6 +6,7 @@ from simcore.cost.collectives import CollectiveModel
 from simcore.cost.workload import ChunkCost, Workload
 from simcore.domain.layout import CollectiveAlgorithm, Layout, Schedule
 from simcore.domain.placement import place
+from simcore.domain.schedules import POLICIES
 from simcore.engine.pipeline import Engine, EngineConfig, EngineResult
 from topology import NODE_PRESETS, Router, build_cluster, sized
 
@@ -24,9 +25,10 @@ def chunk(vs: int, layout: Layout, forward: float, backward_input: float, backwa
 
 
 def run_costs(schedule: Schedule, pp: int, m: int, costs: list[tuple[float, float, float]],
-              keep_spans: bool = False, post_validation: bool = False) -> EngineResult:
+              keep_spans: bool = False, post_validation: bool = False, costed: bool = False) -> EngineResult:
     """Run one iteration of `schedule` on pp ranks and m microbatches (one sample each), virtual stage i costing
-    costs[i] = (T_F, T_B, T_W); no optimizer time, free communication."""
+    costs[i] = (T_F, T_B, T_W); no optimizer time, free communication. With `costed` the schedule builds its
+    order on these costs (else on equal ones)."""
     layout = Layout(dp=1, tp=1, pp=pp, microbatch_size=1, global_batch_size=m, schedule=schedule,
                     optimizer_post_validation=post_validation)
     workload = Workload(tuple(chunk(vs, layout, *c) for vs, c in enumerate(costs)), (0.0,) * pp, (0.0,) * pp)
@@ -34,8 +36,10 @@ def run_costs(schedule: Schedule, pp: int, m: int, costs: list[tuple[float, floa
     graph = build_cluster(spec)
     collectives = CollectiveModel(graph, Router(graph), CollectiveAlgorithm.RING)
     placement = place(1, 1, pp, layout.placement, pp)
+    passes = tuple(POLICIES[schedule].passes(r, pp, m, layout.shape.chunks, tuple(costs)) for r in range(pp)) \
+        if costed else None
     return Engine(EngineConfig(layout, placement, workload, collectives, free_communication=True,
-                               keep_spans=keep_spans)).run()
+                               keep_spans=keep_spans, passes=passes)).run()
 
 
 def idle_per_rank(result: EngineResult) -> list[float]:

@@ -103,14 +103,33 @@ def test_zb_h2_needs_post_validation_for_zero_bubble() -> None:
     assert validated.iteration_time_s == pytest.approx(16 * 3.0)  # the steady state's period: the work alone
 
 
-@pytest.mark.parametrize("pp,m", [(4, 8), (4, 16), (8, 16), (8, 32)])
-def test_zb_v_bubble_is_near_zero_with_equal_costs(pp: int, m: int) -> None:
-    # Two chunks a rank, each half a stage: T_F = T_B = T_W = 0.5 s a chunk. About the V's fill remains,
-    # (p - 1) to (p + 1) chunk forwards, where 1F1B idles (p - 1)(T_F + T_B + T_W) of whole stages.
-    result = run_costs(Schedule.ZB_V, pp, m, [(0.5, 0.5, 0.5)] * (2 * pp))
-    assert all((pp - 1) * 0.5 - 1e-9 <= idle <= (pp + 1) * 0.5 + 1e-9 for idle in idle_per_rank(result))
+@pytest.mark.parametrize("pp,m", [(4, 16), (4, 32), (8, 16), (8, 32)])
+def test_zb_v_with_post_validation_idles_nothing_with_equal_costs(pp: int, m: int) -> None:
+    # Two chunks a rank, each half a stage: T_F = T_B = T_W = 0.5 s a chunk. The authors' V order leaves no idle
+    # time between a rank's first and last pass; with post-validation the next iteration starts on each rank when
+    # its own work ends, and the period is the work alone (the authors' README: ZB-V's bubble is 0).
+    costs = [(0.5, 0.5, 0.5)] * (2 * pp)
+    validated = run_costs(Schedule.ZB_V, pp, m, costs, post_validation=True)
+    assert idle_per_rank(validated) == pytest.approx([0.0] * pp, abs=1e-9)
+    assert validated.iteration_time_s == pytest.approx(m * 3.0)
+    # With the barrier before the step every rank waits the V's fill, p - 1 chunk forwards (the 7-10% the
+    # authors measured without post-validation, paper Table 10): the last rank starts that late, the first ends
+    # that early.
+    barrier = run_costs(Schedule.ZB_V, pp, m, costs)
+    assert idle_per_rank(barrier) == pytest.approx([(pp - 1) * 0.5] * pp, abs=1e-9)
     one_f_one_b = run_costs(Schedule.ONE_F_ONE_B, pp, m, [(1.0, 1.0, 1.0)] * pp)
-    assert max(idle_per_rank(result)) <= max(idle_per_rank(one_f_one_b)) / 4
+    assert max(idle_per_rank(barrier)) <= max(idle_per_rank(one_f_one_b)) / 6
+
+
+@pytest.mark.parametrize("m", [16, 32])
+def test_zb_v_holds_at_most_1f1b_activations(m: int) -> None:
+    # ZB-V's claim: 1F1B's peak (2p half-stage chunk-microbatches per rank, deferred W's inputs included). Its
+    # first rank also computes the loss: one microbatch's fp32 logits more (4 b s V bytes) than 1F1B's first rank.
+    v, one = run(Schedule.ZB_V, m).metrics, run(Schedule.ONE_F_ONE_B, m).metrics
+    logits = 4.0 * 4 * EQUAL.seq_length * EQUAL.vocab_size
+    assert v.stages[0].memory.activations == pytest.approx(one.stages[0].memory.activations + logits, rel=1e-12)
+    assert max(s.memory.activations for s in v.stages[1:]) <= one.stages[0].memory.activations * (1 + 1e-12)
+    assert v.iteration_time_s < run(Schedule.ZB_H1, m).metrics.iteration_time_s
 
 
 @pytest.mark.parametrize("pp,m", [(4, 8), (8, 16), (8, 20), (8, 32)])
