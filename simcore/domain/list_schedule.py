@@ -1,7 +1,7 @@
 """Zero-bubble orders built by list scheduling, as the Zero Bubble authors build theirs (Qi et al. 2024, section
 3.1 and its automatic scheduler, sail-sg/zero-bubble-pipeline-parallelism megatron/core/pipeline_parallel/
-zerobubble/scheduler/zb.py; ZB-H2 uses it, ZB-V the authors' V scheduler, simcore/domain/v_schedule.py): the passes of every rank are placed on a timeline one by one, each rank
-taking, when it is free, the pass that can start first, and on a tie the input gradient I (the previous stage
+zerobubble/scheduler/zb.py; ZB-H2 uses it, ZB-V the authors' V scheduler, simcore/domain/v_schedule.py): the
+passes of every rank are placed on a timeline one by one, each rank taking, when it is free, the pass that can start first, and on a tie the input gradient I (the previous stage
 waits for it), then a forward pass F if the rank's memory limit allows one more microbatch in flight, then a
 deferred weight gradient W (nobody waits for it: it fills what would be idle time).
 
