@@ -1,13 +1,14 @@
-"""Zero-bubble orders built by list scheduling, as the Zero Bubble authors build theirs (Qi et al. 2024, section
-3.1 and its automatic scheduler, sail-sg/zero-bubble-pipeline-parallelism megatron/core/pipeline_parallel/
-zerobubble/scheduler/zb.py; ZB-H2 uses it, ZB-V the authors' V scheduler, simcore/domain/v_schedule.py): the
-passes of every rank are placed on a timeline one by one, each rank taking, when it is free, the pass that can start first, and on a tie the input gradient I (the previous stage
-waits for it), then a forward pass F if the rank's memory limit allows one more microbatch in flight, then a
-deferred weight gradient W (nobody waits for it: it fills what would be idle time).
+"""Zero-bubble orders built by list scheduling, as the Zero Bubble authors build theirs (Qi et al. 2024, section 3.1 and
+its automatic scheduler, sail-sg/zero-bubble-pipeline-parallelism megatron/core/pipeline_parallel/
+zerobubble/scheduler/zb.py; ZB-H2 uses it, ZB-V the authors' V scheduler, simcore/domain/v_schedule.py): the passes
+of every rank are placed on a timeline one by one, each rank taking, when it is free, the pass that can start first,
+and on a tie the input gradient I (the previous stage waits for it), then a forward pass F if the rank's memory limit
+allows one more microbatch in flight, then a deferred weight gradient W (nobody waits for it: it fills what would be
+idle time).
 
-The timeline is built on each virtual stage's T_F, T_B and T_W as the cost model gives them (the authors'
-scheduler profiles them), with free communication, or on the papers' equal costs when none are given; the engine
-then runs the order over the real network, where transfers and anything the costs missed show up as waiting.
+The timeline is built on each virtual stage's T_F, T_B and T_W as the cost model gives them (the authors' scheduler
+profiles them), with free communication, or on the papers' equal costs when none are given; the engine then runs the
+order over the real network, where transfers and anything the costs missed show up as waiting.
 """
 
 from __future__ import annotations
