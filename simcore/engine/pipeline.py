@@ -38,11 +38,11 @@ from simcore.engine.dp_sync import Gate, GradientSync
 from simcore.engine.embedding_sync import EmbeddingSync
 from simcore.engine.flows import FlowNetwork
 from simcore.engine.pass_spans import pass_label, record_pass_spans
-from simcore.engine.pass_work import PassTotals, pass_work
+from simcore.engine.pass_work import PassTotals, PassWork, pass_work
 from simcore.engine.recorder import RankRecord, Recorder
 from simcore.engine.sharded import ShardedPasses
 from simcore.engine.tp_links import TensorParallelLinks
-from simcore.engine.transfers import PipelineTransfers
+from simcore.engine.transfers import Arrival, PipelineTransfers
 from topology.hardware import GpuSpec
 
 Progress = Callable[[int, int], None]
@@ -169,6 +169,9 @@ class Engine:
         offset = iteration * layout.num_microbatches  # arrivals of later iterations are their own
         totals = PassTotals()  # what the passes add to the record, added once at the end
         cp = CpTotals()
+        transfers, sync, keep_spans = self.transfers, self.sync, self.rec.keep_spans
+        works: dict[tuple[str, int, int], PassWork] = {}  # each kind of pass's work, computed once
+        reduced = [chunk.reduced_parameters for chunk in chunks]
         for i, ps in enumerate(passes):
             direction = ps.direction
             vs = stage_of[ps.chunk]
@@ -179,15 +182,19 @@ class Engine:
             if direction == OVERLAPPED:
                 back_vs, back_mb = stage_of[ps.backward_chunk], ps.backward_microbatch
                 backward = chunks[back_vs]
-            for kind, needed, at, mb in (("act", forward and not first[vs], vs, ps.microbatch),
-                                         ("grad", gradient and not last[back_vs], back_vs, back_mb)):
-                arrival = self.transfers.arrival(kind, replica, at, mb + offset) if needed else None
-                if arrival is not None and not arrival.fired:
-                    waited = clock.now
-                    yield arrival
-                    self._account_wait(t, track, waited, arrival.produced_s, ps)
+            if forward and not first[vs]:
+                arrival = transfers.arrival("act", replica, vs, ps.microbatch + offset)
+                if not arrival.fired:
+                    yield from self._wait(arrival, t, track, ps)
+            if gradient and not last[back_vs]:
+                arrival = transfers.arrival("grad", replica, back_vs, back_mb + offset)
+                if not arrival.fired:
+                    yield from self._wait(arrival, t, track, ps)
             start = clock.now
-            work = pass_work(direction, cost, backward)
+            key = (direction, vs, back_vs)
+            work = works.get(key)
+            if work is None:
+                work = works[key] = pass_work(direction, cost, backward)
             duration = work.duration
             # what slows beside collectives: the pass's kernels, not its folded tensor-parallel collectives (nor
             # its all-to-alls)
@@ -196,15 +203,14 @@ class Engine:
             slowed = 0.0  # what interference added to the pass
             on_links = False
             # (the expert gradients' share weighted by their group's ring factor: ChunkCost.reduced_parameters)
-            gates = [] if self.sharded else self.sync.pass_gates(replica, rank, ps, cost.layers,
-                                                                  cost.reduced_parameters, record)
+            gates = [] if self.sharded else sync.pass_gates(replica, rank, ps, cost.layers, reduced[vs], record)
             plan = cost.cp_forward if forward else cost.cp_backward
             if self.sharded:  # sub-module by sub-module, behind their gathers and synchronisations
                 yield from self.sharded.run(replica, rank, ps, cost, record, track)
             elif gates:  # the pass runs slice by slice, each behind its parameter gather
                 if plan is None:
                     slowed = yield from self._gated_pass(gates, duration, t, track, ps,
-                                                         (replica, rank, cost.reduced_parameters, record), gpu,
+                                                         (replica, rank, reduced[vs], record), gpu,
                                                          share, cost.gemm_fraction)
                 else:
                     yield from self.ring.run_gated(list(gates), plan, cp, replica, rank, t, track,
@@ -229,7 +235,7 @@ class Engine:
                 body = duration - tp_s if on_links else duration
                 if on_links:
                     share = 1.0
-                times = [] if not grads else self.sync.release_times(replica, rank, i, start, start + body)
+                times = [] if not grads else sync.release_times(replica, rank, i, start, start + body)
                 self.events += 1
                 if gpu is not None and (gpu.in_flight or times):
                     # Interference: the pass runs beside collectives, and makes its buckets ready as it goes.
@@ -239,7 +245,7 @@ class Engine:
                     slowed = max(0.0, clock.now - start - body)
                 else:
                     if grads:
-                        self.sync.backward_pass(replica, rank, i, start, start + body)
+                        sync.backward_pass(replica, rank, i, start, start + body)
                     yield body
                 if on_links:
                     assert self.tp_links is not None
@@ -251,15 +257,14 @@ class Engine:
                         record_pass_spans(self.rec, track, ps, cost, start, 1.0 + slowed / body if body > 0
                                           else 1.0, self.shape.chunks, clock.now, tp_start, backward)
             totals.add(work, slowed)
-            if self.rec.keep_spans and not gates and not self.sharded and plan is None and not on_links:
+            if keep_spans and not gates and not self.sharded and plan is None and not on_links:
                 record_pass_spans(self.rec, track, ps, cost, start, (duration + slowed) / duration if duration > 0
                                   else 1.0, self.shape.chunks, clock.now, None, backward)
             self.passes_done += 1
             if forward and not last[vs]:
-                self.transfers.send("act", replica, rank, rank_of[vs + 1], vs + 1, ps.microbatch + offset, record)
+                transfers.send("act", replica, rank, rank_of[vs + 1], vs + 1, ps.microbatch + offset, record)
             if gradient and not first[back_vs]:
-                self.transfers.send("grad", replica, rank, rank_of[back_vs - 1], back_vs - 1, back_mb + offset,
-                                    record)
+                transfers.send("grad", replica, rank, rank_of[back_vs - 1], back_vs - 1, back_mb + offset, record)
         self._passes_end = max(self._passes_end, clock.now)
         totals.add_to(record)
         t["cp_comm"] += cp.exposed_s
@@ -356,9 +361,12 @@ class Engine:
             self.rec.span(track, "wait parameter gather", "dp_comm", waited, clock.now)
         record.end_s = clock.now
 
-    def _account_wait(self, t: dict[str, float], track: str, waited: float, produced: float, ps: Pass) -> None:
+    def _wait(self, arrival: Arrival, t: dict[str, float], track: str, ps: Pass) -> Process:
+        """Wait for an activation or a gradient: idle until it was sent, then its transfer."""
+        waited = self.clock.now
+        yield arrival
         now = self.clock.now
-        bubble_end = min(max(produced, waited), now)
+        bubble_end = min(max(arrival.produced_s, waited), now)
         t["bubble"] += bubble_end - waited
         t["pp_comm"] += now - bubble_end
         if self.rec.keep_spans:
