@@ -34,6 +34,11 @@ class PassWork:
     ep_comm: float = 0.0  # the all-to-alls (and expert-TP collectives), on the compute stream
     ep_bytes: float = 0.0
 
+    @property
+    def kernel_share(self) -> float:
+        """The share of the pass that its kernels take (what slows beside collectives)."""
+        return (self.compute + self.recompute) / self.duration if self.duration > 0 else 0.0
+
 
 def pass_work(direction: str, cost: ChunkCost, backward: ChunkCost | None = None) -> PassWork:
     """The work of a pass of `direction` on chunk `cost` (for FB, `cost` is the forward half's chunk and

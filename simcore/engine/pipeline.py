@@ -176,8 +176,7 @@ class Engine:
             direction = ps.direction
             vs = stage_of[ps.chunk]
             cost = chunks[vs]
-            forward, gradient = direction in _FORWARDS, direction in _GRADIENTS
-            grads = direction in _WEIGHT_GRADIENTS
+            forward, gradient, grads = direction in _FORWARDS, direction in _GRADIENTS, direction in _WEIGHT_GRADIENTS
             back_vs, back_mb, backward = vs, ps.microbatch, None
             if direction == OVERLAPPED:
                 back_vs, back_mb = stage_of[ps.backward_chunk], ps.backward_microbatch
@@ -191,17 +190,12 @@ class Engine:
                 if not arrival.fired:
                     yield from self._wait(arrival, t, track, ps)
             start = clock.now
-            key = (direction, vs, back_vs)
-            work = works.get(key)
+            work = works.get((direction, vs, back_vs))
             if work is None:
-                work = works[key] = pass_work(direction, cost, backward)
-            duration = work.duration
-            # what slows beside collectives: the pass's kernels, not its folded tensor-parallel collectives (nor
-            # its all-to-alls)
-            kernels = work.compute + work.recompute
-            share = kernels / duration if duration > 0 else 0.0
-            slowed = 0.0  # what interference added to the pass
-            on_links = False
+                work = works[(direction, vs, back_vs)] = pass_work(direction, cost, backward)
+            duration, share = work.duration, work.kernel_share
+            # (share: what slows beside collectives, the pass's kernels, not its folded TP collectives or all-to-alls)
+            slowed, on_links = 0.0, False  # what interference added to the pass; TP collectives on the links
             # (the expert gradients' share weighted by their group's ring factor: ChunkCost.reduced_parameters)
             gates = [] if self.sharded else sync.pass_gates(replica, rank, ps, cost.layers, reduced[vs], record)
             plan = cost.cp_forward if forward else cost.cp_backward
