@@ -119,7 +119,8 @@ class GradientSync:
             # (`unit_reduced`), DeepSpeed from simcore/engine/sharded.py.
             done.succeed()
             return done
-        backward = [i for i, ps in enumerate(passes) if produces_weight_gradients(ps.direction)]
+        makes = {d: produces_weight_gradients(d) for d in {ps.direction for ps in passes}}
+        backward = [i for i, ps in enumerate(passes) if makes[ps.direction]]
         last = {passes[i].chunk: i for i in backward}
         self._last_backward[(replica, rank)] = backward[-1]
         reducing = backward if self.zero >= 2 else sorted(last.values())

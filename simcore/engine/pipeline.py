@@ -42,7 +42,7 @@ from simcore.engine.pass_work import PassTotals, PassWork, pass_work
 from simcore.engine.recorder import RankRecord, Recorder
 from simcore.engine.sharded import ShardedPasses
 from simcore.engine.tp_links import TensorParallelLinks
-from simcore.engine.transfers import Arrival, PipelineTransfers
+from simcore.engine.transfers import PipelineTransfers
 from topology.hardware import GpuSpec
 
 Progress = Callable[[int, int], None]
@@ -170,7 +170,7 @@ class Engine:
         totals = PassTotals()  # what the passes add to the record, added once at the end
         cp = CpTotals()
         transfers, sync, keep_spans = self.transfers, self.sync, self.rec.keep_spans
-        works: dict[tuple[str, int, int], PassWork] = {}  # each kind of pass's work, computed once
+        works: dict[tuple[str, int, int], tuple[PassWork, float]] = {}  # each kind of pass's work and kernel share
         reduced = [chunk.reduced_parameters for chunk in chunks]
         for i, ps in enumerate(passes):
             direction = ps.direction
@@ -184,16 +184,22 @@ class Engine:
             if forward and not first[vs]:
                 arrival = transfers.arrival("act", replica, vs, ps.microbatch + offset)
                 if not arrival.fired:
-                    yield from self._wait(arrival, t, track, ps)
+                    waited = clock.now
+                    yield arrival
+                    self._account_wait(t, track, waited, arrival.produced_s, ps)
             if gradient and not last[back_vs]:
                 arrival = transfers.arrival("grad", replica, back_vs, back_mb + offset)
                 if not arrival.fired:
-                    yield from self._wait(arrival, t, track, ps)
+                    waited = clock.now
+                    yield arrival
+                    self._account_wait(t, track, waited, arrival.produced_s, ps)
             start = clock.now
-            work = works.get((direction, vs, back_vs))
-            if work is None:
-                work = works[(direction, vs, back_vs)] = pass_work(direction, cost, backward)
-            duration, share = work.duration, work.kernel_share
+            cached = works.get((direction, vs, back_vs))
+            if cached is None:
+                work = pass_work(direction, cost, backward)
+                cached = works[(direction, vs, back_vs)] = (work, work.kernel_share)
+            work, share = cached
+            duration = work.duration
             # (share: what slows beside collectives, the pass's kernels, not its folded TP collectives or all-to-alls)
             slowed, on_links = 0.0, False  # what interference added to the pass; TP collectives on the links
             # (the expert gradients' share weighted by their group's ring factor: ChunkCost.reduced_parameters)
@@ -355,12 +361,10 @@ class Engine:
             self.rec.span(track, "wait parameter gather", "dp_comm", waited, clock.now)
         record.end_s = clock.now
 
-    def _wait(self, arrival: Arrival, t: dict[str, float], track: str, ps: Pass) -> Process:
-        """Wait for an activation or a gradient: idle until it was sent, then its transfer."""
-        waited = self.clock.now
-        yield arrival
+    def _account_wait(self, t: dict[str, float], track: str, waited: float, produced: float, ps: Pass) -> None:
+        """A wait for an activation or a gradient: idle until it was sent, then its transfer."""
         now = self.clock.now
-        bubble_end = min(max(arrival.produced_s, waited), now)
+        bubble_end = min(max(produced, waited), now)
         t["bubble"] += bubble_end - waited
         t["pp_comm"] += now - bubble_end
         if self.rec.keep_spans:
