@@ -124,7 +124,7 @@ class ClusterIn(BaseModel):
                                  "from options.seed and its index (log-normal, mean 1)")
 
     node_groups: list[NodeGroupIn] | None = Field(
-        default=None, min_length=1, max_length=1_024,
+        default=None, min_length=1, max_length=64,
         description="a heterogeneous cluster: groups of whole nodes, each of its own GPU kind, in order")
 
     @field_validator("num_gpus")

@@ -68,7 +68,9 @@ def check(scenario: Scenario) -> None:
     for group in cluster.node_groups or ():
         validate_precision(layout, group.hardware)
     validate_precision(layout, cluster.hardware)
-    if cluster.node_groups:  # tensor-parallel groups (and rings) on one GPU kind each
+    # Tensor-parallel groups (and rings) on one GPU kind each: a walk over the GPUs, so only up to a million of
+    # them here (check runs before a service's size limits; simulate() applies the rule whatever the size).
+    if cluster.node_groups and cluster.num_gpus <= 1 << 20:
         rank_gpus(cluster, place(layout.dp, layout.tp, layout.pp, layout.placement, cluster.num_gpus, layout.cp),
                   layout)
     if scenario.training is not None:
