@@ -177,9 +177,10 @@ def simulate(scenario: Scenario, network: Network | None = None, progress: Progr
         need, have = memory[stage].total, capacities[stage]
         warnings.append(f"does not fit: stage {stage} needs {need / GIB:.1f} GiB per GPU, "
                         f"{(need - have) / GIB:.1f} GiB more than the {have / GIB:.0f} GiB of a {names[stage]}")
-    if scenario.cluster.gpu_spec is not None:
-        warnings.append(f"{gpu.label} is a user-defined GPU: its GEMM efficiencies are the catalog's "
-                        f"{gpu.generation} ones (nearest catalog GPU: {scenario.cluster.gpu})")
+    customs = [g.gpu_spec for g in scenario.cluster.node_groups] or [scenario.cluster.gpu_spec]
+    for custom in dict.fromkeys(c for c in customs if c is not None):
+        warnings.append(f"{custom.label} is a user-defined GPU: its GEMM efficiencies are the catalog's "
+                        f"{custom.generation} ones (nearest catalog GPU: {custom.kind})")
     if mixed and scenario.fidelity is not Fidelity.FULL:
         warnings.append(f"heterogeneous replicas: {len(mixed)} of {layout.dp * layout.pp} ranks run on other GPUs "
                         "than their stage's first replica, so every data-parallel replica was simulated "

@@ -11,7 +11,7 @@ import pytest
 
 from api_schemas import parse_request
 from service.convert import to_response, to_scenario
-from simcore import SpecError, estimate_cost, simulate
+from simcore import SpecError, check, estimate_cost, simulate
 from simcore.cost.partition import StageCosts, partition
 from simcore.domain.layout import Partition
 from simcore.domain.model import model_from_fields
@@ -165,3 +165,32 @@ def test_the_balanced_split_cuts_by_each_parts_speed() -> None:
     assert [runs[0][1] for runs in chunks] == [2, 2, 4, 4]
     chunks, _ = partition(model, 4, 1, Partition.EVEN, costs)
     assert [runs[0][1] for runs in chunks] == [3, 3, 3, 3]
+
+
+@pytest.mark.parametrize(("model", "layout", "field", "rule"), [
+    # a context-parallel ring over an A100 node and an H100 node
+    ({"preset": "gpt3-2.7b", "attention": "flash"}, {"dp": 1, "tp": 8, "pp": 1, "cp": 2}, "layout.cp",
+     "a ring must run on one GPU kind"),
+    # expert parallelism across replicas on different GPUs (the all-to-alls cross them)
+    ({"preset": "mixtral-8x7b", "seq_length": 2048}, {"dp": 2, "tp": 8, "pp": 1, "ep": 2, "sequence_parallel": True}, "layout.ep",
+     "every replica of a stage must run on one GPU kind"),
+])
+def test_rings_and_expert_groups_over_two_gpu_kinds_are_refused(model: dict[str, Any], layout: dict[str, Any],
+                                                                field: str, rule: str) -> None:
+    doc = {"model": model,
+           "cluster": {"node_groups": [{"num_nodes": 1, "gpu": A100}, {"num_nodes": 1, "gpu": H100}]},
+           "layout": {"global_batch_size": 8, **layout}}
+    with pytest.raises(SpecError) as err:
+        check(to_scenario(parse_request(json.dumps(doc))))
+    assert err.value.field == field and rule in err.value.rule
+
+
+def test_a_group_of_user_defined_gpus_copying_h100_costs_as_h100() -> None:
+    spec = {"name": "my-h100", "peak_tflops_bf16": 989.4, "peak_tflops_fp8": 1978.9, "memory_gib": 80.0,
+            "hbm_bandwidth_gb_per_s": 3350.0, "tdp_w": 700.0, "nvlink_bandwidth_gb_per_s": 450.0}
+    custom = _run(_with(PIPELINE, "cluster", node_groups=[{"num_nodes": 2, "gpu": A100},
+                                                          {"num_nodes": 2, "gpu_spec": spec}]))
+    catalog = _run(PIPELINE)
+    assert [s["gpu"] for s in custom["stages"]] == [A100, A100, "my-h100", "my-h100"]
+    assert custom["iteration_time_s"] == pytest.approx(catalog["iteration_time_s"], rel=1e-12)
+    assert any(w.startswith("my-h100 is a user-defined GPU") for w in custom["warnings"])
