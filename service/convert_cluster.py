@@ -3,9 +3,9 @@ by concept): a preset and its overrides, a user-defined GPU, stragglers, and het
 
 Node groups (a heterogeneous cluster): each group's unset fields default to the cluster's (its GPU kind, node
 shape and NIC rate), except NVLink, which belongs to the GPU: a group that names a catalog GPU gets its NVLink, a
-group with a gpu_spec the spec's (else the cluster's), unless the group gives `nvlink_bandwidth_gb_per_s`. A cluster with groups needs no
-preset or gpu (the first group's GPU's catalog node then gives the cluster's figures); its size is the groups'
-nodes, and a `num_nodes` or `num_gpus` beside them must agree.
+group with a gpu_spec the spec's (else the cluster's), unless the group gives `nvlink_bandwidth_gb_per_s`. A
+cluster with groups needs no preset or gpu (the first group's GPU's catalog node then gives the cluster's
+figures); its size is the groups' nodes, and a `num_nodes` or `num_gpus` beside them must agree.
 """
 
 from __future__ import annotations

@@ -172,7 +172,8 @@ def test_the_balanced_split_cuts_by_each_parts_speed() -> None:
     ({"preset": "gpt3-2.7b", "attention": "flash"}, {"dp": 1, "tp": 8, "pp": 1, "cp": 2}, "layout.cp",
      "a ring must run on one GPU kind"),
     # expert parallelism across replicas on different GPUs (the all-to-alls cross them)
-    ({"preset": "mixtral-8x7b", "seq_length": 2048}, {"dp": 2, "tp": 8, "pp": 1, "ep": 2, "sequence_parallel": True}, "layout.ep",
+    ({"preset": "mixtral-8x7b", "seq_length": 2048},
+     {"dp": 2, "tp": 8, "pp": 1, "ep": 2, "sequence_parallel": True}, "layout.ep",
      "every replica of a stage must run on one GPU kind"),
 ])
 def test_rings_and_expert_groups_over_two_gpu_kinds_are_refused(model: dict[str, Any], layout: dict[str, Any],
