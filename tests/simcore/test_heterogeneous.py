@@ -8,6 +8,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from api_schemas import parse_request
 from service.convert import to_response, to_scenario
@@ -195,3 +197,16 @@ def test_a_group_of_user_defined_gpus_copying_h100_costs_as_h100() -> None:
     assert [s["gpu"] for s in custom["stages"]] == [A100, A100, "my-h100", "my-h100"]
     assert custom["iteration_time_s"] == pytest.approx(catalog["iteration_time_s"], rel=1e-12)
     assert any(w.startswith("my-h100 is a user-defined GPU") for w in custom["warnings"])
+
+
+@settings(max_examples=6, deadline=None, derandomize=True)
+@given(cuts=st.lists(st.integers(min_value=1, max_value=3), min_size=1, max_size=4).filter(lambda c: sum(c) <= 4),
+       pp=st.sampled_from([1, 2, 4]), split=st.sampled_from(["even", "balanced"]))
+def test_any_grouping_of_one_gpu_kind_gives_the_homogeneous_iteration(cuts: list[int], pp: int, split: str) -> None:
+    groups = [{"num_nodes": n, "gpu": A100} for n in cuts] + ([{"num_nodes": 4 - sum(cuts)}] if sum(cuts) < 4 else [])
+    layout = {"dp": 4 // pp, "tp": 8, "pp": pp, "microbatch_size": 1, "global_batch_size": 16,
+              "pipeline_partition": split}
+    plain = _run({**PIPELINE, "cluster": {"preset": "dgx-a100", "num_nodes": 4}, "layout": layout})
+    grouped = _run({**PIPELINE, "cluster": {"preset": "dgx-a100", "node_groups": groups}, "layout": layout})
+    assert grouped["iteration_time_s"] == plain["iteration_time_s"]
+    assert grouped["memory"]["fits"] == plain["memory"]["fits"]
