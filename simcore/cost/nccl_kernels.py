@@ -26,7 +26,7 @@ where chunk' = S / (concurrentOps x iterations) and `rate` is the NVLS flow patt
 per second; the simulator runs S over the links at the rate they give, so the pipeline's fill and its
 synchronisations are the phase's latency). `launch` and `sync` are fitted (bench/nccl_curve.py --fit) to the one
 NVLS curve in collectives.json, 8 H100s of a DGX H100 from 2 MiB to 16 GiB (nccl-h100-8gpu-intranode-allreduce-
-curve): 4.65 us and 5.73 us, every point within 3.1% with the links at NVLink's bulk efficiency and no other
+curve): 4.70 us and 5.72 us, every point within 3.1% with the links at NVLink's bulk efficiency and no other
 factor. NCCL's flat estimate is 20-30% fast between 2 and 32 MiB there. The same two constants serve
 reduce-scatter, all-gather and the NVLS tree (no measured curve: an extrapolation); across nodes the tree's
 network latency (NCCL's, 2 log2(nodes) hops) is added.
@@ -43,8 +43,8 @@ NVLS_CHANNELS_ACROSS = {"hopper": 16, "blackwell": 32}
 NVLS_CHUNK_BYTES = 128 * 1024
 NVLS_TREE_MAX_CHUNK_FROM_4_NODES = 64 * 1024
 # Fitted to collectives.json's H100 all-reduce curve (module docstring; bench/nccl_curve.py --fit).
-NVLS_LAUNCH_S = 4.65e-6
-NVLS_SYNC_S = 5.73e-6
+NVLS_LAUNCH_S = 4.70e-6
+NVLS_SYNC_S = 5.72e-6
 NVLS_TREE_NET_LATENCY_S = 20.9e-6  # tuning.cc hwLat[NET][NVLS_TREE][Simple], per tree hop
 
 
@@ -78,15 +78,16 @@ def chunk_bytes(algorithm: NcclAlgorithm, comm: Communicator, size_bytes: float)
 
 
 def nvls_latency_s(kind: Collective, algorithm: NcclAlgorithm, comm: Communicator, size_bytes: float,
-                   rate_bytes_per_s: float) -> float:
+                   rate_bytes_per_s: float, launch_s: float = NVLS_LAUNCH_S, sync_s: float = NVLS_SYNC_S) -> float:
     """The fixed part of an NVLS collective's time (launch, synchronisations, pipeline fill), seconds, given the
-    rate its flow pattern gets on the links alone; the rest is S / rate."""
+    rate its flow pattern gets on the links alone; the rest is S / rate. `launch_s` and `sync_s` are the fitted
+    constants unless given (bench/nccl_curve.py --fit varies them)."""
     ops = nvls_channels(comm) * comm.ppn
     chunk = chunk_bytes(algorithm, comm, size_bytes)
     iterations = max(1, math.ceil(size_bytes / (ops * chunk)))
     fill = stages(kind, algorithm) - 1
     per_iteration = size_bytes / iterations  # bytes of S one iteration moves
-    latency = NVLS_LAUNCH_S + (iterations + fill) * NVLS_SYNC_S + fill * per_iteration / rate_bytes_per_s
+    latency = launch_s + (iterations + fill) * sync_s + fill * per_iteration / rate_bytes_per_s
     if algorithm is NcclAlgorithm.NVLS_TREE:
         latency += 2 * max(0, log2i(comm.nodes)) * NVLS_TREE_NET_LATENCY_S
     return latency
