@@ -53,7 +53,7 @@ class ContextRing:
         self.rec = recorder
         self.events = 0
         self._sends: dict[tuple[int, int], FlowPattern] = {}
-        self._phases: dict[tuple[Collective, int, int], tuple[FlowPattern, ...]] = {}
+        self._phases: dict[tuple[Collective, int, int, float], tuple[FlowPattern, ...]] = {}
 
     def _replicas(self, replica: int) -> list[int]:
         return list(range(self.placement.dp)) if self.representative else [replica]
