@@ -262,7 +262,10 @@ class CollectiveModel:
     def communicator(self, group: Sequence[int]) -> Communicator:
         """What NCCL's tuning sees of `group` on this cluster (simcore/cost/nccl_tuning.py)."""
         spec = self.cluster.spec
-        gpu = spec.hardware
+        # (a group over GPUs of several kinds, in a heterogeneous cluster: NCCL's ranks agree on one tuning; its
+        # oldest GPU's, whose channels and protocols every rank can run)
+        gpu = spec.hardware if not spec.node_groups else min(
+            (spec.hardware_of(g) for g in group), key=lambda h: (h.peak_flops_per_s, h.kind))
         nodes = by_domain(self.cluster, group)
         nics = min(spec.nics_per_node, max(map(len, nodes)))
         return Communicator(
