@@ -39,6 +39,7 @@ STEPS: list[list[str]] = [
     ["examples/zero-scaling/compare.py", "--write"],
     ["examples/moe/report.py"],
     ["examples/pipeline-schedules/report.py"],
+    ["examples/heterogeneous/report.py"],
 ]
 
 
