@@ -228,7 +228,7 @@ class OptionsIn(BaseModel):
     trace: StrictBool = Field(default=False, description="the API then includes a Chrome trace")
     seed: StrictInt = 0
     collective_algorithm: Literal["auto", "ring", "tree", "hierarchical"] = Field(
-        default="ring",
+        default="auto",
         description="auto: NCCL's choice of algorithm and protocol for each collective; or the all-reduce algorithm",
     )
 

@@ -40,7 +40,7 @@ class Scenario:
     cluster: ClusterSpec
     layout: Layout
     fidelity: Fidelity = Fidelity.REPRESENTATIVE
-    algorithm: CollectiveAlgorithm = CollectiveAlgorithm.RING
+    algorithm: CollectiveAlgorithm = CollectiveAlgorithm.AUTO
     keep_spans: bool = False
     free_communication: bool = False
     seed: int = 0  # seeds the per-GPU compute variability draws (cluster health); the engine is deterministic
