@@ -317,7 +317,7 @@ class LayoutIn(BaseModel):
 
 
 class OptionsIn(BaseModel):
-    """How to simulate: fidelity, trace, seed and the collective algorithm."""
+    """How to simulate: fidelity, trace, seed, the collective algorithm and steady-state extrapolation."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -330,6 +330,10 @@ class OptionsIn(BaseModel):
     collective_algorithm: Literal["auto", "ring", "tree", "hierarchical"] = Field(
         default="ring",
         description="auto: NCCL's choice of algorithm and protocol for each collective; or the all-reduce algorithm",
+    )
+    extrapolate: StrictBool = Field(
+        default=True, description="a periodic steady state, once checked, may be extrapolated rather than simulated "
+        "period by period (simulator.extrapolated_periods says how many periods); false: every period simulated",
     )
 
 

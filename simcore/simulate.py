@@ -21,7 +21,8 @@ from simcore.domain.model import ModelShape
 from simcore.domain.placement import Placement, place
 from simcore.domain.schedules import COSTED, POLICIES, Pass
 from simcore.domain.training import TrainingRun, validate_training
-from simcore.engine.pipeline import Engine, EngineConfig, Progress
+from simcore.engine.periodic import run_engine
+from simcore.engine.pipeline import EngineConfig, Progress
 from simcore.engine.recorder import Span
 from simcore.metrics import Metrics, compute_metrics
 from simcore.training import TrainingPlan, plan_training
@@ -45,6 +46,7 @@ class Scenario:
     seed: int = 0  # seeds the per-GPU compute variability draws (cluster health); the engine is deterministic
     cost_parameters: CostParameters = FITTED
     training: TrainingRun | None = None  # a whole run: the outcome then carries its plan
+    extrapolate: bool = True  # a checked periodic steady state may be put back rather than simulated
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +59,7 @@ class Outcome:
     wall_time_s: float
     spans: tuple[Span, ...]
     training: TrainingPlan | None = None
+    extrapolated_periods: int = 0  # steady-state periods put back rather than simulated (per iteration simulated)
 
 
 def check(scenario: Scenario) -> None:
@@ -138,11 +141,11 @@ def simulate(scenario: Scenario, network: Network | None = None, progress: Progr
     factors = straggler_factors(scenario, placement)
     # Ranks that differ cannot stand for each other: with stragglers every replica is simulated.
     fidelity = Fidelity.FULL if factors else scenario.fidelity
-    engine = Engine(EngineConfig(layout, placement, workload, collectives, fidelity, scenario.free_communication,
-                                 scenario.keep_spans, gpu=gpu, comm_sm_share=scenario.cost_parameters.comm_sm_share,
-                                 passes=network.passes(layout, workload), compute_time_factors=factors or None,
-                                 units=sharding_units(model, layout, workload)))
-    result = engine.run(progress)
+    config = EngineConfig(layout, placement, workload, collectives, fidelity, scenario.free_communication,
+                          scenario.keep_spans, gpu=gpu, comm_sm_share=scenario.cost_parameters.comm_sm_share,
+                          passes=network.passes(layout, workload), compute_time_factors=factors or None,
+                          units=sharding_units(model, layout, workload))
+    result = run_engine(config, progress, scenario.extrapolate)
     memory = stage_memory(model, layout, workload)
     metrics = compute_metrics(model, layout, gpu, workload, result, memory)
     warnings = []
@@ -167,4 +170,5 @@ def simulate(scenario: Scenario, network: Network | None = None, progress: Progr
         tokens_per_iteration=metrics.tokens_per_s * metrics.iteration_time_s, parameters=model.total_parameters(),
         num_gpus=scenario.cluster.num_gpus, num_nodes=scenario.cluster.num_nodes, gpu_power_w=gpu.tdp_w)
     return Outcome(metrics, tuple(warnings), result.events, result.simulated_ranks, fidelity,
-                   time.perf_counter() - started, tuple(result.recorder.spans), training)
+                   time.perf_counter() - started, tuple(result.recorder.spans), training,
+                   result.extrapolated_periods)
