@@ -21,6 +21,7 @@ import yaml
 
 from api_schemas import load_request_file
 from service.convert import to_scenario
+from service.generated import write_or_check
 from service.search import run_search
 from simcore import Outcome, simulate
 
@@ -149,16 +150,7 @@ def render() -> str:
 def main(argv: list[str]) -> int:
     if "--search" in argv:
         search_layouts()
-    text = render()
-    readme = HERE / "README.md"
-    if "--check" in argv:
-        if (readme.read_text(encoding="utf-8") if readme.exists() else "") != text:
-            print("examples/cost-to-train/README.md is stale: run python examples/cost-to-train/plan.py")
-            return 1
-        return 0
-    readme.write_text(text, encoding="utf-8")
-    print(text)
-    return 0
+    return write_or_check(HERE / "README.md", render(), argv, "python examples/cost-to-train/plan.py")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from api_schemas import load_request_file
 from service.convert import to_scenario
+from service.generated import write_or_check
 from simcore import Checkpointing, Failures, TrainingRun, simulate
 from simcore.training import TrainingPlan, plan_training
 
@@ -132,17 +133,7 @@ def render() -> str:
 
 
 def main(argv: list[str]) -> int:
-    text = render()
-    readme = HERE / "README.md"
-    if "--check" in argv:
-        current = readme.read_text(encoding="utf-8") if readme.exists() else ""
-        if current != text:
-            print("examples/failures-at-scale/README.md is stale: run python examples/failures-at-scale/goodput.py")
-            return 1
-        return 0
-    readme.write_text(text, encoding="utf-8")
-    print(text)
-    return 0
+    return write_or_check(HERE / "README.md", render(), argv, "python examples/failures-at-scale/goodput.py")
 
 
 if __name__ == "__main__":

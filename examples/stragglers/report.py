@@ -18,6 +18,7 @@ from pathlib import Path
 
 from api_schemas import load_request_file
 from service.convert import to_scenario
+from service.generated import write_or_check
 from simcore import Fidelity, Health, Outcome, Scenario, SlowGpu, simulate
 
 HERE = Path(__file__).resolve().parent
@@ -135,16 +136,7 @@ def render() -> str:
 
 
 def main(argv: list[str]) -> int:
-    text = render()
-    readme = HERE / "README.md"
-    if "--check" in argv:
-        if (readme.read_text(encoding="utf-8") if readme.exists() else "") != text:
-            print("examples/stragglers/README.md is stale: run python examples/stragglers/report.py")
-            return 1
-        return 0
-    readme.write_text(text, encoding="utf-8")
-    print(text)
-    return 0
+    return write_or_check(HERE / "README.md", render(), argv, "python examples/stragglers/report.py")
 
 
 if __name__ == "__main__":

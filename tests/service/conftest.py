@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import copy
+import importlib.util
+import json
 import os
 import signal
 import socket
@@ -34,6 +36,39 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, s
         code = int(exc.code or 0)
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def load_script(path: Path) -> Any:
+    """Import an example's script (a file, not a package module) so a test can call its functions."""
+    spec = importlib.util.spec_from_file_location(f"example_{path.parent.name.replace('-', '_')}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def assert_cli_refuses(capsys: pytest.CaptureFixture[str], tmp_path: Path, doc: dict[str, Any], field: str,
+                       rule: str) -> None:
+    """`clustersim simulate` on the document exits 2 with a message naming the field and the rule."""
+    path = tmp_path / "request.yaml"
+    path.write_text(yaml.safe_dump(doc), encoding="utf-8")
+    code, _, err = run_cli(capsys, "simulate", str(path))
+    assert code == 2, err
+    assert field in err and rule in err, err
+
+
+def assert_http_refuses(tmp_path: Path, doc: dict[str, Any], field: str, rule: str) -> None:
+    """POST /v1/simulations with the document answers 422 with a detail naming the field and the rule."""
+    from fastapi.testclient import TestClient
+
+    from service.http.app import create_app
+    from service.settings import Settings
+
+    with TestClient(create_app(Settings(database=str(tmp_path / "db.sqlite"))), base_url="http://localhost") as client:
+        response = client.post("/v1/simulations", content=json.dumps(doc), headers={"content-type": "application/json"})
+    assert response.status_code == 422, response.text
+    details = response.json()["error"]["details"]
+    assert any(d["field"] == field and rule in d["rule"] for d in details), details
 
 
 def with_field(doc: dict[str, Any], path: str, value: Any) -> dict[str, Any]:

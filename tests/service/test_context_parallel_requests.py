@@ -4,19 +4,14 @@ ring's sends, and bad input exits 2 (HTTP 422) naming the field and the rule."""
 from __future__ import annotations
 
 import copy
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-from conftest import run_cli
-from fastapi.testclient import TestClient
+from conftest import assert_cli_refuses, assert_http_refuses
 
 from api_schemas import SimulationRequest, SimulationResult
 from service import convert
-from service.http.app import create_app
-from service.settings import Settings
 from simcore.simulate import simulate
 
 BASE: dict[str, Any] = {
@@ -71,19 +66,10 @@ def bad_doc(patch: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.parametrize(("name", "patch", "field", "rule"), BAD, ids=[b[0] for b in BAD])
 def test_bad_input_exits_2_naming_field_and_rule(name: str, patch: dict[str, Any], field: str, rule: str,
                                                  tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = tmp_path / "request.yaml"
-    path.write_text(yaml.safe_dump(bad_doc(patch)), encoding="utf-8")
-    code, _, err = run_cli(capsys, "simulate", str(path))
-    assert code == 2
-    assert field in err and rule in err
+    assert_cli_refuses(capsys, tmp_path, bad_doc(patch), field, rule)
 
 
 @pytest.mark.parametrize(("name", "patch", "field", "rule"), BAD, ids=[b[0] for b in BAD])
 def test_bad_input_is_http_422_naming_field_and_rule(name: str, patch: dict[str, Any], field: str, rule: str,
                                                      tmp_path: Path) -> None:
-    with TestClient(create_app(Settings(database=str(tmp_path / "db.sqlite"))), base_url="http://localhost") as client:
-        response = client.post("/v1/simulations", content=json.dumps(bad_doc(patch)),
-                               headers={"content-type": "application/json"})
-    assert response.status_code == 422
-    details = response.json()["error"]["details"]
-    assert any(d["field"] == field and rule in d["rule"] for d in details), details
+    assert_http_refuses(tmp_path, bad_doc(patch), field, rule)

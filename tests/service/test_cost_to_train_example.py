@@ -3,10 +3,10 @@ figures are the whole-run closed forms of those simulations."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
+from conftest import load_script
 
 from api_schemas import load_request_file
 from service.convert import to_scenario
@@ -17,10 +17,7 @@ SCRIPT = ROOT / "examples" / "cost-to-train" / "plan.py"
 
 
 def test_readme_is_current() -> None:
-    spec = importlib.util.spec_from_file_location("cost_to_train_example", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script(SCRIPT)
     assert (SCRIPT.parent / "README.md").read_text(encoding="utf-8") == module.render(), (
         "stale: run python examples/cost-to-train/plan.py")
 

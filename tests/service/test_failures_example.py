@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
+
+from conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "examples" / "failures-at-scale" / "goodput.py"
 
 
 def test_readme_is_current_and_the_curve_peaks_at_the_optimum() -> None:
-    spec = importlib.util.spec_from_file_location("goodput_example", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script(SCRIPT)
     text = module.render()
     assert (SCRIPT.parent / "README.md").read_text(encoding="utf-8") == text, (
         "stale: run python examples/failures-at-scale/goodput.py")

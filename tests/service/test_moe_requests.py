@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-from conftest import run_cli
+from conftest import assert_cli_refuses
 from fastapi.testclient import TestClient
 
 from api_schemas import SimulationRequest
@@ -134,11 +133,7 @@ def bad_doc(patch: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.parametrize("name,patch,field,rule", BAD, ids=[b[0] for b in BAD])
 def test_bad_input_exits_2_naming_field_and_rule(name: str, patch: dict[str, Any], field: str, rule: str,
                                                  tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = tmp_path / "request.yaml"
-    path.write_text(yaml.safe_dump(bad_doc(patch)), encoding="utf-8")
-    code, _, err = run_cli(capsys, "simulate", str(path))
-    assert code == 2, err
-    assert field in err and rule in err, err
+    assert_cli_refuses(capsys, tmp_path, bad_doc(patch), field, rule)
 
 
 def test_bad_input_is_http_422(tmp_path: Path) -> None:

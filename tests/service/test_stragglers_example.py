@@ -3,19 +3,17 @@ iteration, and the healthy data-parallel replicas wait longer than the straggler
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
+
+from conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "examples" / "stragglers" / "report.py"
 
 
 def test_readme_is_current_and_the_peers_wait_for_the_straggler() -> None:
-    spec = importlib.util.spec_from_file_location("stragglers_example", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script(SCRIPT)
     text = module.render()
     assert (SCRIPT.parent / "README.md").read_text(encoding="utf-8") == text, (
         "stale: run python examples/stragglers/report.py")

@@ -1,0 +1,23 @@
+"""Files written from figures the code computes (example READMEs): write them, or check that they are current.
+
+Each example's report script renders its README from fresh simulations and ends in `write_or_check`; its test
+runs the script with `--check`, so a README whose figures no longer match the code fails CI.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def write_or_check(path: Path, text: str, argv: list[str], command: str) -> int:
+    """With `--check` in argv: 0 if `path` holds exactly `text`, else 1 with a line naming `command` to rerun.
+    Otherwise write `text` to `path`, print it and return 0."""
+    if "--check" in argv:
+        current = path.read_text(encoding="utf-8") if path.exists() else ""
+        if current != text:
+            print(f"{path.parent.name}/{path.name} is stale: run {command}")
+            return 1
+        return 0
+    path.write_text(text, encoding="utf-8")
+    print(text)
+    return 0

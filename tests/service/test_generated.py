@@ -1,0 +1,26 @@
+"""service.generated.write_or_check: writes the text, or with --check reports a stale file without touching it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from service.generated import write_or_check
+
+
+def test_write_then_check_then_stale(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    readme = tmp_path / "example" / "README.md"
+    readme.parent.mkdir()
+    assert write_or_check(readme, "figures 1\n", [], "python report.py") == 0
+    assert readme.read_text(encoding="utf-8") == "figures 1\n"
+    assert write_or_check(readme, "figures 1\n", ["--check"], "python report.py") == 0
+    capsys.readouterr()
+    assert write_or_check(readme, "figures 2\n", ["--check"], "python report.py") == 1
+    assert "example/README.md is stale: run python report.py" in capsys.readouterr().out
+    assert readme.read_text(encoding="utf-8") == "figures 1\n"  # --check writes nothing
+
+
+def test_check_of_a_missing_file_is_stale(tmp_path: Path) -> None:
+    assert write_or_check(tmp_path / "README.md", "x", ["--check"], "python report.py") == 1
+    assert not (tmp_path / "README.md").exists()
