@@ -8,6 +8,8 @@ from dataclasses import replace
 
 import pytest
 
+from api_schemas import load_request_file
+from service.convert import to_scenario
 from simcore.cost.workload import build_workload
 from simcore.domain.layout import Fidelity, Layout, Schedule
 from simcore.domain.model import model_from_fields
@@ -157,3 +159,15 @@ def test_alignment_relabels_consistently() -> None:
     assert not aligned(full, reduced, 9, 7, 1, 2, {})  # the lengths do not add up
     bad: dict[int, set[int]] = {0: {0, 3}}
     assert not consistent(bad, 8)  # one microbatch relabelled two ways
+
+
+def test_the_1t_example_extrapolates_most_of_its_periods_within_the_full_runs_rounding() -> None:
+    # README "Periodic steady state" quotes these figures.
+    scenario = to_scenario(load_request_file("examples/gpt-1t-3072-a100.yaml"))
+    extrapolated, full = _pair(scenario)
+    assert extrapolated.extrapolated_periods == 439  # of 512 microbatches' periods (1F1B on 64 stages)
+    _assert_same(extrapolated, full)
+    a, b = extrapolated.metrics, full.metrics
+    assert a.iteration_time_s == pytest.approx(b.iteration_time_s, rel=1e-14)
+    assert abs(a.communication_s["pp"] - b.communication_s["pp"]) / b.communication_s["pp"] < 5e-12
+    assert abs(a.time_breakdown_s["pp_comm"] - b.time_breakdown_s["pp_comm"]) < 2e-12
