@@ -331,10 +331,7 @@ class OptionsIn(BaseModel):
         default="ring",
         description="auto: NCCL's choice of algorithm and protocol for each collective; or the all-reduce algorithm",
     )
-    extrapolate: StrictBool = Field(
-        default=True, description="a periodic steady state, once checked, may be extrapolated rather than simulated "
-        "period by period (simulator.extrapolated_periods says how many periods); false: every period simulated",
-    )
+    extrapolate: StrictBool = Field(default=True, description="false: every steady-state period simulated")
 
 
 class CheckpointIn(BaseModel):
