@@ -11,6 +11,9 @@ Shape of the inter-node fabric (two levels; `LEAF_DOWN_PORTS` NIC ports per leaf
 - rail_optimized: nodes form scalable units of LEAF_DOWN_PORTS nodes; NIC i of every node in a unit goes to the
   unit's leaf i (rail i), as in a DGX SuperPOD.
 Every leaf has ceil(LEAF_DOWN_PORTS / oversubscription) uplinks, one to each spine, each as fast as a NIC.
+
+A heterogeneous cluster (`node_groups`) is built group by group on the one fabric: a node's GPUs, NVLink ports,
+PCIe paths and NICs have its group's figures; the leaf-spine links run at the cluster's NIC rate (the fabric's).
 """
 
 from __future__ import annotations
@@ -97,7 +100,6 @@ def _leaf_of_nic(spec: ClusterSpec, node: int, k: int) -> int:
 def build_cluster(spec: ClusterSpec) -> Cluster:
     """Build the graph of `spec` (validated first); pure function of the spec."""
     spec.validate()
-    gpu = spec.hardware
     g = GraphParts()
     ends: list[tuple[Node, Node]] = []
     bws: list[float] = []
@@ -126,7 +128,7 @@ def build_cluster(spec: ClusterSpec) -> Cluster:
             g.add_node(switch, kind="nvswitch", node=n)
         for i in range(first, min(first + spec.gpus_per_node, spec.num_gpus)):
             g.add_node(("gpu", i), kind="gpu", node=n)
-            add_pair(("gpu", i), switch, spec.nvlink_bandwidth_bytes_per_s * nvlink_factor.get(i, 1.0),
+            add_pair(("gpu", i), switch, spec.nvlink_bandwidth_of(i) * nvlink_factor.get(i, 1.0),
                      spec.intra_node_latency_s, "nvlink")
         for k in range(spec.nics_per_node):
             nic: Node = ("nic", n * spec.nics_per_node + k)
@@ -134,7 +136,8 @@ def build_cluster(spec: ClusterSpec) -> Cluster:
             nic_leaf.append(_leaf_of_nic(spec, n, k))
         for i in range(first, min(first + spec.gpus_per_node, spec.num_gpus)):
             nic_index = n * spec.nics_per_node + (i - first) % spec.nics_per_node
-            add_pair(("gpu", i), ("nic", nic_index), gpu.pcie_bandwidth_bytes_per_s * nic_factor.get(nic_index, 1.0),
+            add_pair(("gpu", i), ("nic", nic_index),
+                     spec.hardware_of(i).pcie_bandwidth_bytes_per_s * nic_factor.get(nic_index, 1.0),
                      spec.intra_node_latency_s, "pcie")
 
     num_spines = 0
@@ -143,7 +146,8 @@ def build_cluster(spec: ClusterSpec) -> Cluster:
         for nic_index, leaf in enumerate(nic_leaf):
             g.add_node(("leaf", leaf), kind="leaf")
             add_pair(("nic", nic_index), ("leaf", leaf),
-                     spec.nic_bandwidth_bytes_per_s * nic_factor.get(nic_index, 1.0), spec.inter_node_latency_s, "ib")
+                     spec.nic_bandwidth_of(nic_index // spec.nics_per_node) * nic_factor.get(nic_index, 1.0),
+                     spec.inter_node_latency_s, "ib")
         if leaves > 1:
             num_spines = math.ceil(LEAF_DOWN_PORTS / spec.oversubscription)
             for s in range(num_spines):

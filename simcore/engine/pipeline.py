@@ -77,6 +77,9 @@ class EngineConfig:
     # and optimizer step take that much longer; the data-parallel synchronisation and the pipeline make the
     # others wait, as events. Needs full fidelity (every replica its own process).
     compute_time_factors: dict[tuple[int, int], float] | None = None
+    # Heterogeneous clusters: {(replica, pipeline rank): workload} of the simulated ranks whose GPU differs from
+    # `workload`'s for that rank (simcore/cost/per_gpu.py); their chunks and optimizer step. Needs full fidelity.
+    rank_workloads: dict[tuple[int, int], Workload] | None = None
     # Each virtual stage's gather units, for implementations that gather per sub-module (simcore/engine/sharded.py).
     units: tuple[tuple[Unit, ...], ...] | None = None
 
@@ -144,7 +147,8 @@ class Engine:
     # -- rank processes --------------------------------------------------------------------------------
     def _rank(self, replica: int, rank: int) -> Process:
         c, clock = self.c, self.clock
-        chunks = c.workload.chunks
+        workload = c.rank_workloads.get((replica, rank), c.workload) if c.rank_workloads else c.workload
+        chunks = workload.chunks
         factor = c.compute_time_factors.get((replica, rank), 1.0) if c.compute_time_factors else 1.0
         if factor != 1.0:
             chunks = tuple(chunk.slowed(factor) for chunk in chunks)
@@ -162,7 +166,7 @@ class Engine:
                 record.restart()
             dp_done = self.sync.start(replica, rank, record, passes)
             yield from self._passes(replica, rank, record, track, passes, chunks, iteration, gpu)
-            yield from self._step(replica, rank, record, track, dp_done, factor)
+            yield from self._step(replica, rank, record, track, dp_done, workload.optimizer_s[rank] * factor)
 
     def _passes(self, replica: int, rank: int, record: RankRecord, track: str, passes: list[Pass],
                 chunks: tuple[ChunkCost, ...], iteration: int, gpu: ComputeStream | None) -> Process:
@@ -316,7 +320,7 @@ class Engine:
         return slowed
 
     def _step(self, replica: int, rank: int, record: RankRecord, track: str, dp_done: Event,
-              factor: float = 1.0) -> Process:
+              optimizer_s: float) -> Process:
         """After the rank's passes: wait for its gradient reduction (`dp_done`), then for every rank (the global
         gradient-norm all-reduce before the step), run the optimizer, and with ZeRO 1/2 without overlap wait for
         the updated parameters' gather."""
@@ -350,7 +354,7 @@ class Engine:
             self.rec.span(track, "wait other stages' gradients", "dp_comm", drain_end, clock.now)
         start = clock.now
         self.events += 1
-        yield self.c.workload.optimizer_s[rank] * factor
+        yield optimizer_s
         record.busy_s += clock.now - start
         t["optimizer"] += clock.now - start
         self.rec.span(track, "optimizer", "optimizer", start, clock.now)
@@ -388,12 +392,9 @@ class Engine:
         # The rank that finishes last, its time since it finished the previous iteration (with post-validation's
         # overlapping iterations, the steady state's period; else since the start).
         last = min(self.rec.ranks, key=lambda r: (-r.end_s, r.gpu))
-        iteration = last.end_s - last.previous_end_s
-        return EngineResult(iteration, self.rec, self.events_total(), len(self.rec.ranks))
+        return EngineResult(last.end_s - last.previous_end_s, self.rec, self.events_total(), len(self.rec.ranks))
 
     def events_total(self) -> int:
         """The events counted so far, every part of the engine."""
-        events = (self.events + self.transfers.events + self.sync.events + self.dp_collectives.events
-                  + self.net.events + self.ring.events + self.embedding.events)
-        return events + (self.tp_links.events if self.tp_links is not None else 0) + \
-            (self.sharded.events if self.sharded else 0)
+        return sum(part.events for part in (self, self.transfers, self.sync, self.dp_collectives, self.net, self.ring,
+                                            self.embedding, self.tp_links, self.sharded) if part is not None)

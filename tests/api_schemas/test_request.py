@@ -167,7 +167,7 @@ def test_minimal_request_gets_the_contract_defaults() -> None:
         "representative",
         False,
         0,
-        "ring",
+        "auto",  # the contract: NCCL's choice by default
     )
     assert request.model.num_layers is None and request.cluster.num_gpus is None
 
