@@ -217,7 +217,7 @@ class LayoutIn(BaseModel):
 
 
 class OptionsIn(BaseModel):
-    """How to simulate: fidelity, trace, seed and the collective algorithm."""
+    """How to simulate: fidelity, trace, seed, the collective algorithm and steady-state extrapolation."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -231,6 +231,7 @@ class OptionsIn(BaseModel):
         default="auto",
         description="auto: NCCL's choice of algorithm and protocol for each collective; or the all-reduce algorithm",
     )
+    extrapolate: StrictBool = Field(default=True, description="false: every steady-state period simulated")
 
 
 class CheckpointIn(BaseModel):

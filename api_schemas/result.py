@@ -136,6 +136,8 @@ class SimulatorInfo(_Out):
     events: int
     fidelity: str
     simulated_ranks: int
+    extrapolated_periods: int = Field(default=0, description="steady-state periods of the iteration put back "
+                                      "rather than simulated, once checked to repeat (options.extrapolate)")
     wall_time_s: float
 
 

@@ -121,6 +121,7 @@ def to_scenario(request: SimulationRequest, free_communication: bool = False) ->
         keep_spans=opts.trace,
         free_communication=free_communication,
         seed=opts.seed,
+        extrapolate=opts.extrapolate,
         training=to_training(request.training) if request.training is not None else None,
     )
 
@@ -251,6 +252,7 @@ def to_response(outcome: Outcome, include_trace: bool = False) -> dict[str, Any]
         "events": outcome.events,
         "fidelity": str(outcome.fidelity),
         "simulated_ranks": outcome.simulated_ranks,
+        "extrapolated_periods": outcome.extrapolated_periods,
         "wall_time_s": outcome.wall_time_s,
     }
     if include_trace:

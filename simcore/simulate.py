@@ -22,7 +22,8 @@ from simcore.domain.model import ModelShape
 from simcore.domain.placement import Placement, place
 from simcore.domain.schedules import COSTED, POLICIES, Pass
 from simcore.domain.training import TrainingRun, validate_training
-from simcore.engine.pipeline import Engine, EngineConfig, Progress
+from simcore.engine.periodic import run_engine
+from simcore.engine.pipeline import EngineConfig, Progress
 from simcore.engine.recorder import Span
 from simcore.metrics import Metrics, compute_metrics
 from simcore.training import TrainingPlan, plan_training
@@ -46,6 +47,7 @@ class Scenario:
     seed: int = 0  # seeds the per-GPU compute variability draws (cluster health); the engine is deterministic
     cost_parameters: CostParameters = FITTED
     training: TrainingRun | None = None  # a whole run: the outcome then carries its plan
+    extrapolate: bool = True  # a checked periodic steady state may be put back rather than simulated
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +60,7 @@ class Outcome:
     wall_time_s: float
     spans: tuple[Span, ...]
     training: TrainingPlan | None = None
+    extrapolated_periods: int = 0  # steady-state periods put back rather than simulated (per iteration simulated)
 
 
 def check(scenario: Scenario) -> None:
@@ -156,11 +159,11 @@ def simulate(scenario: Scenario, network: Network | None = None, progress: Progr
     # Ranks that differ cannot stand for each other: with stragglers, or replicas on different GPUs, every replica
     # is simulated.
     fidelity = Fidelity.FULL if factors or mixed else scenario.fidelity
-    engine = Engine(EngineConfig(layout, placement, workload, collectives, fidelity, scenario.free_communication,
-                                 scenario.keep_spans, gpu=gpu, comm_sm_share=scenario.cost_parameters.comm_sm_share,
-                                 passes=network.passes(layout, workload), compute_time_factors=factors or None,
-                                 units=sharding_units(model, layout, workload), rank_workloads=mixed or None))
-    result = engine.run(progress)
+    config = EngineConfig(layout, placement, workload, collectives, fidelity, scenario.free_communication,
+                          scenario.keep_spans, gpu=gpu, comm_sm_share=scenario.cost_parameters.comm_sm_share,
+                          passes=network.passes(layout, workload), compute_time_factors=factors or None,
+                          units=sharding_units(model, layout, workload), rank_workloads=mixed or None)
+    result = run_engine(config, progress, scenario.extrapolate)
     memory = stage_memory(model, layout, workload)
     if costing is None:
         metrics = compute_metrics(model, layout, gpu, workload, result, memory)
@@ -197,4 +200,5 @@ def simulate(scenario: Scenario, network: Network | None = None, progress: Progr
         tokens_per_iteration=metrics.tokens_per_s * metrics.iteration_time_s, parameters=model.total_parameters(),
         num_gpus=scenario.cluster.num_gpus, num_nodes=scenario.cluster.num_nodes, gpu_power_w=gpu.tdp_w)
     return Outcome(metrics, tuple(warnings), result.events, result.simulated_ranks, fidelity,
-                   time.perf_counter() - started, tuple(result.recorder.spans), training)
+                   time.perf_counter() - started, tuple(result.recorder.spans), training,
+                   result.extrapolated_periods)

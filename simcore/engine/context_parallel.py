@@ -20,7 +20,7 @@ from simcore.cost.patterns import FlowPattern
 from simcore.domain.placement import Placement
 from simcore.engine.clock import Clock, Event, Process, Signal
 from simcore.engine.flows import FlowNetwork
-from simcore.engine.recorder import Recorder
+from simcore.engine.recorder import RankRecord, Recorder
 
 
 @dataclass(slots=True)
@@ -30,6 +30,11 @@ class CpTotals:
     exposed_s: float = 0.0  # the compute stream's waits for ring sends and exchanges
     busy_s: float = 0.0  # the sends' and exchanges' own durations, overlapped or not
     bytes: float = 0.0  # bytes one rank sent
+
+    def add_to(self, record: RankRecord) -> None:
+        record.time_s["cp_comm"] += self.exposed_s
+        record.comm_busy_s["cp"] += self.busy_s
+        record.comm_bytes["cp"] += self.bytes
 
 
 class _Done(Signal):

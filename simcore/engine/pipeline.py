@@ -43,6 +43,7 @@ from simcore.engine.recorder import RankRecord, Recorder
 from simcore.engine.sharded import ShardedPasses
 from simcore.engine.tp_links import TensorParallelLinks
 from simcore.engine.transfers import PipelineTransfers
+from simcore.engine.watch import PassWatch
 from topology.hardware import GpuSpec
 
 Progress = Callable[[int, int], None]
@@ -89,6 +90,7 @@ class EngineResult:
     recorder: Recorder
     events: int
     simulated_ranks: int
+    extrapolated_periods: int = 0  # steady-state periods put back by simcore/engine/periodic.py
 
 
 class Engine:
@@ -98,6 +100,7 @@ class Engine:
         self.net = FlowNetwork(self.clock, config.collectives.capacity)
         self.rec = Recorder(config.keep_spans)
         self.events = 0
+        self.watch: PassWatch | None = None  # what simcore/engine/periodic.py observes of the passes
         self.passes_done = 0  # compute passes finished, every simulated rank (what progress counts)
         self._barrier_waiting = 0
         layout = config.layout
@@ -173,7 +176,10 @@ class Engine:
         offset = iteration * layout.num_microbatches  # arrivals of later iterations are their own
         totals = PassTotals()  # what the passes add to the record, added once at the end
         cp = CpTotals()
+        watch = self.watch
         for i, ps in enumerate(passes):
+            if watch is not None:
+                watch.top(iteration, rank, i, record, totals, cp)
             direction = ps.direction
             vs = stage_of[ps.chunk]
             cost = chunks[vs]
@@ -259,6 +265,8 @@ class Engine:
                 record_pass_spans(self.rec, track, ps, cost, start, (duration + slowed) / duration if duration > 0
                                   else 1.0, self.shape.chunks, clock.now, None, backward)
             self.passes_done += 1
+            if watch is not None:
+                watch.passed(iteration, rank, i, record, start, clock.now)
             if forward and not last[vs]:
                 self.transfers.send("act", replica, rank, rank_of[vs + 1], vs + 1, ps.microbatch + offset, record)
             if gradient and not first[back_vs]:
@@ -266,9 +274,7 @@ class Engine:
                                     record)
         self._passes_end = max(self._passes_end, clock.now)
         totals.add_to(record)
-        t["cp_comm"] += cp.exposed_s
-        record.comm_busy_s["cp"] += cp.busy_s
-        record.comm_bytes["cp"] += cp.bytes
+        cp.add_to(record)
 
     def _gated_pass(self, gates: list[Gate], duration: float, t: dict[str, float], track: str, ps: Pass,
                     owner: tuple[int, int, int, RankRecord], gpu: ComputeStream | None, share: float,
@@ -386,11 +392,9 @@ class Engine:
         # The rank that finishes last, its time since it finished the previous iteration (with post-validation's
         # overlapping iterations, the steady state's period; else since the start).
         last = min(self.rec.ranks, key=lambda r: (-r.end_s, r.gpu))
-        iteration = last.end_s - last.previous_end_s
-        events = (self.events + self.transfers.events + self.sync.events + self.dp_collectives.events
-                  + self.net.events + self.ring.events + self.embedding.events)
-        if self.tp_links is not None:
-            events += self.tp_links.events
-        if self.sharded:
-            events += self.sharded.events
-        return EngineResult(iteration, self.rec, events, len(self.rec.ranks))
+        return EngineResult(last.end_s - last.previous_end_s, self.rec, self.events_total(), len(self.rec.ranks))
+
+    def events_total(self) -> int:
+        """The events counted so far, every part of the engine."""
+        return sum(part.events for part in (self, self.transfers, self.sync, self.dp_collectives, self.net, self.ring,
+                                            self.embedding, self.tp_links, self.sharded) if part is not None)

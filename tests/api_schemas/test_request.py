@@ -85,7 +85,8 @@ FULL_REQUEST: dict[str, Any] = {
         "expert_tp": 1,
         "optimizer_post_validation": False,
     },
-    "options": {"fidelity": "full", "trace": True, "seed": 7, "collective_algorithm": "hierarchical"},
+    "options": {"fidelity": "full", "trace": True, "seed": 7, "collective_algorithm": "hierarchical",
+                "extrapolate": True},
 }
 
 MINIMAL: dict[str, Any] = {
