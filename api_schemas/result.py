@@ -94,6 +94,8 @@ class StageMemory(_Out):
     """GiB per GPU of one pipeline stage: its peak and what makes it up."""
 
     peak_gib_per_gpu: float | None = None
+    capacity_gib: float | None = _where_used("heterogeneous clusters only: the HBM of the stage's GPUs (the "
+                                             "smallest, where its replicas differ)")
     breakdown_gib: MemoryBreakdown | None = None
 
 
@@ -111,11 +113,15 @@ class StageResult(_Out):
                             "pipeline dependencies (fill, drain, waits for another stage); the mean of these over "
                             "stages, over iteration_time_s, is bubble_fraction")
     busy_fraction: float
+    gpu: str | None = _where_used("heterogeneous clusters only: the GPU kind that runs the stage (its first "
+                                  "data-parallel replica's)")
     memory: StageMemory | None = None
 
 
 class MemoryResult(_Out):
-    """Memory per GPU in GiB: the peak over stages, the GPU's capacity, and the peak stage's breakdown."""
+    """Memory per GPU in GiB: the peak over stages, the GPU's capacity, and the peak stage's breakdown. On a
+    heterogeneous cluster, the stage with the least room left on its GPUs (the worst) and their capacity; fits is
+    false when any stage overflows its GPUs."""
 
     peak_gib_per_gpu: float | None = None
     capacity_gib: float | None = None
@@ -130,6 +136,8 @@ class SimulatorInfo(_Out):
     events: int
     fidelity: str
     simulated_ranks: int
+    extrapolated_periods: int = Field(default=0, description="steady-state periods of the iteration put back "
+                                      "rather than simulated, once checked to repeat (options.extrapolate)")
     wall_time_s: float
 
 

@@ -38,6 +38,10 @@ ROOT = Path(__file__).resolve().parent.parent
 SEARCH = ROOT / "examples" / "search" / "gpt3-175b-1024-a100.search.json"
 CANDIDATES = 30
 TEST_FILE = ROOT / "tests" / "golden" / "golden.json"
+# Figures closer than this (s, or their unit) are equal: a residue such as time_breakdown_s.other, the iteration
+# less its exclusive parts, is 0.0 or 4e-14 s as the rounding of the parts falls.
+ROUNDING_S = 1e-12
+EXTRAPOLATION_REL = 1e-12  # extrapolated results against full simulation
 # The CI subset (names, or a search candidate's "search-NN" prefix): GPT and T5 (even and balanced stages, a
 # 100B T5 without a pipeline); 1F1B, GPipe and interleaved 1F1B; ZeRO 0-3 with and without gradient overlap,
 # bucketed ZeRO 3 gathers; recomputation none / selective / full, sequence parallelism; representative and full
@@ -59,9 +63,12 @@ TEST_SET = (
                                    "t5-full-fidelity-zero3-buckets", "t5-zero2", "trace")),
     "search-02", "search-03", "search-04", "search-06", "search-07", "search-12", "search-13", "search-17",
     "search-19", "search-20", "search-23", "search-26", "search-29", "search-33",
+    *(f"periodic-{name}" for name in ("1f1b", "interleaved", "gpipe", "zb-h1", "zb-h2", "zb-v", "dualpipe",
+                                      "post-validation", "cp", "moe", "stragglers", "full-fidelity-zero3", "trace")),
 )
 
 SMALL = {"model": {"preset": "gpt3-1.3b"}, "cluster": {"preset": "dgx-a100", "num_nodes": 2}}
+PERIODIC = {"dp": 2, "tp": 2, "pp": 4, "global_batch_size": 96}  # 48 microbatches on 4 stages
 EXTRA: dict[str, dict[str, Any]] = {
     "small-full-fidelity-zero1-overlap": {
         **SMALL, "options": {"fidelity": "full"},
@@ -95,6 +102,28 @@ EXTRA: dict[str, dict[str, Any]] = {
         **SMALL, "options": {"trace": True},
         "layout": {"dp": 2, "tp": 4, "pp": 2, "global_batch_size": 16, "zero_stage": 3, "sequence_parallel": True,
                    "recompute": "full", "overlap_grad_reduce": True}},
+    # Steady states long enough to extrapolate (simcore/engine/periodic.py), each schedule and feature; the stored
+    # results are simulated period by period (extrapolate: false), the test compares the extrapolated ones.
+    "periodic-1f1b": {**SMALL, "layout": {**PERIODIC, "zero_stage": 1, "overlap_grad_reduce": True}},
+    "periodic-interleaved": {**SMALL, "layout": {**PERIODIC, "tp": 4, "pp": 2, "global_batch_size": 128,
+                                                 "schedule": "interleaved_1f1b", "virtual_stages": 2}},
+    "periodic-gpipe": {**SMALL, "layout": {**PERIODIC, "schedule": "gpipe"}},
+    "periodic-zb-h1": {**SMALL, "layout": {**PERIODIC, "schedule": "zb_h1"}},
+    "periodic-zb-h2": {**SMALL, "layout": {**PERIODIC, "schedule": "zb_h2", "global_batch_size": 384}},
+    "periodic-zb-v": {**SMALL, "layout": {**PERIODIC, "schedule": "zb_v", "global_batch_size": 384}},
+    "periodic-dualpipe": {**SMALL, "layout": {**PERIODIC, "schedule": "dualpipe", "global_batch_size": 192}},
+    "periodic-post-validation": {**SMALL, "layout": {**PERIODIC, "schedule": "zb_h1",
+                                                     "optimizer_post_validation": True}},
+    "periodic-cp": {**SMALL, "model": {"preset": "gpt3-1.3b", "seq_length": 8192, "attention": "flash"},
+                    "layout": {**PERIODIC, "dp": 1, "cp": 2, "global_batch_size": 48}},
+    "periodic-moe": {"model": {"preset": "qwen3-30b-a3b"}, "cluster": {"preset": "dgx-h100", "num_nodes": 2},
+                     "layout": {**PERIODIC, "dp": 4, "tp": 1, "ep": 4, "global_batch_size": 192, "zero_stage": 1}},
+    "periodic-stragglers": {  # replicas at different periods: not periodic, simulated in full
+        "model": {"preset": "gpt3-1.3b"},
+        "cluster": {"preset": "dgx-a100", "num_nodes": 2, "slow_gpus": [{"gpu": 5, "compute_time_factor": 1.3}]},
+        "layout": {**PERIODIC, "zero_stage": 1, "overlap_grad_reduce": True}},
+    "periodic-full-fidelity-zero3": {**SMALL, "options": {"fidelity": "full"}, "layout": {**PERIODIC, "zero_stage": 3}},
+    "periodic-trace": {**SMALL, "options": {"trace": True}, "layout": PERIODIC},
 }
 
 
@@ -188,10 +217,12 @@ def _check(body: dict[str, Any], scenario: Any) -> None:
         raise AssertionError(f"the document {body} does not give the scenario it stands for")
 
 
-def result_of(body: dict[str, Any]) -> tuple[dict[str, Any], int]:
+def result_of(body: dict[str, Any], extrapolate: bool | None = None) -> tuple[dict[str, Any], int]:
     """A request document's result JSON (without `simulator.wall_time_s`, the one field that varies between
-    identical runs) and its event count."""
+    identical runs) and its event count; `extrapolate` overrides the document's `options.extrapolate`."""
     scenario = adapters.to_scenario(SimulationRequest.model_validate(body))
+    if extrapolate is not None:
+        scenario = replace(scenario, extrapolate=extrapolate)
     outcome = simulate(scenario)
     result = adapters.to_response(outcome, include_trace=scenario.keep_spans)
     result["simulator"].pop("wall_time_s", None)
@@ -215,36 +246,59 @@ def write_tests() -> None:
         raise SystemExit(f"not in the set: {sorted(missing)}")
     cases = {}
     for name, body in chosen.items():
-        result, _events = result_of(body)
+        # Stored: the figures simulated period by period, with the number of periods the default run (which
+        # must agree with them) extrapolates.
+        result, _events = result_of(body, extrapolate=False)
+        default, _events = result_of(body)
+        problems = extrapolation_differences(result, default)
+        if problems:
+            raise SystemExit(f"{name}: extrapolated result differs from full simulation: {problems[:5]}")
+        result["simulator"]["extrapolated_periods"] = default["simulator"]["extrapolated_periods"]
         cases[name] = {"request": body, "result": result}
     TEST_FILE.write_text(json.dumps(cases, indent=1, sort_keys=True) + "\n")
     print(f"wrote {len(cases)} cases to {TEST_FILE.relative_to(ROOT)}")
 
 
-def _diff(a: Any, b: Any, where: str, out: list[str], rel: float) -> None:
+def _diff(a: Any, b: Any, where: str, out: list[str], rel: float, floor: float = ROUNDING_S) -> None:
     if isinstance(a, dict) and isinstance(b, dict):
         for k in sorted(set(a) | set(b)):
             if k not in a or k not in b:
                 out.append(f"{where}.{k}: only in {'after' if k not in a else 'before'}")
             else:
-                _diff(a[k], b[k], f"{where}.{k}", out, rel)
+                _diff(a[k], b[k], f"{where}.{k}", out, rel, floor)
     elif isinstance(a, list) and isinstance(b, list):
         if len(a) != len(b):
             out.append(f"{where}: length {len(a)} != {len(b)}")
         for i, (x, y) in enumerate(zip(a, b)):
-            _diff(x, y, f"{where}[{i}]", out, rel)
+            _diff(x, y, f"{where}[{i}]", out, rel, floor)
     elif isinstance(a, float) and isinstance(b, float):
-        if a != b and not math.isclose(a, b, rel_tol=rel, abs_tol=1e-300):
+        if a != b and not math.isclose(a, b, rel_tol=rel, abs_tol=max(floor, 1e-300)):
             out.append(f"{where}: {a!r} != {b!r}")
     elif a != b:
         out.append(f"{where}: {a!r} != {b!r}")
 
 
-def differences(before: Any, after: Any, rel: float = 1e-9) -> list[str]:
-    """Where two results (or sets of results) differ beyond `rel` relative, one line each ("" for none)."""
+def differences(before: Any, after: Any, rel: float = 1e-9, floor: float = ROUNDING_S) -> list[str]:
+    """Where two results (or sets of results) differ beyond `rel` relative and `floor` absolute, one line each
+    ("" for none)."""
     out: list[str] = []
-    _diff(before, after, "", out, rel)
+    _diff(before, after, "", out, rel, floor)
     return out
+
+
+def extrapolation_differences(full: dict[str, Any], extrapolated: dict[str, Any]) -> list[str]:
+    """Where a result with extrapolated periods differs from the same request simulated period by period
+    (`options.extrapolate: false`) beyond 1e-12 relative. Figures that add up per-event durations (busy and wait
+    times, summed over a rank's events and over the stages) carry the full run's own rounding: each duration is a
+    difference of two clock readings, exact only to the clock's last bit (1.4e-14 s at 100 s), so they are also
+    equal within 1e-12 of the iteration time times the stages (simcore/engine/periodic.py)."""
+    full, extrapolated = dict(full), dict(extrapolated)
+    full.pop("trace", None)  # the extrapolated trace leaves the periods out (compared in tests/simcore/engine)
+    extrapolated.pop("trace", None)
+    full["simulator"] = {k: v for k, v in full["simulator"].items() if k != "extrapolated_periods"}
+    extrapolated["simulator"] = {k: v for k, v in extrapolated["simulator"].items() if k != "extrapolated_periods"}
+    floor = EXTRAPOLATION_REL * full["iteration_time_s"] * len(full["stages"])
+    return differences(full, extrapolated, EXTRAPOLATION_REL, floor)
 
 
 def compare(before: str, after: str, rel: float = 1e-9) -> int:

@@ -28,9 +28,9 @@ ROOT = Path(__file__).resolve().parent.parent
 STEPS: list[list[str]] = [
     ["bench/golden_results.py", "--write-tests"],
     ["bench/accuracy_table.py"],
-    ["examples/pictures.py"],
     ["examples/failures-at-scale/goodput.py"],
-    ["examples/decoder-vs-encoder-decoder/report.py"],
+    ["examples/decoder-vs-encoder-decoder/report.py"],  # searches its best/ layouts again
+    ["examples/pictures.py"],  # draws some of them (decoder-vs-encoder-decoder's timelines)
     ["examples/dp-scaling/scaling.py"],
     ["examples/fp8/report.py"],
     ["examples/cost-to-train/plan.py"],
@@ -39,6 +39,7 @@ STEPS: list[list[str]] = [
     ["examples/zero-scaling/compare.py", "--write"],
     ["examples/moe/report.py"],
     ["examples/pipeline-schedules/report.py"],
+    ["examples/heterogeneous/report.py"],
 ]
 
 

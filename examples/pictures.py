@@ -28,9 +28,10 @@ MANIFEST = "pictures.json"
 
 
 def traced(path: Path) -> clustersim.SimulationResult:
-    """The request file simulated with its trace kept, so that the result can draw its timeline."""
+    """The request file simulated with its trace kept, so that the result can draw its timeline, every period
+    simulated (a timeline draws each pass; extrapolation would leave the steady state's periods out)."""
     request = clustersim.request_from(path).model_dump(exclude_none=True, exclude_unset=True)
-    request["options"] = {**request.get("options", {}), "trace": True}
+    request["options"] = {**request.get("options", {}), "trace": True, "extrapolate": False}
     return clustersim.simulate(request)
 
 

@@ -1,6 +1,7 @@
 """The one place that converts between the HTTP/file contract (api_schemas) and the domain (simcore).
 
-Documents in: `to_scenario` (a request -> the domain's Scenario, through `to_cluster` and the model presets),
+Documents in: `to_scenario` (a request -> the domain's Scenario, through `to_cluster` (service/convert_cluster.py,
+the cluster section's own conversion) and the model presets),
 `request_error` (a domain SpecError -> the document's RequestError, naming the same field). Documents out:
 `to_response` (an Outcome -> the result JSON), `presets` (the catalogs), `chrome_trace`. Everything simcore is
 taken from its public face (`import simcore`); nothing here reaches into topology/.
@@ -11,8 +12,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from api_schemas import GpuSpecIn, RequestError, SimulationRequest, TrainingIn
+from api_schemas import RequestError, SimulationRequest, TrainingIn
 from api_schemas.search import SearchSpaceIn
+from service.convert_cluster import to_cluster
 from simcore import (
     GB,
     GIB,
@@ -23,17 +25,11 @@ from simcore import (
     NODE_PRESETS,
     VERSION,
     Checkpointing,
-    ClusterSpec,
     CollectiveAlgorithm,
     CpComm,
-    DegradedLink,
-    Fabric,
     Failures,
     Fidelity,
     Fp8Recipe,
-    GpuKind,
-    GpuSpec,
-    Health,
     Layout,
     Metrics,
     Outcome,
@@ -43,15 +39,14 @@ from simcore import (
     RunTotals,
     Scenario,
     Schedule,
-    SlowGpu,
     SpecError,
     StageMemory,
+    StageReport,
     TrainingPlan,
     TrainingRun,
     ZeroImplementation,
     chrome_trace,
     model_from_fields,
-    nearest_catalog_gpu,
 )
 from simcore.planning.space import Space
 
@@ -97,91 +92,6 @@ def _drop_stale_defaults(preset: dict[str, Any], given: dict[str, Any]) -> None:
         preset.pop("activation", None)
 
 
-def to_cluster(request: SimulationRequest) -> ClusterSpec:
-    c = request.cluster
-    if c.preset is not None:
-        if c.preset not in NODE_PRESETS:
-            raise SpecError("cluster.preset",
-                            f"unknown cluster preset '{c.preset}' (see `clustersim presets clusters`)")
-        base = NODE_PRESETS[c.preset]
-    elif c.gpu is not None:
-        base = next(spec for spec in NODE_PRESETS.values() if spec.gpu == GpuKind(c.gpu))
-    elif c.gpu_spec is not None:
-        base = next(spec for spec in NODE_PRESETS.values()
-                    if spec.gpu == nearest_catalog_gpu(_peak_bf16(c.gpu_spec)).kind)
-    else:
-        raise SpecError("cluster.preset", "give a cluster preset, a gpu kind or a gpu_spec")
-    if c.gpu is not None:
-        if c.gpu_spec is not None:
-            raise SpecError("cluster.gpu_spec", "give gpu or gpu_spec, not both")
-        base = replace(base, gpu=GpuKind(c.gpu))
-    if c.gpu_spec is not None:
-        custom = _custom_gpu(c.gpu_spec, base.nvlink_bandwidth_bytes_per_s)
-        base = replace(base, gpu=custom.kind, gpu_spec=custom,
-                       nvlink_bandwidth_bytes_per_s=custom.nvlink_bandwidth_bytes_per_s)
-    overrides: dict[str, Any] = {}
-    if c.nvlink_domain_gpus is not None:
-        overrides["nvlink_domain_gpus"] = c.nvlink_domain_gpus
-    if c.gpus_per_node is not None:
-        overrides["gpus_per_node"] = c.gpus_per_node
-    if c.nvlink_bandwidth_gb_per_s is not None:
-        overrides["nvlink_bandwidth_bytes_per_s"] = c.nvlink_bandwidth_gb_per_s * GB
-    if c.nics_per_node is not None:
-        overrides["nics_per_node"] = c.nics_per_node
-    if c.nic_bandwidth_gbit_per_s is not None:
-        overrides["nic_bandwidth_bytes_per_s"] = c.nic_bandwidth_gbit_per_s * GB / 8
-    if c.fabric is not None:
-        overrides["fabric"] = Fabric(c.fabric)
-    if c.oversubscription is not None:
-        overrides["oversubscription"] = float(c.oversubscription)
-    if c.intra_node_latency_us is not None:
-        overrides["intra_node_latency_s"] = c.intra_node_latency_us * 1e-6
-    if c.inter_node_latency_us is not None:
-        overrides["inter_node_latency_s"] = c.inter_node_latency_us * 1e-6
-    if c.slow_gpus or c.degraded_links or c.compute_variability:
-        overrides["health"] = Health(
-            slow_gpus=tuple(SlowGpu(s.gpu, s.compute_time_factor) for s in c.slow_gpus),
-            degraded_links=tuple(DegradedLink(d.bandwidth_factor, d.node, d.nic, d.gpu) for d in c.degraded_links),
-            compute_variability=c.compute_variability)
-    spec = replace(base, **overrides)
-    if c.num_nodes is not None:
-        spec = replace(spec, num_gpus=c.num_nodes * spec.gpus_per_node)
-    elif c.num_gpus is not None:
-        spec = replace(spec, num_gpus=c.num_gpus)
-    else:
-        raise SpecError("cluster.num_nodes", "give num_nodes or num_gpus")
-    return spec.validate()
-
-
-def _peak_bf16(spec: GpuSpecIn) -> float:
-    if spec.peak_tflops_bf16 is None:
-        raise SpecError("cluster.gpu_spec.peak_tflops_bf16",
-                        "is required: a user-defined GPU needs its dense peak for each precision (bf16, fp8)")
-    return spec.peak_tflops_bf16 * 1e12
-
-
-def _custom_gpu(spec: GpuSpecIn, nvlink_bytes_per_s: float) -> GpuSpec:
-    """A user-defined GPU; its GEMM efficiencies (its generation) and NIC path come from the catalog GPU
-    nearest to it in 16-bit peak."""
-    peak = _peak_bf16(spec)
-    required = {"peak_tflops_fp8": "is required: a user-defined GPU needs its dense peak for each precision "
-                "(bf16, fp8; 0 for a GPU without FP8 tensor cores)",
-                "memory_gib": "is required: the GPU's HBM capacity", "hbm_bandwidth_gb_per_s":
-                "is required: the GPU's HBM bandwidth"}
-    for name, rule in required.items():
-        if getattr(spec, name) is None:
-            raise SpecError(f"cluster.gpu_spec.{name}", rule)
-    assert spec.memory_gib is not None and spec.hbm_bandwidth_gb_per_s is not None  # checked just above
-    assert spec.peak_tflops_fp8 is not None
-    nearest = nearest_catalog_gpu(peak)
-    nvlink = spec.nvlink_bandwidth_gb_per_s * GB if spec.nvlink_bandwidth_gb_per_s is not None else nvlink_bytes_per_s
-    return GpuSpec(kind=nearest.kind, peak_flops_per_s=peak, hbm_capacity_bytes=spec.memory_gib * GIB,
-                   hbm_bandwidth_bytes_per_s=spec.hbm_bandwidth_gb_per_s * GB,
-                   nvlink_bandwidth_bytes_per_s=nvlink, pcie_bandwidth_bytes_per_s=nearest.pcie_bandwidth_bytes_per_s,
-                   generation=nearest.generation, peak_fp8_flops_per_s=spec.peak_tflops_fp8 * 1e12,
-                   tdp_w=spec.tdp_w, name=spec.name)
-
-
 def to_scenario(request: SimulationRequest, free_communication: bool = False) -> Scenario:
     """Request -> domain scenario; raises SpecError naming the field for anything the domain rejects."""
     lay = request.layout
@@ -211,6 +121,7 @@ def to_scenario(request: SimulationRequest, free_communication: bool = False) ->
         keep_spans=opts.trace,
         free_communication=free_communication,
         seed=opts.seed,
+        extrapolate=opts.extrapolate,
         training=to_training(request.training) if request.training is not None else None,
     )
 
@@ -303,17 +214,22 @@ def _metrics_json(m: Metrics) -> dict[str, Any]:
         "time_breakdown_s": dict(m.time_breakdown_s),
         "communication_s": dict(m.communication_s),
         "communication_bytes": dict(m.communication_bytes),
-        "stages": [
-            {"index": s.index, "layers": dict(s.layers), "forward_s": s.forward_s, "backward_s": s.backward_s,
-             "backward_input_s": s.backward_input_s, "backward_weight_s": s.backward_weight_s,
-             "bubble_s": s.bubble_s,
-             "busy_fraction": s.busy_fraction,
-             "memory": {"peak_gib_per_gpu": s.memory.total / GIB, "breakdown_gib": _breakdown(s.memory)}}
-            for s in m.stages
-        ],
+        "stages": [_stage_json(m, s) for s in m.stages],
         "memory": {"peak_gib_per_gpu": m.peak_stage.memory.total / GIB, "capacity_gib": m.capacity_gib,
                    "fits": m.fits, "breakdown_gib": _breakdown(m.peak_stage.memory)},
     }
+
+
+def _stage_json(m: Metrics, s: StageReport) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "index": s.index, "layers": dict(s.layers), "forward_s": s.forward_s, "backward_s": s.backward_s,
+        "backward_input_s": s.backward_input_s, "backward_weight_s": s.backward_weight_s, "bubble_s": s.bubble_s,
+        "busy_fraction": s.busy_fraction,
+        "memory": {"peak_gib_per_gpu": s.memory.total / GIB, "breakdown_gib": _breakdown(s.memory)}}
+    if m.stage_gpus:  # a heterogeneous cluster: which GPU runs the stage, and its HBM
+        out["gpu"] = m.stage_gpus[s.index]
+        out["memory"]["capacity_gib"] = m.stage_capacity_gib[s.index]
+    return out
 
 
 def _breakdown(memory: StageMemory) -> dict[str, float]:
@@ -336,6 +252,7 @@ def to_response(outcome: Outcome, include_trace: bool = False) -> dict[str, Any]
         "events": outcome.events,
         "fidelity": str(outcome.fidelity),
         "simulated_ranks": outcome.simulated_ranks,
+        "extrapolated_periods": outcome.extrapolated_periods,
         "wall_time_s": outcome.wall_time_s,
     }
     if include_trace:

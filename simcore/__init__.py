@@ -41,12 +41,13 @@ from simcore.training import RunTotals, TrainingPlan, plan_training
 from topology.cluster_spec import NODE_PRESET_NOTES, NODE_PRESETS, ClusterSpec, Fabric, sized
 from topology.hardware import GB, GIB, GPUS, GpuKind, GpuSpec, nearest_catalog_gpu
 from topology.health import DegradedLink, Health, SlowGpu
+from topology.node_groups import NodeGroup
 
 __all__ = [
     "FITTED", "GB", "GIB", "GPUS", "MODEL_PRESETS", "MODEL_PRESET_SOURCES", "NODE_PRESETS", "NODE_PRESET_NOTES",
     "VERSION", "Activation", "Architecture", "AttentionKind", "Checkpointing", "ClusterSpec", "CollectiveAlgorithm",
     "Cost", "CostParameters", "CpComm", "DegradedLink", "Fabric", "Failures", "Fidelity", "Fp8Recipe", "GpuKind",
-    "GpuSpec", "Health", "Layout", "Metrics", "ModelShape", "Network", "Outcome", "Partition", "Precision",
+    "GpuSpec", "Health", "Layout", "Metrics", "ModelShape", "Network", "NodeGroup", "Outcome", "Partition", "Precision",
     "Recompute", "RunTotals", "Scenario", "Schedule", "SlowGpu", "SpecError", "StageMemory", "StageReport",
     "TrainingPlan", "TrainingRun", "ZeroImplementation", "build_network", "check", "chrome_trace", "estimate_cost",
     "model_from_fields", "nearest_catalog_gpu", "plan_training", "simulate", "sized", "validate_layout",

@@ -5,7 +5,8 @@ Nothing is built: the counts follow the engine's own structure, so a request can
 where the estimate does not look.
 - Pipeline passes: 2 x microbatches x model chunks per pipeline rank (3 with the schedules that split backward
   passes into input and weight gradients: zb_*, dualpipe), on `pp` ranks of one data-parallel replica
-  (representative fidelity) or of all `dp` (full fidelity, or uneven compute across GPUs); twice with
+  (representative fidelity) or of all `dp` (full fidelity, uneven compute across GPUs, or a heterogeneous
+  cluster whose replicas of a stage run on different GPU kinds); twice with
   `optimizer_post_validation`, which simulates two iterations.
 - Data-parallel collectives per simulated rank (simcore.engine.dp_sync): its gradient buckets (Megatron's
   max(40M, 1M x dp) elements when the reduction overlaps backward, else one per model chunk; with ZeRO 3 one per
@@ -33,7 +34,9 @@ from dataclasses import dataclass
 
 from simcore.cost.memory import SPLITS
 from simcore.cost.parameters import DP_BUCKET_ELEMENTS
+from simcore.cost.per_gpu import rank_gpus, replicas_differ
 from simcore.domain.layout import Fidelity
+from simcore.domain.placement import place
 from simcore.engine.dp_sync import BUCKET_ELEMENTS_PER_DP_RANK
 from simcore.simulate import Scenario
 from topology.cluster_spec import LEAF_DOWN_PORTS, Fabric
@@ -136,10 +139,21 @@ def _collectives_per_rank(scenario: Scenario) -> int:
     return reductions + gathers
 
 
+def _replicas_differ(scenario: Scenario) -> bool:
+    """A heterogeneous cluster whose stages' data-parallel replicas run on different GPUs (every replica is then
+    simulated: simcore/cost/per_gpu.py)."""
+    cluster, layout = scenario.cluster, scenario.layout
+    if not cluster.node_groups:
+        return False
+    placement = place(layout.dp, layout.tp, layout.pp, layout.placement, cluster.num_gpus, layout.cp)
+    return replicas_differ(rank_gpus(cluster, placement, layout), layout.dp, layout.pp)
+
+
 def estimate_cost(scenario: Scenario) -> Cost:
     """The estimated work, wall time and peak memory of simulating `scenario` (cheap: nothing is built)."""
     layout = scenario.layout
-    full = scenario.fidelity is Fidelity.FULL or scenario.cluster.health.uneven_compute  # as simulate() decides
+    full = (scenario.fidelity is Fidelity.FULL or scenario.cluster.health.uneven_compute
+            or _replicas_differ(scenario))  # as simulate() decides
     replicas = layout.dp if full else 1
     ranks = replicas * layout.pp
     iterations = 2 if layout.optimizer_post_validation else 1

@@ -43,16 +43,26 @@ class Metrics:
     communication_s: dict[str, float]
     communication_bytes: dict[str, float]
     stages: tuple[StageReport, ...]
-    capacity_gib: float
+    capacity_gib: float  # the peak stage's GPU's HBM
     critical_gpu: int
+    # A heterogeneous cluster's stages: each one's HBM (the smallest of its GPUs') and its GPU's name (data-parallel
+    # rank 0's); empty on a cluster of one GPU kind, where every stage has `capacity_gib`.
+    stage_capacity_gib: tuple[float, ...] = ()
+    stage_gpus: tuple[str, ...] = ()
 
     @property
     def peak_stage(self) -> StageReport:
-        """The stage that needs the most memory (the lowest index on a tie)."""
+        """The stage that needs the most memory (the lowest index on a tie); on a heterogeneous cluster the one
+        with the least room left on its GPUs (the worst)."""
+        if self.stage_capacity_gib:
+            return min(self.stages, key=lambda s: (self.stage_capacity_gib[s.index] * GIB - s.memory.total, s.index))
         return max(self.stages, key=lambda s: (s.memory.total, -s.index))
 
     @property
     def fits(self) -> bool:
+        """Every stage fits its GPUs' HBM."""
+        if self.stage_capacity_gib:
+            return all(s.memory.total <= self.stage_capacity_gib[s.index] * GIB for s in self.stages)
         return self.peak_stage.memory.total <= self.capacity_gib * GIB
 
 
@@ -62,7 +72,10 @@ def _critical(ranks: list[RankRecord]) -> RankRecord:
 
 
 def compute_metrics(model: ModelShape, layout: Layout, gpu: GpuSpec, workload: Workload,
-                    result: EngineResult, memory: tuple[StageMemory, ...]) -> Metrics:
+                    result: EngineResult, memory: tuple[StageMemory, ...],
+                    stage_gpus: tuple[GpuSpec, ...] = (), stage_capacity_bytes: tuple[float, ...] = ()) -> Metrics:
+    """`gpu`'s peak is MFU's denominator and its HBM the capacity; on a heterogeneous cluster `stage_gpus` and
+    `stage_capacity_bytes` give each stage's GPU and HBM (simcore/cost/per_gpu.py)."""
     T = result.iteration_time_s
     ranks = result.recorder.ranks
     gpus = layout.num_gpus
@@ -124,6 +137,10 @@ def compute_metrics(model: ModelShape, layout: Layout, gpu: GpuSpec, workload: W
             memory=memory[s],
         ))
     samples_per_s = layout.global_batch_size / T
+    capacity = gpu.hbm_capacity_bytes / GIB
+    if stage_capacity_bytes:
+        worst = min(range(len(stages)), key=lambda i: (stage_capacity_bytes[i] - stages[i].memory.total, i))
+        capacity = stage_capacity_bytes[worst] / GIB
     return Metrics(
         iteration_time_s=T,
         samples_per_s=samples_per_s,
@@ -139,6 +156,8 @@ def compute_metrics(model: ModelShape, layout: Layout, gpu: GpuSpec, workload: W
         communication_s=comm_s,
         communication_bytes=comm_bytes,
         stages=tuple(stages),
-        capacity_gib=gpu.hbm_capacity_bytes / GIB,
+        capacity_gib=capacity,
         critical_gpu=critical.gpu,
+        stage_capacity_gib=tuple(c / GIB for c in stage_capacity_bytes),
+        stage_gpus=tuple(g.label for g in stage_gpus),
     )

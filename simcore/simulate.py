@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from simcore.cost.collectives import CollectiveModel
 from simcore.cost.memory import stage_memory
 from simcore.cost.parameters import FITTED, CostParameters
+from simcore.cost.per_gpu import cost_per_gpu, rank_gpus
 from simcore.cost.sharding import sharding_units
 from simcore.cost.workload import Workload, build_workload
 from simcore.domain.layout import (
@@ -21,7 +22,8 @@ from simcore.domain.model import ModelShape
 from simcore.domain.placement import Placement, place
 from simcore.domain.schedules import COSTED, POLICIES, Pass
 from simcore.domain.training import TrainingRun, validate_training
-from simcore.engine.pipeline import Engine, EngineConfig, Progress
+from simcore.engine.periodic import run_engine
+from simcore.engine.pipeline import EngineConfig, Progress
 from simcore.engine.recorder import Span
 from simcore.metrics import Metrics, compute_metrics
 from simcore.training import TrainingPlan, plan_training
@@ -39,12 +41,13 @@ class Scenario:
     cluster: ClusterSpec
     layout: Layout
     fidelity: Fidelity = Fidelity.REPRESENTATIVE
-    algorithm: CollectiveAlgorithm = CollectiveAlgorithm.RING
+    algorithm: CollectiveAlgorithm = CollectiveAlgorithm.AUTO
     keep_spans: bool = False
     free_communication: bool = False
     seed: int = 0  # seeds the per-GPU compute variability draws (cluster health); the engine is deterministic
     cost_parameters: CostParameters = FITTED
     training: TrainingRun | None = None  # a whole run: the outcome then carries its plan
+    extrapolate: bool = True  # a checked periodic steady state may be put back rather than simulated
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,13 +60,22 @@ class Outcome:
     wall_time_s: float
     spans: tuple[Span, ...]
     training: TrainingPlan | None = None
+    extrapolated_periods: int = 0  # steady-state periods put back rather than simulated (per iteration simulated)
 
 
 def check(scenario: Scenario) -> None:
     """Raise SpecError if the scenario breaks a rule; cheap (no graph is built)."""
     scenario.cluster.validate()
     validate_layout(scenario.layout, scenario.model, scenario.cluster.num_gpus)
-    validate_precision(scenario.layout, scenario.cluster.hardware)
+    cluster, layout = scenario.cluster, scenario.layout
+    for group in cluster.node_groups or ():
+        validate_precision(layout, group.hardware)
+    validate_precision(layout, cluster.hardware)
+    # Tensor-parallel groups (and rings) on one GPU kind each: a walk over the GPUs, so only up to a million of
+    # them here (check runs before a service's size limits; simulate() applies the rule whatever the size).
+    if cluster.node_groups and cluster.num_gpus <= 1 << 20:
+        rank_gpus(cluster, place(layout.dp, layout.tp, layout.pp, layout.placement, cluster.num_gpus, layout.cp),
+                  layout)
     if scenario.training is not None:
         validate_training(scenario.training)
 
@@ -133,28 +145,49 @@ def simulate(scenario: Scenario, network: Network | None = None, progress: Progr
     placement = place(layout.dp, layout.tp, layout.pp, layout.placement, scenario.cluster.num_gpus, layout.cp)
     collectives = network.collectives
     gpu = scenario.cluster.hardware
-    workload = build_workload(model, layout, gpu, placement, collectives, scenario.free_communication,
-                              scenario.cost_parameters)
+    costing = None
+    if scenario.cluster.node_groups:  # every rank on its own GPU (simcore/cost/per_gpu.py)
+        costing = cost_per_gpu(model, layout, scenario.cluster, placement, collectives, scenario.free_communication,
+                               scenario.cost_parameters)
+        workload = costing.workload
+        gpu = replace(gpu, peak_flops_per_s=costing.mean_peak_flops_per_s, tdp_w=costing.mean_tdp_w)
+    else:
+        workload = build_workload(model, layout, gpu, placement, collectives, scenario.free_communication,
+                                  scenario.cost_parameters)
     factors = straggler_factors(scenario, placement)
-    # Ranks that differ cannot stand for each other: with stragglers every replica is simulated.
-    fidelity = Fidelity.FULL if factors else scenario.fidelity
-    engine = Engine(EngineConfig(layout, placement, workload, collectives, fidelity, scenario.free_communication,
-                                 scenario.keep_spans, gpu=gpu, comm_sm_share=scenario.cost_parameters.comm_sm_share,
-                                 passes=network.passes(layout, workload), compute_time_factors=factors or None,
-                                 units=sharding_units(model, layout, workload)))
-    result = engine.run(progress)
+    mixed = costing.rank_workloads if costing is not None else {}
+    # Ranks that differ cannot stand for each other: with stragglers, or replicas on different GPUs, every replica
+    # is simulated.
+    fidelity = Fidelity.FULL if factors or mixed else scenario.fidelity
+    config = EngineConfig(layout, placement, workload, collectives, fidelity, scenario.free_communication,
+                          scenario.keep_spans, gpu=gpu, comm_sm_share=scenario.cost_parameters.comm_sm_share,
+                          passes=network.passes(layout, workload), compute_time_factors=factors or None,
+                          units=sharding_units(model, layout, workload), rank_workloads=mixed or None)
+    result = run_engine(config, progress, scenario.extrapolate)
     memory = stage_memory(model, layout, workload)
-    metrics = compute_metrics(model, layout, gpu, workload, result, memory)
+    if costing is None:
+        metrics = compute_metrics(model, layout, gpu, workload, result, memory)
+        capacities = [gpu.hbm_capacity_bytes] * len(memory)
+        names = [gpu.label] * len(memory)
+    else:
+        metrics = compute_metrics(model, layout, gpu, workload, result, memory, costing.stage_gpus,
+                                  costing.stage_capacity_bytes)
+        capacities = list(costing.stage_capacity_bytes)
+        names = [g.label for g in costing.stage_gpus]
     warnings = []
-    peak = max(memory, key=lambda m: m.total)
-    if peak.total > gpu.hbm_capacity_bytes:
-        stage = memory.index(peak)
-        warnings.append(f"does not fit: stage {stage} needs {peak.total / GIB:.1f} GiB per GPU, "
-                        f"{(peak.total - gpu.hbm_capacity_bytes) / GIB:.1f} GiB more than the "
-                        f"{gpu.hbm_capacity_bytes / GIB:.0f} GiB of a {gpu.label}")
-    if scenario.cluster.gpu_spec is not None:
-        warnings.append(f"{gpu.label} is a user-defined GPU: its GEMM efficiencies are the catalog's "
-                        f"{gpu.generation} ones (nearest catalog GPU: {scenario.cluster.gpu})")
+    stage = min(range(len(memory)), key=lambda i: (capacities[i] - memory[i].total, i))
+    if memory[stage].total > capacities[stage]:
+        need, have = memory[stage].total, capacities[stage]
+        warnings.append(f"does not fit: stage {stage} needs {need / GIB:.1f} GiB per GPU, "
+                        f"{(need - have) / GIB:.1f} GiB more than the {have / GIB:.0f} GiB of a {names[stage]}")
+    customs = [g.gpu_spec for g in scenario.cluster.node_groups] or [scenario.cluster.gpu_spec]
+    for custom in dict.fromkeys(c for c in customs if c is not None):
+        warnings.append(f"{custom.label} is a user-defined GPU: its GEMM efficiencies are the catalog's "
+                        f"{custom.generation} ones (nearest catalog GPU: {custom.kind})")
+    if mixed and scenario.fidelity is not Fidelity.FULL:
+        warnings.append(f"heterogeneous replicas: {len(mixed)} of {layout.dp * layout.pp} ranks run on other GPUs "
+                        "than their stage's first replica, so every data-parallel replica was simulated "
+                        "(fidelity full)")
     if factors and scenario.fidelity is not Fidelity.FULL:
         warnings.append(f"stragglers: {len(factors)} of {layout.dp * layout.pp} ranks compute slower (slowest "
                         f"{max(factors.values()):.3g}x), so every data-parallel replica was simulated "
@@ -167,4 +200,5 @@ def simulate(scenario: Scenario, network: Network | None = None, progress: Progr
         tokens_per_iteration=metrics.tokens_per_s * metrics.iteration_time_s, parameters=model.total_parameters(),
         num_gpus=scenario.cluster.num_gpus, num_nodes=scenario.cluster.num_nodes, gpu_power_w=gpu.tdp_w)
     return Outcome(metrics, tuple(warnings), result.events, result.simulated_ranks, fidelity,
-                   time.perf_counter() - started, tuple(result.recorder.spans), training)
+                   time.perf_counter() - started, tuple(result.recorder.spans), training,
+                   result.extrapolated_periods)

@@ -1,4 +1,4 @@
-"""Hardware catalog, cluster specs, graph builders and routing (networkx only)."""
+"""Hardware catalog, cluster specs, graph builders and routing (networkx only, and only when a graph is asked for)."""
 
 from topology.cluster_spec import NODE_PRESET_NOTES, NODE_PRESETS, ClusterSpec, Fabric, sized
 from topology.errors import SpecError

@@ -8,6 +8,7 @@ from enum import StrEnum
 from topology.errors import SpecError
 from topology.hardware import GB, GPUS, GpuKind, GpuSpec
 from topology.health import Health
+from topology.node_groups import NodeGroup, group_of_node, validate_groups
 
 
 class Fabric(StrEnum):
@@ -22,7 +23,9 @@ LEAF_DOWN_PORTS = 32
 
 @dataclass(frozen=True, slots=True)
 class ClusterSpec:
-    """A homogeneous GPU cluster. Bandwidths per direction, in bytes/s; latencies per hop, in seconds."""
+    """A GPU cluster. Bandwidths per direction, in bytes/s; latencies per hop, in seconds. With `node_groups`
+    (a heterogeneous cluster, topology/node_groups.py) each group's GPU and bandwidths replace the cluster's on its
+    nodes; `gpu`, `gpu_spec` and the bandwidths above are then the first group's."""
 
     gpu: GpuKind
     num_gpus: int
@@ -41,6 +44,8 @@ class ClusterSpec:
     nvlink_domain_gpus: int | None = None
     # Slow GPUs, degraded links, compute variability (topology/health.py); the default is a healthy cluster.
     health: Health = Health()
+    # Heterogeneous clusters: the nodes in groups of their own GPU kind, in order; () = one kind throughout.
+    node_groups: tuple[NodeGroup, ...] = ()
 
     @property
     def num_nodes(self) -> int:
@@ -50,6 +55,23 @@ class ClusterSpec:
     def hardware(self) -> GpuSpec:
         """The GPU's figures: the user-defined GPU, else the catalog entry of `gpu`."""
         return self.gpu_spec if self.gpu_spec is not None else GPUS[self.gpu]
+
+    def _group(self, gpu: int) -> NodeGroup | None:
+        return self.node_groups[group_of_node(self.node_groups, gpu // self.gpus_per_node)] if self.node_groups \
+            else None
+
+    def hardware_of(self, gpu: int) -> GpuSpec:
+        """The figures of GPU `gpu` (global index): its group's GPU, else the cluster's."""
+        group = self._group(gpu)
+        return group.hardware if group is not None else self.hardware
+
+    def nvlink_bandwidth_of(self, gpu: int) -> float:
+        group = self._group(gpu)
+        return group.nvlink_bandwidth_bytes_per_s if group is not None else self.nvlink_bandwidth_bytes_per_s
+
+    def nic_bandwidth_of(self, node: int) -> float:
+        group = self._group(node * self.gpus_per_node)
+        return group.nic_bandwidth_bytes_per_s if group is not None else self.nic_bandwidth_bytes_per_s
 
     @property
     def domain_gpus(self) -> int:
@@ -86,6 +108,11 @@ class ClusterSpec:
                 raise SpecError("cluster.nvlink_domain_gpus",
                                 f"must be a multiple of gpus_per_node ({self.gpus_per_node}): "
                                 "a domain joins whole nodes")
+        if self.node_groups:
+            validate_groups(self.node_groups, self.num_gpus, self.gpus_per_node, self.nics_per_node)
+            if domain is not None and domain != self.gpus_per_node and len(self.node_groups) > 1:
+                raise SpecError("cluster.nvlink_domain_gpus",
+                                "must be the node with node_groups: an NVLink domain joins GPUs of one kind")
         self.health.validate(self.num_gpus, self.num_nodes, self.nics_per_node)
         return self
 

@@ -28,7 +28,8 @@ class Router:
         key = (src, dst)
         path = self._cache.get(key)
         if path is None:
-            path = tuple(self.cluster.link(u, v) for u, v in zip(self.nodes(src, dst), self.nodes(src, dst)[1:]))
+            nodes, edge_link = self.nodes(src, dst), self.cluster.edge_link
+            path = tuple(edge_link[pair] for pair in zip(nodes, nodes[1:]))
             self._cache[key] = path
         return path
 

@@ -26,8 +26,10 @@ plus, per step (2(n-1) or n-1 for the ring), the hops' latency and a software ov
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from simcore.cost.link_loads import LinkLoads, by_domain, nvls_loads, ring_loads, tree_loads
+from simcore.cost.nccl_kernels import nvls_latency_s
 from simcore.cost.nccl_tuning import (
     Choice,
     Collective,
@@ -236,11 +238,11 @@ class CollectiveModel:
         return found
 
     def context_parallel_phases(self, kind: Collective, placement: Placement, pp_rank: int,
-                                replicas: Sequence[int]) -> tuple[FlowPattern, ...]:
-        """`phases` of a collective on the context-parallel groups of pipeline rank `pp_rank` (every tensor rank
-        of each replica in `replicas` at once): all_gather's K/V gathers and dK/dV reduce-scatters."""
+                                replicas: Sequence[int], size_bytes: float) -> tuple[FlowPattern, ...]:
+        """`phases` of a collective of `size_bytes` on the context-parallel groups of pipeline rank `pp_rank` (every
+        tensor rank of each replica in `replicas` at once): all_gather's K/V gathers and dK/dV reduce-scatters."""
         groups = [placement.cp_group(d, t, pp_rank) for d in replicas for t in range(placement.tp)]
-        return self.phases(kind, groups)
+        return self.phases(kind, groups, size_bytes)
 
     def isolated_time(self, kind: Collective, groups: Sequence[Sequence[int]], size_bytes: float) -> float:
         """Seconds the collective takes when nothing else uses its links."""
@@ -260,7 +262,10 @@ class CollectiveModel:
     def communicator(self, group: Sequence[int]) -> Communicator:
         """What NCCL's tuning sees of `group` on this cluster (simcore/cost/nccl_tuning.py)."""
         spec = self.cluster.spec
-        gpu = spec.hardware
+        # (a group over GPUs of several kinds, in a heterogeneous cluster: NCCL's ranks agree on one tuning; its
+        # oldest GPU's, whose channels and protocols every rank can run)
+        gpu = spec.hardware if not spec.node_groups else min(
+            (spec.hardware_of(g) for g in group), key=lambda h: (h.peak_flops_per_s, h.kind))
         nodes = by_domain(self.cluster, group)
         nics = min(spec.nics_per_node, max(map(len, nodes)))
         return Communicator(
@@ -283,6 +288,12 @@ class CollectiveModel:
             if NcclAlgorithm.TREE in algorithms(kind, comm):
                 bus[NcclAlgorithm.TREE] = bus[NcclAlgorithm.RING]
             found = choose(kind, size_bytes, comm, bus)
+            if found.algorithm in (NcclAlgorithm.NVLS, NcclAlgorithm.NVLS_TREE):
+                # NCCL chose by its flat estimate; the kernel runs a pipeline of chunks (nccl_kernels.py) over
+                # the links at NVLink's bulk efficiency.
+                rate = self._base(kind, groups, found.algorithm).isolated_rate(self.capacity)
+                found = replace(found, latency_s=nvls_latency_s(kind, found.algorithm, comm, size_bytes, rate),
+                                bandwidth_factor=1.0)
         self._choices[key] = found
         return found
 

@@ -177,11 +177,11 @@ def latency_us(kind: Collective, algorithm: NcclAlgorithm, protocol: Protocol, c
                 and size_bytes / (comm.channels * comm.ranks) >= 64):
             lat *= 1.9 if comm.generation == "volta" else 1.4  # the ring's plateau
     elif algorithm is NcclAlgorithm.TREE:
-        lat += 2 * ((comm.ppn - 1) * intra + _log2i(nodes) * inter)
+        lat += 2 * ((comm.ppn - 1) * intra + log2i(nodes) * inter)
     elif algorithm is NcclAlgorithm.NVLS:
         lat = intra + (inter if nodes > 1 else 0.0)
     else:
-        lat += intra + 2 * _log2i(nodes) * inter
+        lat += intra + 2 * log2i(nodes) * inter
     return lat
 
 
@@ -208,7 +208,7 @@ def bandwidth_factor(kind: Collective, algorithm: NcclAlgorithm, protocol: Proto
             got = min(got / 3.8, ll_max)
         elif protocol is Protocol.LL128:
             got = min(got * (7.0 / 9.0 if comm.nodes == 1 else 120.0 / 128.0), nch * PER_CH_TREE_LL128[gen][k])
-        log_size = _log2i(int(size_bytes) >> 6)
+        log_size = log2i(int(size_bytes) >> 6)
         if kind is Collective.ALL_REDUCE and 0 <= log_size < 23:
             got *= TREE_CORRECTION[protocol][log_size]
     else:
@@ -249,6 +249,6 @@ def choose(kind: Collective, size_bytes: float, comm: Communicator,
     return best
 
 
-def _log2i(n: int) -> int:
+def log2i(n: int) -> int:
     """NCCL's log2i: floor(log2 n), -1 for n < 1."""
     return n.bit_length() - 1 if n >= 1 else -1

@@ -15,6 +15,9 @@ Two partitions:
 The default is `balanced` for encoder-decoder models (the contract's default for encoder_pipeline_stages: chosen to
 balance stage cost) and `even` for single-stack models (Megatron's split, which the published runs used).
 
+On a heterogeneous cluster each model piece is costed on the GPU that runs it (simcore/cost/per_gpu.py passes one
+`StageCosts` per piece): `balanced` then gives a faster GPU more layers, so that every stage takes about as long.
+
 The costs are the cost model's compute times per microbatch on the GPU (forward, backward and recomputation);
 tensor-parallel time is left out so that the split is known before any network exists (the search prunes by
 memory with it), and it follows the compute closely (the same collectives per layer of a type).
@@ -92,25 +95,28 @@ def stage_costs(model: ModelShape, b: int, t: int, sequence_parallel: bool, reco
                       logits=both(logits_forward_ops(model, b, t, sequence_parallel)))
 
 
-def partition(model: ModelShape, pp: int, virtual_stages: int, mode: Partition | None, costs: StageCosts,
-              encoder_stages: int | None = None, stage_layers: Sequence[int] | None = None) -> tuple[Chunks, int]:
+def partition(model: ModelShape, pp: int, virtual_stages: int, mode: Partition | None,
+              costs: StageCosts | Sequence[StageCosts], encoder_stages: int | None = None,
+              stage_layers: Sequence[int] | None = None) -> tuple[Chunks, int]:
     """The layers of each virtual stage, and the number of encoder stages (0 for a single-stack model).
+    `costs`: one for every piece, or one per piece (in piece order) where pieces run on different GPUs.
     `stage_layers`, when given (validated by the layout's rules), is the split itself."""
     if stage_layers is not None:
         return given_split(model, stage_layers)
     mode = mode or default_partition(model)
     chunks = pp * virtual_stages
+    per = [costs] * chunks if isinstance(costs, StageCosts) else list(costs)
     if not model.encoder_decoder:
         stacks = model.layer_stacks()
-        extras = _extras(chunks, costs.embedding, costs.logits)
+        extras = _extras(chunks, per[0].embedding, per[-1].logits)
         if len(stacks) == 1:
             (layer, count), = stacks
-            counts = _split(count, costs.layer[layer], extras, mode)
+            counts = _split(count, [c.layer[layer] for c in per], extras, mode)
             return [[(layer, n)] for n in counts], 0
         # dense layers then MoE layers (first_dense_layers): cut by count at the mean layer cost, in order
         total = sum(n for _, n in stacks)
-        mean = sum(n * costs.layer[layer] for layer, n in stacks) / total
-        return _runs(stacks, _split(total, mean, extras, mode)), 0
+        means = [sum(n * c.layer[layer] for layer, n in stacks) / total for c in per]
+        return _runs(stacks, _split(total, means, extras, mode)), 0
     enc, dec = model.encoder_layer(), model.decoder_layer()
     if pp == 1:
         return [[(enc, model.encoder_layers), (dec, model.decoder_layers)]], 1
@@ -119,12 +125,14 @@ def partition(model: ModelShape, pp: int, virtual_stages: int, mode: Partition |
         [e for e in range(1, pp) if e <= model.encoder_layers and pp - e <= model.decoder_layers])
     best: tuple[float, Chunks, int] | None = None
     for e in options:
-        enc_extras = _extras(e, costs.embedding, 0.0)
-        dec_extras = _extras(pp - e, costs.decoder_embedding, costs.logits)
-        enc_counts = _split(model.encoder_layers, costs.layer[enc], enc_extras, mode)
-        dec_counts = _split(model.decoder_layers, costs.layer[dec], dec_extras, mode)
-        slowest = max(max(_stage_costs(enc_counts, costs.layer[enc], enc_extras)),
-                      max(_stage_costs(dec_counts, costs.layer[dec], dec_extras)))
+        enc_extras = _extras(e, per[0].embedding, 0.0)
+        dec_extras = _extras(pp - e, per[e].decoder_embedding, per[pp - 1].logits)
+        enc_weights = [c.layer[enc] for c in per[:e]]
+        dec_weights = [c.layer[dec] for c in per[e:pp]]
+        enc_counts = _split(model.encoder_layers, enc_weights, enc_extras, mode)
+        dec_counts = _split(model.decoder_layers, dec_weights, dec_extras, mode)
+        slowest = max(max(_stage_costs(enc_counts, enc_weights, enc_extras)),
+                      max(_stage_costs(dec_counts, dec_weights, dec_extras)))
         if best is None or slowest < best[0] * (1 - 1e-12):
             best = (slowest, [[(enc, n)] for n in enc_counts] + [[(dec, n)] for n in dec_counts], e)
     assert best is not None
@@ -175,23 +183,25 @@ def _extras(parts: int, first: float, last: float) -> list[float]:
     return extras
 
 
-def _stage_costs(counts: Sequence[int], weight: float, extras: Sequence[float]) -> list[float]:
-    return [n * weight + x for n, x in zip(counts, extras)]
+def _stage_costs(counts: Sequence[int], weights: Sequence[float], extras: Sequence[float]) -> list[float]:
+    return [n * w + x for n, w, x in zip(counts, weights, extras)]
 
 
-def _split(n: int, weight: float, extras: list[float], mode: Partition) -> list[int]:
+def _split(n: int, weights: list[float], extras: list[float], mode: Partition) -> list[int]:
+    """`weights`: one layer's cost on each part (the GPU that runs it)."""
     even = split_layers(n, len(extras))
-    if mode is Partition.EVEN or weight <= 0:
+    if mode is Partition.EVEN or min(weights) <= 0:
         return even
-    balanced = _balanced(n, weight, extras)
-    if max(_stage_costs(even, weight, extras)) <= max(_stage_costs(balanced, weight, extras)) * (1 + 1e-12):
+    balanced = _balanced(n, weights, extras)
+    if max(_stage_costs(even, weights, extras)) <= max(_stage_costs(balanced, weights, extras)) * (1 + 1e-12):
         return even
     return balanced
 
 
-def _balanced(n: int, weight: float, extras: list[float]) -> list[int]:
+def _balanced(n: int, weights: list[float], extras: list[float]) -> list[int]:
     """Whole layers per part (at least one each) minimising the costliest part: the smallest cap at which the
-    parts can hold all n layers, then layers taken off the costliest parts until exactly n remain."""
+    parts can hold all n layers, then layers taken off the costliest parts until exactly n remain. A part's
+    layers cost `weights[i]` each on it."""
     parts = len(extras)
 
     most = n - parts + 1  # a part holds at most this many layers (every other part holds one)
@@ -199,9 +209,9 @@ def _balanced(n: int, weight: float, extras: list[float]) -> list[int]:
     def fit(cap: float) -> list[int]:
         # Clipped at `most`: a part whose extra cost is small next to the others' (a huge vocabulary on the last
         # stage) would otherwise fit billions of layers, all taken off again one at a time below.
-        return [min(most, int((cap - x) / weight + 1e-9)) for x in extras]
+        return [min(most, int((cap - x) / w + 1e-9)) for w, x in zip(weights, extras)]
 
-    caps = sorted({x + c * weight for x in extras for c in range(1, n - parts + 2)})
+    caps = sorted({x + c * w for w, x in zip(weights, extras) for c in range(1, n - parts + 2)})
     lo, hi = 0, len(caps) - 1
     while lo < hi:
         mid = (lo + hi) // 2
@@ -212,6 +222,6 @@ def _balanced(n: int, weight: float, extras: list[float]) -> list[int]:
             lo = mid + 1
     counts = fit(caps[lo])
     for _ in range(sum(counts) - n):
-        costs = [(c * weight + x, i) for i, (c, x) in enumerate(zip(counts, extras)) if c > 1]
+        costs = [(c * w + x, i) for i, (c, w, x) in enumerate(zip(counts, weights, extras)) if c > 1]
         counts[max(costs)[1]] -= 1
     return counts

@@ -66,6 +66,10 @@ class Clock:
         urgent ones already made (a process's start)."""
         self._urgent.append((fn, args))
 
+    def pending(self) -> int:
+        """How many calls are waiting to be made."""
+        return len(self._heap) + len(self._urgent) + len(self._soon)
+
     def run(self) -> None:
         """Process every call, in order, until none is left (calls may schedule more)."""
         heap, urgent, soon = self._heap, self._urgent, self._soon

@@ -20,7 +20,7 @@ from simcore.cost.patterns import FlowPattern
 from simcore.domain.placement import Placement
 from simcore.engine.clock import Clock, Event, Process, Signal
 from simcore.engine.flows import FlowNetwork
-from simcore.engine.recorder import Recorder
+from simcore.engine.recorder import RankRecord, Recorder
 
 
 @dataclass(slots=True)
@@ -30,6 +30,11 @@ class CpTotals:
     exposed_s: float = 0.0  # the compute stream's waits for ring sends and exchanges
     busy_s: float = 0.0  # the sends' and exchanges' own durations, overlapped or not
     bytes: float = 0.0  # bytes one rank sent
+
+    def add_to(self, record: RankRecord) -> None:
+        record.time_s["cp_comm"] += self.exposed_s
+        record.comm_busy_s["cp"] += self.busy_s
+        record.comm_bytes["cp"] += self.bytes
 
 
 class _Done(Signal):
@@ -53,7 +58,7 @@ class ContextRing:
         self.rec = recorder
         self.events = 0
         self._sends: dict[tuple[int, int], FlowPattern] = {}
-        self._phases: dict[tuple[Collective, int, int], tuple[FlowPattern, ...]] = {}
+        self._phases: dict[tuple[Collective, int, int, float], tuple[FlowPattern, ...]] = {}
 
     def _replicas(self, replica: int) -> list[int]:
         return list(range(self.placement.dp)) if self.representative else [replica]
@@ -66,12 +71,12 @@ class ContextRing:
                 self.placement, rank, self._replicas(replica))
         return (found,)
 
-    def _exchange_phases(self, kind: Collective, replica: int, rank: int) -> tuple[FlowPattern, ...]:
-        key = (kind, replica, rank)
+    def _exchange_phases(self, kind: Collective, replica: int, rank: int, size: float) -> tuple[FlowPattern, ...]:
+        key = (kind, replica, rank, size)
         found = self._phases.get(key)
         if found is None:
             found = self._phases[key] = self.collectives.context_parallel_phases(
-                kind, self.placement, rank, self._replicas(replica))
+                kind, self.placement, rank, self._replicas(replica), size)
         return found
 
     def _transfer(self, patterns: tuple[FlowPattern, ...], size: float) -> _Done:
@@ -121,7 +126,8 @@ class ContextRing:
                     yield segment.compute_s
                     name = f"kv send L{layer}"
                 else:  # an exchange: all_gather's collective, waited for entirely
-                    done = self._transfer(self._exchange_phases(segment.kind, replica, rank), segment.size_bytes)
+                    done = self._transfer(self._exchange_phases(segment.kind, replica, rank, segment.size_bytes),
+                                          segment.size_bytes)
                     totals.bytes += ring_factor(segment.kind, self.placement.cp) * segment.size_bytes
                     name = f"kv {segment.kind.value.replace('_', '-')} L{layer}"
                 waited = clock.now

@@ -41,7 +41,7 @@ class DataParallelCollectives:
                    complete: Callable[[], None]) -> None:
         """Run a collective of `kind` on `size_bytes` over the given GPU groups at once (e.g. the tied
         embedding's copies across pipeline stages), then call `complete()`."""
-        phases = () if self.free else self.model.phases(kind, groups)  # the model caches them by groups
+        phases = () if self.free else self.model.phases(kind, groups, size_bytes)  # cached by the model
         self.clock.call_urgently(self._phase, phases, 0, size_bytes, complete)
 
     def instant(self, rank: int, kind: Collective) -> bool:

@@ -78,6 +78,10 @@ class FlowNetwork:
         self._shared: dict[tuple[int, ...], list[float]] = {}  # pattern numbers in admission order -> rates
         self.events = 0
 
+    def in_flight(self) -> int:
+        """How many flow groups are on the links now."""
+        return sum(len(groups) for groups in self._in_flight.values())
+
     def start(self, pattern: FlowPattern, size_units: float, on_done: Callable[[], None]) -> None:
         """Start a group after its latency (s); `on_done()` is called when its last byte arrives."""
         if pattern.latency_s > 0:

@@ -43,6 +43,7 @@ from simcore.engine.recorder import RankRecord, Recorder
 from simcore.engine.sharded import ShardedPasses
 from simcore.engine.tp_links import TensorParallelLinks
 from simcore.engine.transfers import PipelineTransfers
+from simcore.engine.watch import PassWatch
 from topology.hardware import GpuSpec
 
 Progress = Callable[[int, int], None]
@@ -76,6 +77,9 @@ class EngineConfig:
     # and optimizer step take that much longer; the data-parallel synchronisation and the pipeline make the
     # others wait, as events. Needs full fidelity (every replica its own process).
     compute_time_factors: dict[tuple[int, int], float] | None = None
+    # Heterogeneous clusters: {(replica, pipeline rank): workload} of the simulated ranks whose GPU differs from
+    # `workload`'s for that rank (simcore/cost/per_gpu.py); their chunks and optimizer step. Needs full fidelity.
+    rank_workloads: dict[tuple[int, int], Workload] | None = None
     # Each virtual stage's gather units, for implementations that gather per sub-module (simcore/engine/sharded.py).
     units: tuple[tuple[Unit, ...], ...] | None = None
 
@@ -86,6 +90,7 @@ class EngineResult:
     recorder: Recorder
     events: int
     simulated_ranks: int
+    extrapolated_periods: int = 0  # steady-state periods put back by simcore/engine/periodic.py
 
 
 class Engine:
@@ -95,6 +100,7 @@ class Engine:
         self.net = FlowNetwork(self.clock, config.collectives.capacity)
         self.rec = Recorder(config.keep_spans)
         self.events = 0
+        self.watch: PassWatch | None = None  # what simcore/engine/periodic.py observes of the passes
         self.passes_done = 0  # compute passes finished, every simulated rank (what progress counts)
         self._barrier_waiting = 0
         layout = config.layout
@@ -141,7 +147,8 @@ class Engine:
     # -- rank processes --------------------------------------------------------------------------------
     def _rank(self, replica: int, rank: int) -> Process:
         c, clock = self.c, self.clock
-        chunks = c.workload.chunks
+        workload = c.rank_workloads.get((replica, rank), c.workload) if c.rank_workloads else c.workload
+        chunks = workload.chunks
         factor = c.compute_time_factors.get((replica, rank), 1.0) if c.compute_time_factors else 1.0
         if factor != 1.0:
             chunks = tuple(chunk.slowed(factor) for chunk in chunks)
@@ -159,7 +166,7 @@ class Engine:
                 record.restart()
             dp_done = self.sync.start(replica, rank, record, passes)
             yield from self._passes(replica, rank, record, track, passes, chunks, iteration, gpu)
-            yield from self._step(replica, rank, record, track, dp_done, factor)
+            yield from self._step(replica, rank, record, track, dp_done, workload.optimizer_s[rank] * factor)
 
     def _passes(self, replica: int, rank: int, record: RankRecord, track: str, passes: list[Pass],
                 chunks: tuple[ChunkCost, ...], iteration: int, gpu: ComputeStream | None) -> Process:
@@ -167,14 +174,14 @@ class Engine:
         first, last, rank_of = self._first, self._last, self._rank_of
         stage_of = [self.shape.stage(rank, c) for c in range(self.shape.chunks)]
         offset = iteration * layout.num_microbatches  # arrivals of later iterations are their own
-        totals = PassTotals()  # what the passes add to the record, added once at the end
-        cp = CpTotals()
-        transfers, sync, keep_spans = self.transfers, self.sync, self.rec.keep_spans
+        totals, cp = PassTotals(), CpTotals()  # what the passes add to the record, added once at the end
+        transfers, sync, keep_spans, watch = self.transfers, self.sync, self.rec.keep_spans, self.watch
         works: dict[tuple[str, int, int], tuple[PassWork, float]] = {}  # each kind of pass's work and kernel share
         reduced = [chunk.reduced_parameters for chunk in chunks]
         for i, ps in enumerate(passes):
-            direction = ps.direction
-            vs = stage_of[ps.chunk]
+            if watch is not None:
+                watch.top(iteration, rank, i, record, totals, cp)
+            direction, vs = ps.direction, stage_of[ps.chunk]
             cost = chunks[vs]
             forward, gradient, grads = direction in _FORWARDS, direction in _GRADIENTS, direction in _WEIGHT_GRADIENTS
             back_vs, back_mb, backward = vs, ps.microbatch, None
@@ -198,9 +205,7 @@ class Engine:
             if cached is None:
                 work = pass_work(direction, cost, backward)
                 cached = works[(direction, vs, back_vs)] = (work, work.kernel_share)
-            work, share = cached
-            duration = work.duration
-            # (share: what slows beside collectives, the pass's kernels, not its folded TP collectives or all-to-alls)
+            (work, share), duration = cached, cached[0].duration  # share: what slows beside collectives
             slowed, on_links = 0.0, False  # what interference added to the pass; TP collectives on the links
             # (the expert gradients' share weighted by their group's ring factor: ChunkCost.reduced_parameters)
             gates = [] if self.sharded else sync.pass_gates(replica, rank, ps, cost.layers, reduced[vs], record)
@@ -261,15 +266,15 @@ class Engine:
                 record_pass_spans(self.rec, track, ps, cost, start, (duration + slowed) / duration if duration > 0
                                   else 1.0, self.shape.chunks, clock.now, None, backward)
             self.passes_done += 1
+            if watch is not None:
+                watch.passed(iteration, rank, i, record, start, clock.now)
             if forward and not last[vs]:
                 transfers.send("act", replica, rank, rank_of[vs + 1], vs + 1, ps.microbatch + offset, record)
             if gradient and not first[back_vs]:
                 transfers.send("grad", replica, rank, rank_of[back_vs - 1], back_vs - 1, back_mb + offset, record)
         self._passes_end = max(self._passes_end, clock.now)
         totals.add_to(record)
-        t["cp_comm"] += cp.exposed_s
-        record.comm_busy_s["cp"] += cp.busy_s
-        record.comm_bytes["cp"] += cp.bytes
+        cp.add_to(record)
 
     def _gated_pass(self, gates: list[Gate], duration: float, t: dict[str, float], track: str, ps: Pass,
                     owner: tuple[int, int, int, RankRecord], gpu: ComputeStream | None, share: float,
@@ -315,7 +320,7 @@ class Engine:
         return slowed
 
     def _step(self, replica: int, rank: int, record: RankRecord, track: str, dp_done: Event,
-              factor: float = 1.0) -> Process:
+              optimizer_s: float) -> Process:
         """After the rank's passes: wait for its gradient reduction (`dp_done`), then for every rank (the global
         gradient-norm all-reduce before the step), run the optimizer, and with ZeRO 1/2 without overlap wait for
         the updated parameters' gather."""
@@ -349,7 +354,7 @@ class Engine:
             self.rec.span(track, "wait other stages' gradients", "dp_comm", drain_end, clock.now)
         start = clock.now
         self.events += 1
-        yield self.c.workload.optimizer_s[rank] * factor
+        yield optimizer_s
         record.busy_s += clock.now - start
         t["optimizer"] += clock.now - start
         self.rec.span(track, "optimizer", "optimizer", start, clock.now)
@@ -362,8 +367,7 @@ class Engine:
         record.end_s = clock.now
 
     def _account_wait(self, t: dict[str, float], track: str, waited: float, produced: float, ps: Pass) -> None:
-        """A wait for an activation or a gradient: idle until it was sent, then its transfer."""
-        now = self.clock.now
+        now = self.clock.now  # waited for an activation or a gradient: idle until it was sent, then its transfer
         bubble_end = min(max(produced, waited), now)
         t["bubble"] += bubble_end - waited
         t["pp_comm"] += now - bubble_end
@@ -388,11 +392,9 @@ class Engine:
         # The rank that finishes last, its time since it finished the previous iteration (with post-validation's
         # overlapping iterations, the steady state's period; else since the start).
         last = min(self.rec.ranks, key=lambda r: (-r.end_s, r.gpu))
-        iteration = last.end_s - last.previous_end_s
-        events = (self.events + self.transfers.events + self.sync.events + self.dp_collectives.events
-                  + self.net.events + self.ring.events + self.embedding.events)
-        if self.tp_links is not None:
-            events += self.tp_links.events
-        if self.sharded:
-            events += self.sharded.events
-        return EngineResult(iteration, self.rec, events, len(self.rec.ranks))
+        return EngineResult(last.end_s - last.previous_end_s, self.rec, self.events_total(), len(self.rec.ranks))
+
+    def events_total(self) -> int:
+        """The events counted so far, every part of the engine."""
+        return sum(part.events for part in (self, self.transfers, self.sync, self.dp_collectives, self.net, self.ring,
+                                            self.embedding, self.tp_links, self.sharded) if part is not None)

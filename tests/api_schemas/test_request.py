@@ -85,7 +85,8 @@ FULL_REQUEST: dict[str, Any] = {
         "expert_tp": 1,
         "optimizer_post_validation": False,
     },
-    "options": {"fidelity": "full", "trace": True, "seed": 7, "collective_algorithm": "hierarchical"},
+    "options": {"fidelity": "full", "trace": True, "seed": 7, "collective_algorithm": "hierarchical",
+                "extrapolate": True},
 }
 
 MINIMAL: dict[str, Any] = {
@@ -166,7 +167,7 @@ def test_minimal_request_gets_the_contract_defaults() -> None:
         "representative",
         False,
         0,
-        "ring",
+        "auto",  # the contract: NCCL's choice by default
     )
     assert request.model.num_layers is None and request.cluster.num_gpus is None
 

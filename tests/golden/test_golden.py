@@ -3,7 +3,10 @@ result compared with the one stored (1e-9 relative; the figures are in fact repr
 
 golden.json is written by `python bench/golden_results.py --write-tests` from bench/golden_results.py's TEST_SET
 (GPT and T5; 1F1B, GPipe, interleaved; ZeRO 0-3; full fidelity; ring, tree, hierarchical; a trace; search
-candidates), and the comparison is that script's, so the test and the full set agree on what "the same" means.
+candidates; steady states long enough to extrapolate, every schedule), and the comparison is that script's, so
+the test and the full set agree on what "the same" means. The stored results are simulated period by period; where
+the default run extrapolates periods (simcore/engine/periodic.py) its result is compared with them within 1e-12
+(bench/golden_results.py's extrapolation_differences), and run with `extrapolate: false` it must reproduce them.
 """
 
 from __future__ import annotations
@@ -39,10 +42,32 @@ def test_the_file_holds_the_test_set() -> None:
 def test_result_is_unchanged(name: str) -> None:
     case = CASES[name]
     result, _events = GOLDEN.result_of(case["request"])
-    problems = GOLDEN.differences(case["result"], result)
+    stored = case["result"]
+    assert result["simulator"]["extrapolated_periods"] == stored["simulator"]["extrapolated_periods"]
+    if stored["simulator"]["extrapolated_periods"]:
+        # stored: simulated period by period; the default run extrapolates: the same within 1e-12
+        problems = GOLDEN.extrapolation_differences(stored, result)
+        assert not problems, f"{name}: the extrapolated result differs from full simulation:\n  " + \
+            "\n  ".join(problems[:10])
+        return
+    problems = GOLDEN.differences(stored, result)
     assert not problems, (
         f"{name}: the result differs from tests/golden/golden.json in {len(problems)} places, first:\n  "
         + "\n  ".join(problems[:10])
         + "\nA refactor must not change any figure. Only if this change of figures is intended, run "
         "`python bench/golden_results.py --write-tests` and say in the commit which figures change and why."
     )
+
+
+EXTRAPOLATED = sorted(n for n, c in CASES.items() if c["result"]["simulator"]["extrapolated_periods"])
+
+
+@pytest.mark.parametrize("name", EXTRAPOLATED)
+def test_extrapolation_off_reproduces_the_stored_figures(name: str) -> None:
+    case = CASES[name]
+    result, _events = GOLDEN.result_of(case["request"], extrapolate=False)
+    assert result["simulator"].pop("extrapolated_periods") == 0
+    stored = dict(case["result"], simulator={k: v for k, v in case["result"]["simulator"].items()
+                                              if k != "extrapolated_periods"})
+    problems = GOLDEN.differences(stored, result)
+    assert not problems, f"{name}: " + "\n  ".join(problems[:10])

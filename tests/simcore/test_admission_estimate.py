@@ -91,7 +91,7 @@ def test_a_huge_last_stage_does_not_make_the_balanced_split_loop() -> None:
     # The logits of a huge vocabulary on the last stage, next to tiny layers: the cheap stages once "fitted" a
     # million layers each, taken off again one at a time (7 million steps).
     started = time.process_time()
-    counts = _balanced(64, 1.0, [0.0] * 7 + [1e6])
+    counts = _balanced(64, [1.0] * 8, [0.0] * 7 + [1e6])
     assert time.process_time() - started < 1.0
     assert counts == [9] * 7 + [1]
 

@@ -40,7 +40,7 @@ def run(model: ModelShape, cluster: ClusterSpec, layout: Layout, **options: obje
 def network(cluster: ClusterSpec, layout: Layout) -> tuple[Placement, CollectiveModel]:
     built = build_cluster(cluster)
     placement = place(layout.dp, layout.tp, layout.pp, layout.placement, cluster.num_gpus, layout.cp)
-    return placement, CollectiveModel(built, Router(built), CollectiveAlgorithm.RING)
+    return placement, CollectiveModel(built, Router(built), CollectiveAlgorithm.AUTO)  # the scenarios' default
 
 
 def workload_of(model: ModelShape, cluster: ClusterSpec, layout: Layout) -> Workload:

@@ -1,0 +1,49 @@
+"""Simulation cost against the data-parallel size: GPT-3 175B at TP 8 x PP 8 on DGX A100 nodes, 64 microbatches per
+pipeline (global batch 64 x dp), with DP 1, 8, 64 and 256 (64 to 16,384 GPUs). Each simulation is timed whole in
+one process (building the cluster's graph and routes, the workload, the engine run), rounds interleaved so that
+the sizes share the machine's load; prints each size's median wall and CPU time, its events and extrapolated
+periods, and the ratio to DP 1. The speed issue's goal: DP 256 at most 1.5x DP 1.
+Run:  python bench/dp_scaling_speed.py [N]      (N rounds, default 5)
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+
+from simcore import NODE_PRESETS, Layout, Recompute, Scenario, model_from_fields, simulate, sized
+from simcore.domain.presets import MODEL_PRESETS
+
+SIZES = (1, 8, 64, 256)
+
+
+def scenario(dp: int) -> Scenario:
+    layout = Layout(dp=dp, tp=8, pp=8, microbatch_size=1, global_batch_size=64 * dp, recompute=Recompute.SELECTIVE,
+                    sequence_parallel=True, zero_stage=1, overlap_grad_reduce=True)
+    return Scenario(model_from_fields(MODEL_PRESETS["gpt3-175b"]), sized(NODE_PRESETS["dgx-a100"], 64 * dp), layout)
+
+
+def main() -> None:
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+    walls: dict[int, list[float]] = {dp: [] for dp in SIZES}
+    cpus: dict[int, list[float]] = {dp: [] for dp in SIZES}
+    info: dict[int, tuple[int, int]] = {}
+    scenarios = {dp: scenario(dp) for dp in SIZES}
+    for _ in range(rounds):
+        for dp in SIZES:
+            started, cpu = time.perf_counter(), time.process_time()
+            outcome = simulate(scenarios[dp])
+            walls[dp].append(time.perf_counter() - started)
+            cpus[dp].append(time.process_time() - cpu)
+            info[dp] = (outcome.events, outcome.extrapolated_periods)
+    base_wall, base_cpu = statistics.median(walls[1]), statistics.median(cpus[1])
+    for dp in SIZES:
+        wall, cpu = statistics.median(walls[dp]), statistics.median(cpus[dp])
+        events, periods = info[dp]
+        print(f"DP {dp:3d} ({64 * dp:5d} GPUs): wall {wall:.3f} s ({wall / base_wall:.2f}x DP 1), CPU {cpu:.3f} s "
+              f"({cpu / base_cpu:.2f}x), {events} events, {periods} periods extrapolated")
+
+
+if __name__ == "__main__":
+    main()
