@@ -168,6 +168,6 @@ def test_the_1t_example_extrapolates_most_of_its_periods_within_the_full_runs_ro
     assert extrapolated.extrapolated_periods == 439  # of 512 microbatches' periods (1F1B on 64 stages)
     _assert_same(extrapolated, full)
     a, b = extrapolated.metrics, full.metrics
-    assert a.iteration_time_s == pytest.approx(b.iteration_time_s, rel=1e-14)
+    assert a.iteration_time_s == pytest.approx(b.iteration_time_s, rel=1e-13)
     assert abs(a.communication_s["pp"] - b.communication_s["pp"]) / b.communication_s["pp"] < 5e-12
     assert abs(a.time_breakdown_s["pp_comm"] - b.time_breakdown_s["pp_comm"]) < 2e-12
