@@ -23,7 +23,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 SMALL = EXAMPLES / "bubble-vs-microbatches" / "m8.yaml"  # 64 GPUs, 8 microbatches: about 10 ms
-LARGE = EXAMPLES / "gpt-1t-3072-a100.yaml"  # 3072 GPUs, 512 microbatches: seconds
+LARGE = ROOT / "tests" / "service" / "data" / "long-1t.yaml"  # the 1T example, every period simulated: seconds
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
