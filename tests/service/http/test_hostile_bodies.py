@@ -169,7 +169,8 @@ def _simulation_processes() -> set[int]:
 def test_a_comparison_that_fails_ends_its_other_simulations(tmp_path: Path) -> None:
     settings = Settings(database=str(tmp_path / "cmp.db"), workers=1, inline_timeout_s=1.5)
     large = yaml.safe_load(LARGE.read_text(encoding="utf-8"))
-    requests = [{**large, "options": {**large["options"], "seed": seed}} for seed in (1, 2, 3)]  # no cache hits: each would run
+    # no cache hits: each would run
+    requests = [{**large, "options": {**large["options"], "seed": seed}} for seed in (1, 2, 3)]
     with TestClient(create_app(settings), base_url="http://localhost") as c:
         response = c.post("/v1/comparisons", json={"requests": requests})
         error = error_of(response, 413, "too_large_for_inline")
