@@ -44,7 +44,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     from api_schemas import RequestError
     from service import convert
     from simcore import SpecError
-    from simcore.planning.executors import ExecutorError
 
     try:
         return int(args.func(args))
@@ -54,16 +53,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as err:
         sys.stderr.write(f"clustersim: invalid input: {err}\n")
         return 2
-    except ExecutorError as err:  # an executor flag at fault is invalid input; a failure of its own is not
-        if err.option is not None:
-            sys.stderr.write(f"clustersim: invalid input: --{err.option}: {err.message}\n")
-            return 2
-        sys.stderr.write(f"clustersim: executor failed: {err.message}\n")
-        return 1
     except BrokenPipeError:
         return 0
-    except Exception:  # an internal error: say so, with the traceback for a bug report
-        traceback.print_exc()
+    except Exception as err:
+        # An executor's error comes from a command that imported the executors (search, sweep): a plain simulate
+        # does not pay for their import (process pools) just to name the class here.
+        executors = sys.modules.get("simcore.planning.executors")
+        if executors is not None and isinstance(err, executors.ExecutorError):
+            if err.option is not None:  # an executor flag at fault is invalid input; a failure of its own is not
+                sys.stderr.write(f"clustersim: invalid input: --{err.option}: {err.message}\n")
+                return 2
+            sys.stderr.write(f"clustersim: executor failed: {err.message}\n")
+            return 1
+        traceback.print_exc()  # an internal error: say so, with the traceback for a bug report
         return 1
 
 
