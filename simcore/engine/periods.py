@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import repeat
+from operator import and_, eq, mul, sub
 
 from simcore.domain.schedules import COSTED, POLICIES, Pass
 from simcore.engine.pipeline import EngineConfig
@@ -60,8 +62,9 @@ def stretch(cols: Columns, q: int, length: int) -> tuple[int, int]:
     """The longest run of whole periods [a, b) whose every pass repeats L places and q microbatches later (the
     last period's passes are the repeats)."""
     kinds, labels = cols.kinds, cols.labels
-    ok = bytes(k == k2 and y - x == q * u for k, k2, x, y, u in
-               zip(kinds, kinds[length:], labels, labels[length:], cols.units))
+    # per pass: the same kind L places on, a label q units on (in C: a long pipeline's lists hold 10^5 passes)
+    ok = bytes(map(and_, map(eq, kinds, kinds[length:]),
+                   map(eq, map(sub, labels[length:], labels), map(mul, repeat(q), cols.units))))
     a, b = max(((r.start(), r.end()) for r in _RUN.finditer(ok)), key=lambda r: r[1] - r[0], default=(0, 0))
     whole = (b + length - a) // length * length if b > a else 0
     return a, a + whole
