@@ -15,7 +15,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import repeat
-from operator import and_, eq, mul, sub
+from operator import and_, eq, itemgetter, mul, sub
 
 from simcore.domain.schedules import COSTED, POLICIES, Pass
 from simcore.engine.pipeline import EngineConfig
@@ -47,14 +47,30 @@ class Columns:
     __slots__ = ("kinds", "microbatches", "backward", "labels", "units")
 
     def __init__(self, order: list[Pass]) -> None:
-        self.kinds = [(p.direction, p.chunk, p.backward_chunk) for p in order]
-        self.microbatches = [p.microbatch for p in order]
-        self.backward = [p.backward_microbatch for p in order]
-        self.labels = [m * _WIDE + max(b, 0) for m, b in zip(self.microbatches, self.backward, strict=True)]
-        self.units = [_WIDE + 1 if b >= 0 else _WIDE for b in self.backward]
+        # Passes are interned (a long pipeline's lists repeat a thousand passes 10^5 times): each distinct pass's
+        # row is made once, and the columns gathered from the rows by id in C.
+        ids = list(map(id, order))
+        rows = _ROWS
+        missing = set(ids).difference(rows)
+        if missing:
+            if len(rows) + len(missing) > _MOST_ROWS:
+                rows.clear()
+                missing = set(ids)
+            for p in dict(zip(ids, order)).values():
+                if id(p) in missing:
+                    b = p.backward_microbatch
+                    rows[id(p)] = ((p.direction, p.chunk, p.backward_chunk), p.microbatch, b,
+                                   p.microbatch * _WIDE + max(b, 0), _WIDE + 1 if b >= 0 else _WIDE, p)
+        picked = list(map(rows.__getitem__, ids))
+        self.kinds, self.microbatches, self.backward, self.labels, self.units = (
+            list(map(itemgetter(k), picked)) for k in range(5))
 
 
 _WIDE = 1 << 32
+# id(pass) -> its row: kind, microbatch, backward microbatch, label, unit, and the pass itself (kept, so that its id
+# is not reused while the row is here)
+_ROWS: dict[int, tuple[tuple[str, int, int], int, int, int, int, Pass]] = {}
+_MOST_ROWS = 1 << 18
 _RUN = re.compile(b"\x01+")
 
 
