@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import traceback
 from collections.abc import Sequence
 from typing import NoReturn
 
@@ -65,6 +64,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return 2
             sys.stderr.write(f"clustersim: executor failed: {err.message}\n")
             return 1
+        import traceback
+
         traceback.print_exc()  # an internal error: say so, with the traceback for a bug report
         return 1
 
