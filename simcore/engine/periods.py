@@ -50,11 +50,11 @@ class Columns:
         # Passes are interned (a long pipeline's lists repeat a thousand passes 10^5 times): each distinct pass's
         # row is made once, and the columns gathered from the rows by id in C.
         ids = list(map(id, order))
-        rows = _ROWS
+        rows = _ROWS[0]
         missing = set(ids).difference(rows)
         if missing:
-            if len(rows) + len(missing) > _MOST_ROWS:
-                rows.clear()
+            if len(rows) + len(missing) > _MOST_ROWS:  # a new table (one in use elsewhere stays whole)
+                rows = _ROWS[0] = {}
                 missing = set(ids)
             for p in dict(zip(ids, order)).values():
                 if id(p) in missing:
@@ -69,7 +69,7 @@ class Columns:
 _WIDE = 1 << 32
 # id(pass) -> its row: kind, microbatch, backward microbatch, label, unit, and the pass itself (kept, so that its id
 # is not reused while the row is here)
-_ROWS: dict[int, tuple[tuple[str, int, int], int, int, int, int, Pass]] = {}
+_ROWS: list[dict[int, tuple[tuple[str, int, int], int, int, int, int, Pass]]] = [{}]
 _MOST_ROWS = 1 << 18
 _RUN = re.compile(b"\x01+")
 
