@@ -40,7 +40,7 @@ from simcore.cost.kernels import (
 from simcore.cost.moe import ExpertComm, expert_comm, expert_reduce_ratio
 from simcore.cost.moe_kernels import backward_ops, dispatch_split, sequence_time, transformer_layer_ops
 from simcore.cost.parameters import FITTED, CostParameters
-from simcore.cost.partition import Chunks, partition, stage_costs
+from simcore.cost.partition import layer_partition
 from simcore.cost.weight_gradients import weight_share
 from simcore.domain.layout import Layout, Precision, Recompute
 from simcore.domain.model import LayerType, ModelShape
@@ -69,13 +69,17 @@ class _LayerCost:
     parameters: int  # per tensor rank
     ep: ExpertComm = ExpertComm()  # a MoE layer's all-to-alls
     expert_parameters: int = 0  # of `parameters`: the experts this rank holds
-    dispatch_split: tuple[float, float] = (0.0, 0.0)  # MoE: forward, backward share before the dispatch
+    # MoE: forward, backward share before the dispatch; of each side's backward, the weight gradients' share
+    dispatch_split: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
     ep_slowdown: float = 1.0  # MoE: its compute's slowdown beside one of its all-to-alls
 
     def moe(self, attr: str, side: int) -> float:
-        """A MoE layer's forward or backward kernels (`attr`) before its dispatch (`side` 0) or after (1)."""
-        share = self.dispatch_split[0 if attr == "forward" else 1]
-        return getattr(self, attr) * (share if side == 0 else 1.0 - share)
+        """A MoE layer's forward or backward kernels, or its backward's weight gradients (`attr` "forward",
+        "backward", "weight"), before its dispatch (`side` 0) or after (1)."""
+        forward, backward, *weight = self.dispatch_split
+        share = forward if attr == "forward" else backward
+        seconds = (self.forward if attr == "forward" else self.backward) * (share if side == 0 else 1.0 - share)
+        return seconds * weight[side] if attr == "weight" else seconds
 
     def recompute(self, mode: Recompute) -> float:
         if mode is Recompute.FULL:
@@ -176,7 +180,7 @@ def _layer_cost(model: ModelShape, layer: LayerType, layout: Layout, kernels: _K
 
 
 def _moe_layer_cost(cost: _LayerCost, model: ModelShape, layer: LayerType, layout: Layout, comm: ExpertComm,
-                    split: tuple[float, float], gpu: GpuSpec) -> _LayerCost:
+                    split: tuple[float, float, float, float], gpu: GpuSpec) -> _LayerCost:
     """A MoE layer: the dense part's weights split over tp, the experts' over ep x expert_tp, its all-to-alls,
     where they cut its kernels, and how much slower its compute runs beside one of them."""
     experts = model.expert_parameters() // (layout.ep * layout.expert_tp)
@@ -194,15 +198,6 @@ def _tp_time(model: CollectiveModel | None, groups: list[tuple[int, ...]], size:
         return (model.isolated_time(Collective.ALL_GATHER, groups, size)
                 + model.isolated_time(Collective.REDUCE_SCATTER, groups, size))
     return model.isolated_time(Collective.ALL_REDUCE, groups, size)
-
-
-def layer_partition(model: ModelShape, layout: Layout, gpu: GpuSpec,
-                    params: CostParameters = FITTED) -> tuple[Chunks, int]:
-    """The layout's layers per virtual stage and its encoder stage count (simcore/partition.py)."""
-    costs = stage_costs(model, layout.microbatch_size, layout.tp, layout.sequence_parallel, str(layout.recompute),
-                        gpu, params)
-    return partition(model, layout.pp, layout.shape.pieces // layout.pp, layout.pipeline_partition, costs,
-                     layout.encoder_pipeline_stages, layout.stage_layers)
 
 
 def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: Placement | None,
@@ -346,6 +341,8 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
                            sum(n * costs[layer].moe("forward", 1) for layer, n in runs if layer.moe)),
             moe_backward_s=(sum(n * costs[layer].moe("backward", 0) for layer, n in runs if layer.moe),
                             sum(n * costs[layer].moe("backward", 1) for layer, n in runs if layer.moe)),
+            moe_weight_s=(sum(n * costs[layer].moe("weight", 0) for layer, n in runs if layer.moe),
+                          sum(n * costs[layer].moe("weight", 1) for layer, n in runs if layer.moe)),
             ep_slowdown=max((costs[layer].ep_slowdown for layer, _ in runs), default=1.0),
         ))
         previous = runs[-1][0]

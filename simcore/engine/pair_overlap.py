@@ -8,8 +8,11 @@ the tensor-parallel collectives beside them), MoE layer after MoE layer, in the 
   side (attention, router, permutation), the dispatch, its expert side (experts, unpermutation, shared
   experts), the combine;
 - backward: for each MoE layer (with full recomputation, first its forward again: attention side, dispatch,
-  expert side, combine) the combine's gradient, the expert side's backward, the dispatch's gradient, the
-  attention side's backward; then the chunk's other backward kernels.
+  expert side, combine) the combine's gradient, the expert side's input gradient (B), the dispatch's gradient,
+  the attention side's B; then the chunk's other backward kernels. Each side's weight gradients (W) are
+  deferred: they need nothing after their B and nothing waits for them, so they run on the compute stream
+  when no chained piece is ready there (the report's Figure 4 runs the MLP's W beside the dispatch's gradient),
+  and all of them before the pair ends.
 The chunk's times are split evenly over its MoE layers; the all-to-all time of a layer is half dispatch, half
 combine, with the pass's tensor-parallel time shared among them the same way.
 
@@ -22,18 +25,17 @@ slower by its chunk's `ep_slowdown` (its channels' SMs and HBM traffic, simcore/
 ends when both halves have. So an all-to-all shorter than the other half's compute beside it is hidden, and a
 longer one shows its excess on the timeline.
 
-Not modelled: the weight-gradient GEMMs of a layer running beside its own dispatch's gradient (the report's
-Figure 4 splits each backward piece into B and W): here a side's backward is one piece, B and W together.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 
 from simcore.cost.chunk import ChunkCost
 
-Piece = tuple[bool, float]  # (communication, seconds)
-COMPUTE, COMM = False, True
+Piece = tuple[int, float]  # (kind, seconds)
+COMPUTE, COMM, WEIGHT = 0, 1, 2  # kernels, communication, deferred weight gradients
 FORWARD_HALF, BACKWARD_HALF = 0, 1
 
 
@@ -51,15 +53,15 @@ class PairTiming:
 
 
 def _chain(pieces: list[Piece]) -> list[Piece]:
-    """The pieces without empty ones, consecutive pieces of one stream merged."""
+    """The pieces without empty ones, consecutive pieces of one kind merged."""
     out: list[Piece] = []
-    for comm, seconds in pieces:
+    for kind, seconds in pieces:
         if seconds <= 0:
             continue
-        if out and out[-1][0] == comm:
-            out[-1] = (comm, out[-1][1] + seconds)
+        if out and out[-1][0] == kind:
+            out[-1] = (kind, out[-1][1] + seconds)
         else:
-            out.append((comm, seconds))
+            out.append((kind, seconds))
     return out
 
 
@@ -83,10 +85,12 @@ def backward_pieces(cost: ChunkCost) -> list[Piece]:
     forward_attention, forward_experts = cost.moe_forward_s
     share = forward_attention / (forward_attention + forward_experts) if forward_attention > 0 else 0.0
     attention, experts = cost.moe_backward_s
+    attention_w, experts_w = cost.moe_weight_s
     one = (cost.backward_ep_s + cost.backward_tp_s) / (2 * n)
     again = recompute_comm / (2 * n)
     layer = [(COMPUTE, kernels / n * share), (COMM, again), (COMPUTE, kernels / n * (1 - share)), (COMM, again),
-             (COMM, one), (COMPUTE, experts / n), (COMM, one), (COMPUTE, attention / n)]
+             (COMM, one), (COMPUTE, (experts - experts_w) / n), (WEIGHT, experts_w / n), (COMM, one),
+             (COMPUTE, (attention - attention_w) / n), (WEIGHT, attention_w / n)]
     return _chain([*(layer * n), (COMPUTE, cost.backward_compute_s - attention - experts)])
 
 
@@ -95,9 +99,18 @@ def overlap(halves: tuple[list[Piece], list[Piece]], slowdowns: tuple[float, flo
     each half's compute slowdown factor beside its own communication."""
     following = [0, 0]  # each half's next piece
     ready = [0.0, 0.0]  # when each half's previous piece ended
+    deferred: deque[float] = deque()  # weight gradients whose B has run
     now = slowed = 0.0
-    compute: list[float] | None = None  # [half, work left at full speed]
+    compute: list[float] | None = None  # [half (-1: a deferred W), work left at full speed]
     comm: tuple[int, float] | None = None  # (half, end)
+
+    def advance(h: int) -> None:  # a half's W pieces at its head go to the deferred ones
+        while following[h] < len(halves[h]) and halves[h][following[h]][0] == WEIGHT:
+            deferred.append(halves[h][following[h]][1])
+            following[h] += 1
+
+    advance(FORWARD_HALF)
+    advance(BACKWARD_HALF)
     while True:
         busy = {int(compute[0]) if compute else -1, comm[0] if comm else -1}
         for stream in (COMPUTE, COMM):
@@ -106,6 +119,8 @@ def overlap(halves: tuple[list[Piece], list[Piece]], slowdowns: tuple[float, flo
             waiting = [h for h in (BACKWARD_HALF, FORWARD_HALF) if h not in busy
                        and following[h] < len(halves[h]) and halves[h][following[h]][0] == stream]
             if not waiting:
+                if stream == COMPUTE and deferred:
+                    compute = [-1.0, deferred.popleft()]
                 continue
             h = min(waiting, key=lambda half: ready[half])
             busy.add(h)
@@ -124,8 +139,10 @@ def overlap(halves: tuple[list[Piece], list[Piece]], slowdowns: tuple[float, flo
             if t == compute_end:
                 slowed += compute[1] * (factor - 1.0)
                 h = int(compute[0])
-                following[h] += 1
-                ready[h] = t
+                if h >= 0:
+                    following[h] += 1
+                    ready[h] = t
+                    advance(h)
                 compute = None
             else:
                 done = (t - now) / factor
@@ -134,10 +151,11 @@ def overlap(halves: tuple[list[Piece], list[Piece]], slowdowns: tuple[float, flo
         if comm is not None and t == comm_end:
             following[comm[0]] += 1
             ready[comm[0]] = t
+            advance(comm[0])
             comm = None
         now = t
-    kernels = sum(s for half in halves for c, s in half if not c)
-    communication = sum(s for half in halves for c, s in half if c)
+    kernels = sum(s for half in halves for kind, s in half if kind != COMM)
+    communication = sum(s for half in halves for kind, s in half if kind == COMM)
     return PairTiming(now, kernels, slowed, communication)
 
 

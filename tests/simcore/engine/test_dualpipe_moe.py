@@ -15,7 +15,7 @@ from api_schemas import SimulationRequest
 from service import convert
 from simcore.cost.chunk import ChunkCost
 from simcore.domain.passes import OVERLAPPED
-from simcore.engine.pair_overlap import COMM, COMPUTE, backward_pieces, forward_pieces, overlap
+from simcore.engine.pair_overlap import COMM, COMPUTE, WEIGHT, backward_pieces, forward_pieces, overlap
 from simcore.engine.pass_work import PassTotals, pass_parts, pass_work
 from simcore.simulate import simulate
 
@@ -59,6 +59,21 @@ def test_an_all_to_all_longer_than_the_other_half_shows_its_excess() -> None:
     assert work.ep_hidden == pytest.approx(12.0 - 4.0, rel=1e-12)
     # the same chunks run one after the other (1F1B's forward and backward) expose all 14 s... of all-to-alls
     assert pass_work("F", forward).ep_comm + pass_work("B", BACKWARD).ep_comm == pytest.approx(12.0)
+
+
+def test_deferred_weight_gradients_fill_the_wait_for_an_all_to_all() -> None:
+    """Forward: attention 4, dispatch 1, experts 1, combine 1. Backward: combine's gradient 2, experts 4 of which
+    W 2, dispatch's gradient 2, attention 2. With W in the experts' piece the dispatch's gradient starts at 8
+    and the compute stream idles 9-10 waiting for it: 12 s. With W deferred it starts at 6, W runs 7-9 beside it
+    and the combine (8-9), and the pair takes its 11 s of kernels."""
+    forward = replace(FORWARD, forward_compute_s=5.0, moe_forward_s=(4.0, 1.0))
+    backward = replace(BACKWARD, backward_ep_s=4.0, moe_backward_s=(2.0, 4.0))
+    together = pass_work(OVERLAPPED, forward, backward)
+    assert together.duration == pytest.approx(12.0, rel=1e-12) and together.ep_comm == pytest.approx(1.0)
+    split = pass_work(OVERLAPPED, forward, replace(backward, moe_weight_s=(0.0, 2.0)))
+    assert backward_pieces(replace(backward, moe_weight_s=(0.0, 2.0))) == [
+        (COMM, 2.0), (COMPUTE, 2.0), (WEIGHT, 2.0), (COMM, 2.0), (COMPUTE, 2.0)]
+    assert split.duration == pytest.approx(11.0, rel=1e-12) and split.ep_comm == pytest.approx(0.0, abs=1e-12)
 
 
 def test_compute_beside_an_all_to_all_runs_slower() -> None:
