@@ -186,7 +186,7 @@ def expert_comm(model: ModelShape, layout: Layout, placement: Placement | None,
     if etp_groups:
         seconds += (collectives.isolated_time(Collective.ALL_GATHER, etp_groups, gathered)
                     + collectives.isolated_time(Collective.REDUCE_SCATTER, etp_groups, gathered))
-    if one <= 0:  # no all-to-all (ep 1): nothing in flight beside compute
+    if one <= 0 or sm_share <= 0:  # no all-to-all (ep 1), or interference off (as the engine's: comm_sm_share 0)
         return ExpertComm(seconds, seconds, sent, sent)
     return ExpertComm(seconds, seconds, sent, sent, in_flight.sms, in_flight.hbm_bytes_per_s)
 

@@ -14,10 +14,12 @@ import pytest
 from api_schemas import SimulationRequest
 from service import convert
 from simcore.cost.chunk import ChunkCost
+from simcore.cost.workload import build_workload
 from simcore.domain.passes import OVERLAPPED
+from simcore.domain.placement import place
 from simcore.engine.pair_overlap import COMM, COMPUTE, WEIGHT, backward_pieces, forward_pieces, overlap
 from simcore.engine.pass_work import PassTotals, pass_parts, pass_work
-from simcore.simulate import simulate
+from simcore.simulate import build_network, simulate
 
 # One MoE layer per chunk: forward = attention side 4 s, dispatch 1 s, expert side 4 s, combine 1 s;
 # backward = combine's gradient 1 s, expert side 3 s, dispatch's gradient 1 s, attention side 3 s.
@@ -137,3 +139,23 @@ def test_dualpipe_hides_the_all_to_alls_that_1f1b_exposes() -> None:
     assert dual["iteration_time_s"] < one["iteration_time_s"]
     weights = [s["memory"]["breakdown_gib"]["expert_weights"] for s in (one["stages"][0], dual["stages"][0])]
     assert weights[1] == pytest.approx(2 * weights[0], rel=1e-9)
+
+
+def test_interference_slows_the_pairs_kernels_only_when_it_is_on() -> None:
+    """With comm_sm_share 0 (the fitted default, as the engine's interference) the all-to-alls take nothing
+    from the kernels beside them; with 1 each channel takes an SM, and the pairs' compute grows."""
+    doc = copy.deepcopy(SMALL)
+    doc["layout"]["schedule"] = "dualpipe"
+    scenario = convert.to_scenario(SimulationRequest.model_validate(doc))
+    off = simulate(scenario).metrics
+    on = simulate(replace(scenario, cost_parameters=replace(scenario.cost_parameters, comm_sm_share=1.0))).metrics
+    assert scenario.cost_parameters.comm_sm_share == 0.0
+    assert on.time_breakdown_s["compute"] > off.time_breakdown_s["compute"]
+    assert on.communication_s["ep"] == pytest.approx(off.communication_s["ep"], rel=1e-12)
+    network = build_network(scenario.cluster, scenario.algorithm)
+    layout = scenario.layout
+    placement = place(layout.dp, layout.tp, layout.pp, layout.placement, scenario.cluster.num_gpus, layout.cp)
+    slowdowns = [{chunk.ep_slowdown for chunk in build_workload(
+        scenario.model, layout, scenario.cluster.hardware, placement, network.collectives, False,
+        replace(scenario.cost_parameters, comm_sm_share=share)).chunks} for share in (0.0, 1.0)]
+    assert slowdowns[0] == {1.0} and min(slowdowns[1]) > 1.0
