@@ -3,14 +3,15 @@ computes input gradients (B, what the previous pipeline stage waits for)."""
 
 from __future__ import annotations
 
-from simcore.cost.kernels import PROJECTIONS, Op, op_time
+from simcore.cost.kernels import LATENT_AND_EXPERT_PROJECTIONS, PROJECTIONS, Op, op_time
 from simcore.cost.parameters import CostParameters
 from topology.hardware import GpuSpec
 
 __all__ = ["WEIGHT_GEMMS", "weight_share"]
 
-# The GEMMs that multiply by a weight: the projections and the output layer (the logits).
-WEIGHT_GEMMS = (*PROJECTIONS, "logits")
+# The GEMMs that multiply by a weight: the projections (multi-head latent attention's, the experts' and the
+# router's included) and the output layer (the logits).
+WEIGHT_GEMMS = (*PROJECTIONS, *LATENT_AND_EXPERT_PROJECTIONS, "router", "logits")
 
 
 def weight_share(backward_ops: tuple[Op, ...], gpu: GpuSpec, params: CostParameters) -> float:
