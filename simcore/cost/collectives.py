@@ -46,6 +46,7 @@ from simcore.cost.patterns import COLLECTIVE_KEPT_LINKS, MIRROR_KEPT_LINKS, Flow
 from simcore.domain.layout import CollectiveAlgorithm
 from simcore.domain.placement import Placement
 from topology.graph import Cluster
+from topology.links import LinkValues
 from topology.routing import Router
 
 
@@ -61,9 +62,14 @@ def nccl_bandwidth(line_rate_bytes_per_s: float, link_kind: str) -> float:
     return line_rate_bytes_per_s * LINK_EFFICIENCY[link_kind]
 
 
-def effective_capacity(cluster: Cluster) -> list[float]:
-    """Per-link bandwidth (bytes/s) that NCCL's protocol achieves: line rate times the link kind's efficiency."""
-    return [nccl_bandwidth(bw, kind) for bw, kind in zip(cluster.link_bandwidth_bytes_per_s, cluster.link_kind)]
+def effective_capacity(cluster: Cluster) -> LinkValues:
+    """Per-link bandwidth (bytes/s) that NCCL's protocol achieves: line rate times the link kind's efficiency
+    (indexed by link id; each link's figure is computed when first read)."""
+    def figure(link: int) -> float:
+        kind, bw = cluster.index.kind_and_bandwidth(link)
+        return nccl_bandwidth(bw, kind)
+
+    return LinkValues(figure)
 
 
 def algorithm_bus(kind: Collective, algorithm: NcclAlgorithm, ranks: int, algbw_bytes_per_s: float) -> float:
@@ -119,23 +125,21 @@ class CollectiveModel:
 
     def _node_links(self, gpu: int) -> set[int]:
         """Links that touch the NVLink domain (the node) of `gpu`: its GPUs, switch and NICs."""
-        if not self._links_of_node:  # every domain's at once: one walk over the links
-            spec = self.cluster.spec
-            domain = spec.domain_gpus
-
-            def domain_of(kind: str, index: int) -> int | None:
-                if kind == "gpu":
-                    return index // domain
-                if kind == "nic":
-                    return index // spec.nics_per_node * spec.gpus_per_node // domain
-                return index if kind == "nvswitch" else None
-
-            for i, ends in enumerate(self.cluster.link_ends):
-                for kind, index, *_rest in ends:
-                    owner = domain_of(kind, index)
-                    if owner is not None:
-                        self._links_of_node.setdefault(owner, set()).add(i)
-        return self._links_of_node.get(self.cluster.domain_of(gpu), set())
+        domain = self.cluster.domain_of(gpu)
+        found = self._links_of_node.get(domain)
+        if found is None:
+            # the domain's GPU links are one run of ids, its NICs' links to their leaves another (topology/links.py)
+            spec, index = self.cluster.spec, self.cluster.index
+            first = domain * spec.domain_gpus
+            end = min(first + spec.domain_gpus, spec.num_gpus)
+            found = set(range(index.nvlink_up(first), index.pcie_up(end - 1) + 2))
+            if index.leaves:
+                nics = spec.nics_per_node
+                first_nic = first // spec.gpus_per_node * nics
+                end_nic = -(-end // spec.gpus_per_node) * nics
+                found.update(range(index.nic_up(first_nic), index.nic_up(end_nic)))
+            self._links_of_node[domain] = found
+        return found
 
     def _all_phases(self, kind: Collective, groups: Sequence[Sequence[int]]) -> tuple[FlowPattern, ...]:
         n = len(groups[0])

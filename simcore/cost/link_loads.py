@@ -34,12 +34,12 @@ class LinkLoads:
     def hop(self, src: int, dst: int, bytes_per_unit: float) -> None:
         if src == dst or bytes_per_unit <= 0:
             return
-        path = self.router.route(src, dst)
-        latency = 0.0
+        path, latency = self.router.route_and_latency(src, dst)
+        loads = self.loads
         for link in path:
-            self.loads[link] += bytes_per_unit
-            latency += self.router.cluster.link_latency_s[link]
-        self.hop_latency = max(self.hop_latency, latency)
+            loads[link] += bytes_per_unit
+        if latency > self.hop_latency:
+            self.hop_latency = latency
 
     def pattern(self, steps: int) -> FlowPattern:
         links = tuple(sorted(self.loads))
