@@ -1,0 +1,144 @@
+"""The kept links of a pattern of many equally spaced hops, counted per translation class instead of hop by hop,
+so that a data-parallel ring or the mirrored pipeline sends of 256 replicas cost what those of a few do.
+
+Why it is exact. On a cluster of one GPU kind with no degraded link and whole nodes, moving every GPU by a
+`block` of GPUs (a multiple of LEAF_DOWN_PORTS nodes and of the NVLink domain) maps the fabric onto itself: a
+route from src + block to dst + block is the route from src to dst with every link moved to the same link one
+block on (topology/routing.py: leaves, rails, spines and PXN proxies depend on node indices only modulo
+LEAF_DOWN_PORTS nodes; topology/links.py: the ids of each kind of link move by a fixed stride per block), of the
+same capacity and latency. A hop is then a canonical hop (moved down by whole blocks until its lower end is in
+the first) and a block offset, and a run of hops src + i * step -> dst + i * step (step dividing the block) is a
+few canonical hops, each at a range of consecutive offsets. A link's load is its count of hops times their
+common weight (added one hop at a time, as LinkLoads adds them: the same float), and the count of the link of
+class c in block b is the number of canonical hops through c at an offset that lands on b: piecewise constant in
+b, so the most loaded links (load over capacity, then id: keep_links's order) and the loads of the primary links
+come from a few pieces. tests/simcore/cost/test_translation.py holds this to the hop-by-hop build; anything else
+(mixed weights, links added by id, mixed GPUs, degraded links, partial nodes, a cluster of less than two blocks)
+is built hop by hop.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from heapq import nsmallest
+
+from simcore.cost.patterns import FlowPattern
+from topology.cluster_spec import LEAF_DOWN_PORTS
+from topology.links import PerLink
+from topology.routing import Router
+
+Run = tuple[int, int, int, int, float]  # (src, dst, step, count, weight): hops src + i*step -> dst + i*step
+
+
+class Blocks:
+    """Link ids by (class, block): `canon(link)` is (the link moved to the first block, its block); the link of
+    class c in block b is c + b * stride(c)."""
+
+    def __init__(self, router: Router, block: int) -> None:
+        cluster = router.cluster
+        spec, index = cluster.spec, cluster.index
+        self.block = block
+        self.nic_base, self.spine_base, self.leaves = index.nic_base, index.spine_base, index.leaves
+        self.nics, self.gpn = spec.nics_per_node, spec.gpus_per_node
+        self.leaves_per_block = self.nics * block // (self.gpn * LEAF_DOWN_PORTS)
+        self.strides = (4 * block, 2 * (block // self.gpn) * self.nics, 2 * self.leaves_per_block)
+
+    def canon(self, link: int) -> tuple[int, int, int]:
+        """(class link, block, stride)."""
+        if link < self.nic_base:
+            b = link // 4 // self.block
+            stride = self.strides[0]
+        elif link < self.spine_base:
+            b = (link - self.nic_base) // 2 // self.nics * self.gpn // self.block
+            stride = self.strides[1]
+        else:
+            b = (link - self.spine_base) // 2 % self.leaves // self.leaves_per_block
+            stride = self.strides[2]
+        return link - b * stride, b, stride
+
+
+def block_of(router: Router, runs: Sequence[Run]) -> int | None:
+    """The translation block for `runs` (the module docstring), or None when they cannot be counted by class."""
+    cluster = router.cluster
+    spec = cluster.spec
+    if not cluster.index.uniform or spec.num_gpus % spec.gpus_per_node or not runs or not cluster.index.leaves:
+        return None
+    weight = runs[0][4]
+    block = math.lcm(LEAF_DOWN_PORTS * spec.gpus_per_node, spec.domain_gpus)
+    for src, _dst, step, _count, w in runs:
+        if w != weight or src < 0:
+            return None
+        if step:
+            block = math.lcm(block, abs(step))
+    return block if 2 * block <= spec.num_gpus else None
+
+
+def _folded(weight: float, counts: Iterable[int]) -> dict[int, float]:
+    """{n: weight added n times from 0.0}, the float LinkLoads gets from n hops."""
+    wanted = set(counts)
+    out, total = {}, 0.0
+    for n in range(1, max(wanted, default=0) + 1):
+        total += weight
+        if n in wanted:
+            out[n] = total
+    return out
+
+
+def counted_pattern(router: Router, runs: Sequence[Run], block: int, primary: set[int], capacity: PerLink,
+                    extra: int, latency_of: Callable[[float], float]) -> FlowPattern:
+    """keep_links(pattern of `runs`, primary, capacity, extra), the pattern's latency latency_of(worst hop
+    latency), counted per translation class (block from block_of)."""
+    blocks = Blocks(router, block)
+    hops: dict[tuple[int, int], list[tuple[int, int]]] = {}  # canonical hop -> [(first block, blocks)]
+    for src, dst, step, count, _w in runs:
+        period = block // abs(step) if step else 1
+        for r in range(min(period, count)):
+            s, d = src + r * step, dst + r * step
+            if s == d:
+                continue
+            b = min(s, d) // block
+            times = (count - r + period - 1) // period
+            first = b if step >= 0 else b - times + 1
+            hops.setdefault((s - b * block, d - b * block), []).append((first, times))
+    worst = 0.0
+    spans: dict[int, list[tuple[int, int]]] = {}  # class link -> [(first block, blocks)] of the hops through it
+    stride_of: dict[int, int] = {}
+    for (s, d), ranges in hops.items():
+        path, latency = router.route_and_latency(s, d)
+        worst = max(worst, latency)
+        for link in path:
+            c, b, stride = blocks.canon(link)
+            stride_of[c] = stride
+            spans.setdefault(c, []).extend((first + b, times) for first, times in ranges)
+    pieces: dict[int, list[tuple[int, int, int]]] = {}  # class link -> [(first block, end block, hops)]
+    for c, ranges in spans.items():
+        edges: dict[int, int] = {}
+        for first, times in ranges:
+            edges[first] = edges.get(first, 0) + 1
+            edges[first + times] = edges.get(first + times, 0) - 1
+        level, start, out = 0, 0, []
+        for b in sorted(edges):
+            if level:
+                out.append((start, b, level))
+            level += edges[b]
+            start = b
+        pieces[c] = out
+    weight = runs[0][4]
+    folded = _folded(weight, (n for parts in pieces.values() for _a, _b, n in parts))
+    # A piece's links share its ratio and their ids rise block by block, so each of the `extra` first links is
+    # in a piece whose first link is among the `extra` first of the pieces' first links.
+    heads: list[tuple[float, int, int, int, int]] = []  # (ratio, first link, stride, blocks, hops)
+    for c, parts in pieces.items():
+        stride, cap = stride_of[c], capacity[c]
+        heads.extend((-folded[n] / cap, c + a * stride, stride, end - a, n) for a, end, n in parts)
+    candidates = [(ratio, head + i * stride, n) for ratio, head, stride, blocks, n in nsmallest(extra, heads)
+                  for i in range(min(blocks, extra))]
+    kept = {link: folded[n] for _ratio, link, n in nsmallest(extra, candidates)}
+    for link in primary:
+        c, b, _stride = blocks.canon(link)
+        for a, end, n in pieces.get(c, ()):
+            if a <= b < end:
+                kept[link] = folded[n]
+    links = tuple(sorted(kept))
+    return FlowPattern(links, tuple(kept[link] for link in links), latency_of(worst))
