@@ -54,6 +54,7 @@ from simcore.cost.nccl_tuning import (
 from simcore.cost.parameters import LINK_EFFICIENCY
 from simcore.cost.patterns import COLLECTIVE_KEPT_LINKS, MIRROR_KEPT_LINKS, FlowPattern
 from simcore.cost.symmetry import kept_phases
+from simcore.cost.translation import Counted
 from simcore.domain.layout import CollectiveAlgorithm
 from simcore.domain.placement import Placement
 from topology.graph import Cluster
@@ -111,6 +112,7 @@ class CollectiveModel:
         self.auto = algorithm is CollectiveAlgorithm.AUTO
         self._choices: dict[tuple[Collective, Groups, float], Choice | None] = {}
         self._bases: dict[tuple[Collective | float, Groups, NcclAlgorithm], FlowPattern] = {}
+        self._counted: dict[tuple[object, ...], Counted] = {}  # patterns counted by class (translation.py)
         self._chosen: dict[tuple[Collective, Groups, NcclAlgorithm, Protocol, float, float], FlowPattern] = {}
 
     def phases(self, kind: Collective, groups: Sequence[Sequence[int]],
@@ -131,7 +133,7 @@ class CollectiveModel:
         if phases is None:
             phases = self._phase_cache[key] = kept_phases(
                 self.cluster, key[1], lambda some: self._all_phases(kind, some), self._node_links(groups[0][0]),
-                self.capacity, COLLECTIVE_KEPT_LINKS)
+                self.capacity, COLLECTIVE_KEPT_LINKS, self._counted)
         return phases
 
     def _node_links(self, gpu: int) -> set[int]:
@@ -211,7 +213,8 @@ class CollectiveModel:
         """The pattern of messages of one byte per unit in `acc` (its latency: the slowest path's), trimmed to the
         `first` pair's path and the MIRROR_KEPT_LINKS most loaded links when the others mirror it."""
         if first is not None:
-            return acc.kept(set(self.router.route(*first)), self.capacity, MIRROR_KEPT_LINKS, worst_hop)
+            return acc.kept(set(self.router.route(*first)), self.capacity, MIRROR_KEPT_LINKS, worst_hop,
+                            self._counted)
         links = tuple(sorted(acc.loads))
         return FlowPattern(links, tuple(acc.loads[link] for link in links), acc.hop_latency)
 
@@ -359,7 +362,7 @@ class CollectiveModel:
                 return ((acc, no_latency),)
 
             found = self._bases[key] = kept_phases(self.cluster, groups, build, self._node_links(groups[0][0]),
-                                                   self.capacity, COLLECTIVE_KEPT_LINKS)[0]
+                                                   self.capacity, COLLECTIVE_KEPT_LINKS, self._counted)[0]
         return found
 
 

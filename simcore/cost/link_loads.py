@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from simcore.cost.nccl_tuning import Collective
 from simcore.cost.parameters import COLLECTIVE_LAUNCH_S, COLLECTIVE_STEP_OVERHEAD_S
 from simcore.cost.patterns import FlowPattern, keep_links
-from simcore.cost.translation import Run, block_of, counted_pattern
+from simcore.cost.translation import Counted, Run, block_of, counted_pattern
 from topology.graph import Cluster
 from topology.links import PerLink
 from topology.routing import Router
@@ -84,13 +84,14 @@ class LinkLoads:
         links = tuple(sorted(self.loads))
         return FlowPattern(links, tuple(self.loads[link] for link in links), latency_of(self.hop_latency))
 
-    def kept(self, primary: set[int], capacity: PerLink, extra: int,
-             latency_of: Callable[[float], float]) -> FlowPattern:
+    def kept(self, primary: set[int], capacity: PerLink, extra: int, latency_of: Callable[[float], float],
+             memo: dict[tuple[object, ...], Counted] | None = None) -> FlowPattern:
         """keep_links of the pattern (its latency latency_of(the worst hop latency)), counted per translation
-        class where the pattern allows it (simcore/cost/translation.py), else added up hop by hop."""
+        class where the pattern allows it (simcore/cost/translation.py; `memo` keeps the counts of patterns
+        that others repeat whole blocks away), else added up hop by hop."""
         block = block_of(self.router, self.runs)
         if block is not None:
-            return counted_pattern(self.router, self.runs, block, primary, capacity, extra, latency_of)
+            return counted_pattern(self.router, self.runs, block, primary, capacity, extra, latency_of, memo)
         return keep_links(self.pattern(latency_of), primary, capacity, extra)
 
 

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 
 from simcore.cost.link_loads import Phase
 from simcore.cost.patterns import FlowPattern
+from simcore.cost.translation import Counted
 from topology.graph import Cluster
 from topology.links import PerLink
 
@@ -75,7 +76,8 @@ def kept_copies(one: FlowPattern, shifts: Sequence[int], capacity: PerLink, extr
 
 
 def kept_phases(cluster: Cluster, groups: Groups, build: Callable[[Groups], tuple[Phase, ...]],
-                primary: set[int], capacity: PerLink, extra: int) -> tuple[FlowPattern, ...]:
+                primary: set[int], capacity: PerLink, extra: int,
+                memo: dict[tuple[object, ...], Counted] | None = None) -> tuple[FlowPattern, ...]:
     """keep_links(phase, primary, capacity, extra) of each phase of build(groups), from the first domain's groups
     alone when the others are copies of them and `primary` is that domain's links (the module docstring)."""
     copies = domain_copies(cluster, groups)
@@ -85,4 +87,4 @@ def kept_phases(cluster: Cluster, groups: Groups, build: Callable[[Groups], tupl
         if all(link < cluster.index.nic_base and link in primary for one in ones for link in one.links):
             shifts = [4 * offset for offset in offsets]
             return tuple(kept_copies(one, shifts, capacity, extra) for one in ones)
-    return tuple(acc.kept(primary, capacity, extra, latency_of) for acc, latency_of in build(groups))
+    return tuple(acc.kept(primary, capacity, extra, latency_of, memo) for acc, latency_of in build(groups))

@@ -66,10 +66,10 @@ def block_of(router: Router, runs: Sequence[Run]) -> int | None:
         return None
     weight = runs[0][4]
     block = math.lcm(LEAF_DOWN_PORTS * spec.gpus_per_node, spec.domain_gpus)
-    for src, _dst, step, _count, w in runs:
+    for src, _dst, step, count, w in runs:
         if w != weight or src < 0:
             return None
-        if step:
+        if step and count > 1:  # (a single hop's step plays no part)
             block = math.lcm(block, abs(step))
     return block if 2 * block <= spec.num_gpus else None
 
@@ -85,11 +85,43 @@ def _folded(weight: float, counts: Iterable[int]) -> dict[int, float]:
     return out
 
 
+Counted = tuple[dict[int, float], float]  # kept links' loads, worst hop latency
+
+
 def counted_pattern(router: Router, runs: Sequence[Run], block: int, primary: set[int], capacity: PerLink,
-                    extra: int, latency_of: Callable[[float], float]) -> FlowPattern:
+                    extra: int, latency_of: Callable[[float], float],
+                    memo: dict[tuple[object, ...], Counted] | None = None) -> FlowPattern:
     """keep_links(pattern of `runs`, primary, capacity, extra), the pattern's latency latency_of(worst hop
-    latency), counted per translation class (block from block_of)."""
+    latency), counted per translation class (block from block_of). With `memo`, a pattern that is another's
+    moved by whole blocks (the same sends from every pipeline stage, say) is that one's, moved: every link moves
+    by its class's stride, which keeps the links' order (each class keeps its own range of ids)."""
     blocks = Blocks(router, block)
+    if memo is None:
+        kept, worst = _count(router, blocks, runs, primary, capacity, extra)
+    else:
+        lowest = min(min(src, dst, src + (count - 1) * step, dst + (count - 1) * step)
+                     for src, dst, step, count, _w in runs) // block
+        shift = lowest * block
+        moved = tuple((src - shift, dst - shift, step, count, w) for src, dst, step, count, w in runs)
+        # (a primary link below the lowest block carries none of the pattern: no hop reaches under its lower end)
+        moved_primary = frozenset(c + (b - lowest) * stride for c, b, stride in map(blocks.canon, primary)
+                                  if b >= lowest)
+        key = (block, extra, moved, moved_primary)
+        found = memo.get(key)
+        if found is None:
+            found = memo[key] = _count(router, blocks, moved, set(moved_primary), capacity, extra)
+        kept = {}
+        for link, load in found[0].items():
+            c, b, stride = blocks.canon(link)
+            kept[c + (b + lowest) * stride] = load
+        worst = found[1]
+    links = tuple(sorted(kept))
+    return FlowPattern(links, tuple(kept[link] for link in links), latency_of(worst))
+
+
+def _count(router: Router, blocks: Blocks, runs: Sequence[Run], primary: set[int], capacity: PerLink,
+           extra: int) -> Counted:
+    block = blocks.block
     hops: dict[tuple[int, int], list[tuple[int, int]]] = {}  # canonical hop -> [(first block, blocks)]
     for src, dst, step, count, _w in runs:
         period = block // abs(step) if step else 1
@@ -102,21 +134,33 @@ def counted_pattern(router: Router, runs: Sequence[Run], block: int, primary: se
             first = b if step >= 0 else b - times + 1
             hops.setdefault((s - b * block, d - b * block), []).append((first, times))
     worst = 0.0
-    spans: dict[int, list[tuple[int, int]]] = {}  # class link -> [(first block, blocks)] of the hops through it
+    spans: dict[int, list[list[tuple[int, int]]]] = {}  # class link -> [(first block, blocks)] of its hops
     stride_of: dict[int, int] = {}
+    canon = blocks.canon
     for (s, d), ranges in hops.items():
         path, latency = router.route_and_latency(s, d)
-        worst = max(worst, latency)
+        if latency > worst:
+            worst = latency
         for link in path:
-            c, b, stride = blocks.canon(link)
+            c, b, stride = canon(link)
             stride_of[c] = stride
-            spans.setdefault(c, []).extend((first + b, times) for first, times in ranges)
+            shifted = ranges if b == 0 else [(first + b, times) for first, times in ranges]
+            found = spans.get(c)
+            if found is None:
+                spans[c] = [shifted]
+            else:
+                found.append(shifted)
     pieces: dict[int, list[tuple[int, int, int]]] = {}  # class link -> [(first block, end block, hops)]
-    for c, ranges in spans.items():
+    for c, chunks in spans.items():
+        if len(chunks) == 1 and len(chunks[0]) == 1:  # one hop's range (most links)
+            first, times = chunks[0][0]
+            pieces[c] = [(first, first + times, 1)]
+            continue
         edges: dict[int, int] = {}
-        for first, times in ranges:
-            edges[first] = edges.get(first, 0) + 1
-            edges[first + times] = edges.get(first + times, 0) - 1
+        for chunk in chunks:
+            for first, times in chunk:
+                edges[first] = edges.get(first, 0) + 1
+                edges[first + times] = edges.get(first + times, 0) - 1
         level, start, out = 0, 0, []
         for b in sorted(edges):
             if level:
@@ -132,13 +176,12 @@ def counted_pattern(router: Router, runs: Sequence[Run], block: int, primary: se
     for c, parts in pieces.items():
         stride, cap = stride_of[c], capacity[c]
         heads.extend((-folded[n] / cap, c + a * stride, stride, end - a, n) for a, end, n in parts)
-    candidates = [(ratio, head + i * stride, n) for ratio, head, stride, blocks, n in nsmallest(extra, heads)
-                  for i in range(min(blocks, extra))]
+    candidates = [(ratio, head + i * stride, n) for ratio, head, stride, span, n in nsmallest(extra, heads)
+                  for i in range(min(span, extra))]
     kept = {link: folded[n] for _ratio, link, n in nsmallest(extra, candidates)}
     for link in primary:
         c, b, _stride = blocks.canon(link)
         for a, end, n in pieces.get(c, ()):
             if a <= b < end:
                 kept[link] = folded[n]
-    links = tuple(sorted(kept))
-    return FlowPattern(links, tuple(kept[link] for link in links), latency_of(worst))
+    return kept, worst

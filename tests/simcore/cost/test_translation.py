@@ -158,3 +158,22 @@ def test_clusters_that_are_not_alike_everywhere_are_added_hop_by_hop(name: str) 
     assert block_of(router, acc.runs) is None
     capacity = effective_capacity(cluster)
     assert acc.kept(set(), capacity, 8, worst_hop) == keep_links(acc.pattern(worst_hop), set(), capacity, 8)
+
+
+@pytest.mark.parametrize("name", ["rail-128-nodes", "fat-tree-128-nodes", "nvlink-domains-of-two-nodes"])
+def test_patterns_whole_blocks_apart_are_moved_from_the_first_counted(name: str) -> None:
+    spec = SPECS[name]
+    cluster = build_cluster(spec)
+    router = Router(cluster)
+    capacity = effective_capacity(cluster)
+    dp, tp, pp = spec.num_gpus // (8 * 4), 8, 4  # "tp,dp,pp": the stages are whole blocks apart
+    placement = place(dp, tp, pp, "tp,dp,pp", spec.num_gpus)
+    memo: dict[tuple[object, ...], tuple[dict[int, float], float]] = {}
+    for src, dst in [(0, 1), (1, 2), (2, 3), (3, 2), (2, 1), (1, 0)]:
+        acc = LinkLoads(router)
+        for t in range(tp):
+            acc.run(placement.gpu(0, t, src), placement.gpu(0, t, dst), placement.strides[0], dp, 1.0)
+        primary = set(router.route(placement.gpu(0, 0, src), placement.gpu(0, 0, dst)))
+        expected = keep_links(acc.pattern(worst_hop), primary, capacity, 4)
+        assert acc.kept(primary, capacity, 4, worst_hop, memo) == expected, (src, dst)
+    assert len(memo) == 2  # one count forward, one backward
