@@ -124,7 +124,13 @@ def _count(router: Router, blocks: Blocks, runs: Sequence[Run], primary: set[int
     block = blocks.block
     hops: dict[tuple[int, int], list[tuple[int, int]]] = {}  # canonical hop -> [(first block, blocks)]
     for src, dst, step, count, _w in runs:
-        period = block // abs(step) if step else 1
+        if count == 1:  # a single hop
+            if src == dst:
+                continue
+            b = min(src, dst) // block
+            hops.setdefault((src - b * block, dst - b * block), []).append((b, 1))
+            continue
+        period = block // abs(step) if step else 1  # (block_of: a run's step divides the block)
         for r in range(min(period, count)):
             s, d = src + r * step, dst + r * step
             if s == d:
@@ -133,6 +139,17 @@ def _count(router: Router, blocks: Blocks, runs: Sequence[Run], primary: set[int
             times = (count - r + period - 1) // period
             first = b if step >= 0 else b - times + 1
             hops.setdefault((s - b * block, d - b * block), []).append((first, times))
+    for key, ranges in hops.items():
+        if len(ranges) > 1:  # join ranges that meet end to start (each block then still counts the hop once)
+            ranges.sort()
+            joined = [ranges[0]]
+            for first, times in ranges[1:]:
+                last_first, last_times = joined[-1]
+                if first == last_first + last_times:
+                    joined[-1] = (last_first, last_times + times)
+                else:
+                    joined.append((first, times))
+            hops[key] = joined
     worst = 0.0
     spans: dict[int, list[list[tuple[int, int]]]] = {}  # class link -> [(first block, blocks)] of its hops
     stride_of: dict[int, int] = {}

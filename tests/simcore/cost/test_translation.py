@@ -109,6 +109,21 @@ def test_runs_that_step_down_are_counted_too() -> None:
     kept_both_ways(spec, build, 8, lambda cluster, router: set(router.route(1000, 1013)))
 
 
+@pytest.mark.parametrize("name", ["rail-128-nodes", "fat-tree-oversubscribed-2"])
+def test_pairs_far_apart_are_counted_too(name: str) -> None:
+    # the tied embedding's synchronisation: a ring of two per position, first and last stage, blocks apart
+    spec = SPECS[name]
+    dp, tp, pp = layout_for(spec)
+    placement = place(dp, tp, pp, "tp,dp,pp", spec.num_gpus)
+    groups = [(placement.gpu(d, t, 0), placement.gpu(d, t, pp - 1)) for d in range(dp) for t in range(tp)]
+
+    def build(acc: LinkLoads) -> None:
+        for group in groups:
+            ring_loads(acc, group, ring_factor(Collective.ALL_REDUCE, 2))
+
+    kept_both_ways(spec, build, 8, lambda cluster, router: set(router.route(*groups[0])))
+
+
 def test_mixed_weights_and_small_clusters_are_added_hop_by_hop() -> None:
     router = Router(build_cluster(spec_of(128 * 8)))
     acc = LinkLoads(router)
