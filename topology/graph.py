@@ -2,9 +2,10 @@
 `nvlink_domain_gpus` joins several nodes' GPUs in one, as a GB200 NVL72 rack does), NICs, leaf and spine switches.
 
 Every directed edge carries `bandwidth_bytes_per_s`, `latency_s`, `kind` (nvlink | pcie | ib) and `link_id`, an
-index into the flat link tables that the simulator uses on its hot path. The simulator needs only those tables, so
-the build keeps the nodes and edges as lists and `Cluster.graph` makes the networkx DiGraph from them when asked
-(networkx is imported then: a simulation neither imports it nor builds its 24,576 edges for a 3072-GPU cluster).
+index into the flat link tables. The simulator needs only the links its flows cross, and their ids and figures
+follow from the spec by arithmetic (topology/links.py), so building a cluster costs the same at 64 GPUs as at
+16,384: the tables, the nodes and `Cluster.graph` (the networkx DiGraph; networkx is imported then) are made
+when first asked for.
 
 Shape of the inter-node fabric (two levels; `LEAF_DOWN_PORTS` NIC ports per leaf):
 - fat_tree: NICs fill leaf switches in node order, so a leaf serves a few whole nodes.
@@ -18,16 +19,16 @@ PCIe paths and NICs have its group's figures; the leaf-spine links run at the cl
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from topology.cluster_spec import LEAF_DOWN_PORTS, ClusterSpec, Fabric
+from topology.cluster_spec import ClusterSpec
+from topology.links import LinkIndex, LinkValues, Node
 
 if TYPE_CHECKING:
     import networkx as nx
 
-Node = tuple[str, int] | tuple[str, int, int]
+__all__ = ["Cluster", "GraphParts", "Node", "build_cluster"]
 
 
 @dataclass(slots=True)
@@ -42,23 +43,20 @@ class GraphParts:
 
 @dataclass(frozen=True, slots=True)
 class Cluster:
-    """A built cluster: the graph plus flat per-link tables (indexed by link_id)."""
+    """A built cluster: its links by arithmetic (`index`, topology/links.py) and, made on first use, the flat
+    per-link tables (indexed by link_id), the graph's nodes and the networkx graph. Building is O(1) in the
+    cluster's size: a simulation asks only for the links its flows cross (`latency` keeps those it asked for)."""
 
     spec: ClusterSpec
-    parts: GraphParts
-    link_ends: tuple[tuple[Node, Node], ...]
-    link_bandwidth_bytes_per_s: tuple[float, ...]
-    link_latency_s: tuple[float, ...]
-    link_kind: tuple[str, ...]
-    edge_link: dict[tuple[Node, Node], int]
-    nic_leaf: tuple[int, ...]  # leaf index of global NIC index (node * nics_per_node + k)
+    index: LinkIndex
     num_spines: int
-    made: list[nx.DiGraph] = field(default_factory=list, compare=False, repr=False)  # the graph, once made
+    latency: LinkValues = field(compare=False, repr=False)  # latency_s of each link asked for
+    made: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)  # tables, once made
 
     @property
     def graph(self) -> nx.DiGraph:
         """The cluster as a networkx DiGraph (made on the first call)."""
-        if not self.made:
+        if "graph" not in self.made:
             import networkx as nx
 
             g = nx.DiGraph()
@@ -67,8 +65,57 @@ class Cluster:
                              for i, ((u, v), bw, lat, kind) in enumerate(zip(
                                  self.link_ends, self.link_bandwidth_bytes_per_s, self.link_latency_s,
                                  self.link_kind, strict=True)))
-            self.made.append(g)
-        return self.made[0]
+            self.made["graph"] = g
+        return self.made["graph"]
+
+    def _tables(self) -> dict[str, Any]:
+        if "ends" not in self.made:
+            described = [self.index.describe(link) for link in range(self.index.count)]
+            self.made["ends"] = tuple(d[0] for d in described)
+            self.made["bandwidth"] = tuple(d[1] for d in described)
+            self.made["latency"] = tuple(d[2] for d in described)
+            self.made["kind"] = tuple(d[3] for d in described)
+        return self.made
+
+    @property
+    def link_ends(self) -> tuple[tuple[Node, Node], ...]:
+        return self._tables()["ends"]
+
+    @property
+    def link_bandwidth_bytes_per_s(self) -> tuple[float, ...]:
+        return self._tables()["bandwidth"]
+
+    @property
+    def link_latency_s(self) -> tuple[float, ...]:
+        return self._tables()["latency"]
+
+    @property
+    def link_kind(self) -> tuple[str, ...]:
+        return self._tables()["kind"]
+
+    @property
+    def edge_link(self) -> dict[tuple[Node, Node], int]:
+        if "edge_link" not in self.made:
+            self.made["edge_link"] = {ends: link for link, ends in enumerate(self.link_ends)}
+        return self.made["edge_link"]
+
+    @property
+    def nic_leaf(self) -> tuple[int, ...]:
+        """Leaf index of each global NIC index (node * nics_per_node + k); () for one node."""
+        if not self.index.leaves:
+            return ()
+        return tuple(self.index.leaf_of(nic) for nic in range(self.spec.num_nodes * self.spec.nics_per_node))
+
+    @property
+    def parts(self) -> GraphParts:
+        """The graph's nodes with their attributes, in the order of the link ids."""
+        if "parts" not in self.made:
+            self.made["parts"] = _parts(self.spec, self.index)
+        return self.made["parts"]
+
+    @property
+    def num_links(self) -> int:
+        return self.index.count
 
     @property
     def num_gpus(self) -> int:
@@ -87,82 +134,40 @@ class Cluster:
         return self.node_of(gpu) * spec.nics_per_node + (gpu % spec.gpus_per_node) % spec.nics_per_node
 
     def link(self, u: Node, v: Node) -> int:
-        return self.edge_link[(u, v)]
+        """Id of the directed link u -> v (KeyError if there is none)."""
+        return self.index.link(u, v)
+
+    def bandwidth(self, link: int) -> float:
+        """Line rate (bytes/s) of `link`."""
+        return self.index.kind_and_bandwidth(link)[1]
+
+    def kind(self, link: int) -> str:
+        return self.index.kind_and_bandwidth(link)[0]
 
 
-def _leaf_of_nic(spec: ClusterSpec, node: int, k: int) -> int:
-    if spec.fabric is Fabric.RAIL_OPTIMIZED:
-        unit = node // LEAF_DOWN_PORTS
-        return unit * spec.nics_per_node + k
-    return (node * spec.nics_per_node + k) // LEAF_DOWN_PORTS
-
-
-def build_cluster(spec: ClusterSpec) -> Cluster:
-    """Build the graph of `spec` (validated first); pure function of the spec."""
-    spec.validate()
+def _parts(spec: ClusterSpec, index: LinkIndex) -> GraphParts:
     g = GraphParts()
-    ends: list[tuple[Node, Node]] = []
-    bws: list[float] = []
-    lats: list[float] = []
-    kinds: list[str] = []
-    edge_link: dict[tuple[Node, Node], int] = {}
-
-    def add_pair(u: Node, v: Node, bw: float, lat: float, kind: str) -> None:
-        link_id = len(ends)
-        ends.extend(((u, v), (v, u)))
-        bws.extend((bw, bw))
-        lats.extend((lat, lat))
-        kinds.extend((kind, kind))
-        edge_link[(u, v)] = link_id
-        edge_link[(v, u)] = link_id + 1
-
-    nvlink_factor = {link.gpu: link.bandwidth_factor for link in spec.health.degraded_links if link.gpu is not None}
-    nic_factor = {link.node * spec.nics_per_node + (link.nic or 0): link.bandwidth_factor
-                  for link in spec.health.degraded_links if link.node is not None}
-    nodes = spec.num_nodes
-    nic_leaf: list[int] = []
-    for n in range(nodes):
+    for n in range(spec.num_nodes):
         first = n * spec.gpus_per_node
         switch: Node = ("nvswitch", first // spec.domain_gpus)
         if first % spec.domain_gpus == 0:  # the domain's first node brings its switch
             g.add_node(switch, kind="nvswitch", node=n)
         for i in range(first, min(first + spec.gpus_per_node, spec.num_gpus)):
             g.add_node(("gpu", i), kind="gpu", node=n)
-            add_pair(("gpu", i), switch, spec.nvlink_bandwidth_of(i) * nvlink_factor.get(i, 1.0),
-                     spec.intra_node_latency_s, "nvlink")
         for k in range(spec.nics_per_node):
-            nic: Node = ("nic", n * spec.nics_per_node + k)
-            g.add_node(nic, kind="nic", node=n)
-            nic_leaf.append(_leaf_of_nic(spec, n, k))
-        for i in range(first, min(first + spec.gpus_per_node, spec.num_gpus)):
-            nic_index = n * spec.nics_per_node + (i - first) % spec.nics_per_node
-            add_pair(("gpu", i), ("nic", nic_index),
-                     spec.hardware_of(i).pcie_bandwidth_bytes_per_s * nic_factor.get(nic_index, 1.0),
-                     spec.intra_node_latency_s, "pcie")
-
-    num_spines = 0
-    if nodes > 1:
-        leaves = max(nic_leaf) + 1
-        for nic_index, leaf in enumerate(nic_leaf):
+            g.add_node(("nic", n * spec.nics_per_node + k), kind="nic", node=n)
+    if index.leaves:
+        for nic in range(spec.num_nodes * spec.nics_per_node):
+            leaf = index.leaf_of(nic)
             g.add_node(("leaf", leaf), kind="leaf")
-            add_pair(("nic", nic_index), ("leaf", leaf),
-                     spec.nic_bandwidth_of(nic_index // spec.nics_per_node) * nic_factor.get(nic_index, 1.0),
-                     spec.inter_node_latency_s, "ib")
-        if leaves > 1:
-            num_spines = math.ceil(LEAF_DOWN_PORTS / spec.oversubscription)
-            for s in range(num_spines):
-                g.add_node(("spine", s), kind="spine")
-                for leaf in range(leaves):
-                    add_pair(("leaf", leaf), ("spine", s), spec.nic_bandwidth_bytes_per_s,
-                             spec.inter_node_latency_s, "ib")
-    return Cluster(
-        spec=spec,
-        parts=g,
-        link_ends=tuple(ends),
-        link_bandwidth_bytes_per_s=tuple(bws),
-        link_latency_s=tuple(lats),
-        link_kind=tuple(kinds),
-        edge_link=edge_link,
-        nic_leaf=tuple(nic_leaf),
-        num_spines=num_spines,
-    )
+        for s in range(index.spines):
+            g.add_node(("spine", s), kind="spine")
+    return g
+
+
+def build_cluster(spec: ClusterSpec) -> Cluster:
+    """Build the cluster of `spec` (validated first); pure function of the spec, O(1) in its size."""
+    spec.validate()
+    index = LinkIndex.of(spec)
+    return Cluster(spec=spec, index=index, num_spines=index.spines, latency=LinkValues(index.latency_s))
+

@@ -18,20 +18,74 @@ from topology.graph import Cluster, Node
 
 
 class Router:
-    """Routes of one cluster, cached per (src, dst) GPU pair."""
+    """Routes of one cluster, cached per (src, dst) GPU pair. `route` computes the link ids by arithmetic
+    (topology/links.py); `nodes` names the same path's graph nodes."""
 
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
-        self._cache: dict[tuple[int, int], tuple[int, ...]] = {}
+        self._cache: dict[int, tuple[tuple[int, ...], float]] = {}  # src * num_gpus + dst -> (links, latency)
+        spec, index = cluster.spec, cluster.index
+        self._shape = (spec.num_gpus, spec.gpus_per_node, spec.nics_per_node, spec.domain_gpus,
+                       spec.fabric is Fabric.RAIL_OPTIMIZED, index.nic_base, index.spine_base, index.leaves,
+                       cluster.num_spines)
 
     def route(self, src: int, dst: int) -> tuple[int, ...]:
-        key = (src, dst)
-        path = self._cache.get(key)
-        if path is None:
-            nodes, edge_link = self.nodes(src, dst), self.cluster.edge_link
-            path = tuple(edge_link[pair] for pair in zip(nodes, nodes[1:]))
-            self._cache[key] = path
-        return path
+        """Link ids of the path from GPU `src` to GPU `dst` (() for src == dst)."""
+        return self.route_and_latency(src, dst)[0]
+
+    def latency(self, src: int, dst: int) -> float:
+        """Seconds of the route's link latencies, added link by link from the source."""
+        return self.route_and_latency(src, dst)[1]
+
+    def route_and_latency(self, src: int, dst: int) -> tuple[tuple[int, ...], float]:
+        key = src * self._shape[0] + dst
+        found = self._cache.get(key)
+        if found is None:
+            if not (0 <= src < self._shape[0] and 0 <= dst < self._shape[0]):
+                raise KeyError((src, dst))
+            path = self._links(src, dst)
+            latency, table = 0.0, self.cluster.latency
+            for link in path:
+                latency += table[link]
+            found = self._cache[key] = (path, latency)
+        return found
+
+    def _links(self, src: int, dst: int) -> tuple[int, ...]:
+        # the ids of topology/links.py, inlined: GPU g of node n (k GPUs on it) has NVLink up 4ng + 2(g - ng)
+        # and PCIe up that + 2k; NIC i's link to its leaf is nic_base + 2i; leaf l to spine s spine_base + 2(sL + l)
+        gpus, gpn, nics, domain, rail, nic_base, spine_base, leaves, spines = self._shape
+        if src == dst:
+            return ()
+        node_a, node_b = src // gpn, dst // gpn
+        local_a, local_b = src - node_a * gpn, dst - node_b * gpn
+        if src // domain == dst // domain:
+            return 4 * node_a * gpn + 2 * local_a, 4 * node_b * gpn + 2 * local_b + 1
+        rail_a, rail_b = local_a % nics, local_b % nics
+        nic_a, nic_b = node_a * nics + rail_a, node_b * nics + rail_b
+        head: tuple[int, ...]
+        proxy = node_a * gpn + local_b
+        if rail and rail_a != rail_b and proxy < gpus and local_b % nics == rail_b:
+            # PXN: NVLink to the source node's GPU on the destination's rail, out through its NIC
+            base = 4 * node_a * gpn
+            on_node = min(gpn, gpus - node_a * gpn)
+            head = (base + 2 * local_a, base + 2 * local_b + 1, base + 2 * local_b + 2 * on_node)
+            nic_a = node_a * nics + rail_b
+        else:
+            head = (4 * node_a * gpn + 2 * local_a + 2 * min(gpn, gpus - node_a * gpn),)
+        tail = (nic_base + 2 * nic_b + 1, 4 * node_b * gpn + 2 * local_b + 2 * min(gpn, gpus - node_b * gpn) + 1)
+        index = self.cluster.index
+        leaf_a, leaf_b = index.leaf_of(nic_a), index.leaf_of(nic_b)
+        if leaf_a == leaf_b:
+            return (*head, nic_base + 2 * nic_a, *tail)
+        spine = self._spine(nic_a, nic_b)
+        return (*head, nic_base + 2 * nic_a, spine_base + 2 * (spine * leaves + leaf_a),
+                spine_base + 2 * (spine * leaves + leaf_b) + 1, *tail)
+
+    def _spine(self, nic_a: int, nic_b: int) -> int:
+        nics = self.cluster.spec.nics_per_node
+        port_a = (nic_a // nics) % LEAF_DOWN_PORTS
+        port_b = (nic_b // nics) % LEAF_DOWN_PORTS
+        return (port_a + port_b + nic_a % nics) % self.cluster.num_spines
 
     def nodes(self, src: int, dst: int) -> list[Node]:
         """The graph nodes a message from GPU `src` to GPU `dst` passes, both ends included."""
@@ -48,12 +102,9 @@ class Router:
             if proxy < spec.num_gpus and c.nic_of(proxy) % spec.nics_per_node == nic_b % spec.nics_per_node:
                 path += [("nvswitch", c.domain_of(src)), ("gpu", proxy)]
                 nic_a = c.nic_of(proxy)
-        leaf_a, leaf_b = c.nic_leaf[nic_a], c.nic_leaf[nic_b]
+        leaf_a, leaf_b = c.index.leaf_of(nic_a), c.index.leaf_of(nic_b)
         path += [("nic", nic_a), ("leaf", leaf_a)]
         if leaf_a != leaf_b:
-            port_a = (nic_a // c.spec.nics_per_node) % LEAF_DOWN_PORTS
-            port_b = (nic_b // c.spec.nics_per_node) % LEAF_DOWN_PORTS
-            spine = (port_a + port_b + nic_a % c.spec.nics_per_node) % c.num_spines
-            path += [("spine", spine), ("leaf", leaf_b)]
+            path += [("spine", self._spine(nic_a, nic_b)), ("leaf", leaf_b)]
         path += [("nic", nic_b), ("gpu", dst)]
         return path

@@ -28,7 +28,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from simcore.cost.link_loads import LinkLoads, by_domain, nvls_loads, ring_loads, tree_loads
+from simcore.cost.link_loads import (
+    LinkLoads,
+    Phase,
+    by_domain,
+    no_latency,
+    nvls_loads,
+    ring_loads,
+    step_latency,
+    tree_loads,
+    worst_hop,
+)
 from simcore.cost.nccl_kernels import nvls_latency_s
 from simcore.cost.nccl_tuning import (
     Choice,
@@ -42,10 +52,13 @@ from simcore.cost.nccl_tuning import (
     choose,
 )
 from simcore.cost.parameters import LINK_EFFICIENCY
-from simcore.cost.patterns import COLLECTIVE_KEPT_LINKS, MIRROR_KEPT_LINKS, FlowPattern, keep_links
+from simcore.cost.patterns import COLLECTIVE_KEPT_LINKS, MIRROR_KEPT_LINKS, FlowPattern
+from simcore.cost.symmetry import kept_phases
+from simcore.cost.translation import Counted
 from simcore.domain.layout import CollectiveAlgorithm
 from simcore.domain.placement import Placement
 from topology.graph import Cluster
+from topology.links import LinkValues
 from topology.routing import Router
 
 
@@ -61,9 +74,14 @@ def nccl_bandwidth(line_rate_bytes_per_s: float, link_kind: str) -> float:
     return line_rate_bytes_per_s * LINK_EFFICIENCY[link_kind]
 
 
-def effective_capacity(cluster: Cluster) -> list[float]:
-    """Per-link bandwidth (bytes/s) that NCCL's protocol achieves: line rate times the link kind's efficiency."""
-    return [nccl_bandwidth(bw, kind) for bw, kind in zip(cluster.link_bandwidth_bytes_per_s, cluster.link_kind)]
+def effective_capacity(cluster: Cluster) -> LinkValues:
+    """Per-link bandwidth (bytes/s) that NCCL's protocol achieves: line rate times the link kind's efficiency
+    (indexed by link id; each link's figure is computed when first read)."""
+    def figure(link: int) -> float:
+        kind, bw = cluster.index.kind_and_bandwidth(link)
+        return nccl_bandwidth(bw, kind)
+
+    return LinkValues(figure)
 
 
 def algorithm_bus(kind: Collective, algorithm: NcclAlgorithm, ranks: int, algbw_bytes_per_s: float) -> float:
@@ -93,7 +111,8 @@ class CollectiveModel:
         self._sends: dict[tuple[Placement, int, int, tuple[int, ...]], FlowPattern] = {}
         self.auto = algorithm is CollectiveAlgorithm.AUTO
         self._choices: dict[tuple[Collective, Groups, float], Choice | None] = {}
-        self._bases: dict[tuple[Collective, Groups, NcclAlgorithm], FlowPattern] = {}
+        self._bases: dict[tuple[Collective | float, Groups, NcclAlgorithm], FlowPattern] = {}
+        self._counted: dict[tuple[object, ...], Counted] = {}  # patterns counted by class (translation.py)
         self._chosen: dict[tuple[Collective, Groups, NcclAlgorithm, Protocol, float, float], FlowPattern] = {}
 
     def phases(self, kind: Collective, groups: Sequence[Sequence[int]],
@@ -112,32 +131,30 @@ class CollectiveModel:
         key = (kind, tuple(tuple(group) for group in groups))
         phases = self._phase_cache.get(key)
         if phases is None:
-            phases = self._phase_cache[key] = tuple(
-                keep_links(p, self._node_links(groups[0][0]), self.capacity, COLLECTIVE_KEPT_LINKS)
-                for p in self._all_phases(kind, groups))
+            phases = self._phase_cache[key] = kept_phases(
+                self.cluster, key[1], lambda some: self._all_phases(kind, some), self._node_links(groups[0][0]),
+                self.capacity, COLLECTIVE_KEPT_LINKS, self._counted)
         return phases
 
     def _node_links(self, gpu: int) -> set[int]:
         """Links that touch the NVLink domain (the node) of `gpu`: its GPUs, switch and NICs."""
-        if not self._links_of_node:  # every domain's at once: one walk over the links
-            spec = self.cluster.spec
-            domain = spec.domain_gpus
+        domain = self.cluster.domain_of(gpu)
+        found = self._links_of_node.get(domain)
+        if found is None:
+            # the domain's GPU links are one run of ids, its NICs' links to their leaves another (topology/links.py)
+            spec, index = self.cluster.spec, self.cluster.index
+            first = domain * spec.domain_gpus
+            end = min(first + spec.domain_gpus, spec.num_gpus)
+            found = set(range(index.nvlink_up(first), index.pcie_up(end - 1) + 2))
+            if index.leaves:
+                nics = spec.nics_per_node
+                first_nic = first // spec.gpus_per_node * nics
+                end_nic = -(-end // spec.gpus_per_node) * nics
+                found.update(range(index.nic_up(first_nic), index.nic_up(end_nic)))
+            self._links_of_node[domain] = found
+        return found
 
-            def domain_of(kind: str, index: int) -> int | None:
-                if kind == "gpu":
-                    return index // domain
-                if kind == "nic":
-                    return index // spec.nics_per_node * spec.gpus_per_node // domain
-                return index if kind == "nvswitch" else None
-
-            for i, ends in enumerate(self.cluster.link_ends):
-                for kind, index, *_rest in ends:
-                    owner = domain_of(kind, index)
-                    if owner is not None:
-                        self._links_of_node.setdefault(owner, set()).add(i)
-        return self._links_of_node.get(self.cluster.domain_of(gpu), set())
-
-    def _all_phases(self, kind: Collective, groups: Sequence[Sequence[int]]) -> tuple[FlowPattern, ...]:
+    def _all_phases(self, kind: Collective, groups: Sequence[Sequence[int]]) -> tuple[Phase, ...]:
         n = len(groups[0])
         if n < 2:
             return ()
@@ -146,7 +163,7 @@ class CollectiveModel:
             acc = LinkLoads(self.router)
             for group in groups:
                 ring_loads(acc, group, coef)
-            return (acc.pattern(2 * (n - 1) if kind is Collective.ALL_REDUCE else n - 1),)
+            return ((acc, step_latency(2 * (n - 1) if kind is Collective.ALL_REDUCE else n - 1)),)
         if self.algorithm is CollectiveAlgorithm.TREE:
             if len(by_domain(self.cluster, groups[0])) == 1:
                 return CollectiveModel(self.cluster, self.router, CollectiveAlgorithm.RING)._all_phases(kind, groups)
@@ -154,14 +171,14 @@ class CollectiveModel:
             steps = 0
             for group in groups:
                 steps = tree_loads(acc, group)
-            return (acc.pattern(steps),)
+            return ((acc, step_latency(steps)),)
         nodes = by_domain(self.cluster, groups[0])
         if len(nodes) == 1 or len({len(members) for members in nodes}) > 1:
             # inside one node, or nodes holding unequal shares of the group: NCCL's rings do it
             return CollectiveModel(self.cluster, self.router, CollectiveAlgorithm.RING)._all_phases(kind, groups)
         return self._hierarchical(groups)
 
-    def _hierarchical(self, groups: Sequence[Sequence[int]]) -> tuple[FlowPattern, ...]:
+    def _hierarchical(self, groups: Sequence[Sequence[int]]) -> tuple[Phase, ...]:
         local = LinkLoads(self.router)
         cross = LinkLoads(self.router)
         g = n_nodes = 1
@@ -174,13 +191,13 @@ class CollectiveModel:
                 column = [members[j] for members in nodes if j < len(members)]
                 if len(column) > 1:
                     ring_loads(cross, column, 2 * (len(column) - 1) / len(column) / g)
-        phases = []
+        phases: list[Phase] = []
         if g > 1:
-            phases.append(local.pattern(g - 1))
+            phases.append((local, step_latency(g - 1)))
         if n_nodes > 1:
-            phases.append(cross.pattern(2 * (n_nodes - 1)))
+            phases.append((cross, step_latency(2 * (n_nodes - 1))))
         if g > 1:
-            phases.append(local.pattern(g - 1))
+            phases.append((local, step_latency(g - 1)))
         return tuple(phases)
 
     def p2p(self, pairs: Sequence[tuple[int, int]], mirrors: bool = False) -> FlowPattern:
@@ -190,11 +207,16 @@ class CollectiveModel:
         acc = LinkLoads(self.router)
         for src, dst in pairs:
             acc.hop(src, dst, 1.0)
+        return self._sent(acc, pairs[0] if mirrors and pairs else None)
+
+    def _sent(self, acc: LinkLoads, first: tuple[int, int] | None) -> FlowPattern:
+        """The pattern of messages of one byte per unit in `acc` (its latency: the slowest path's), trimmed to the
+        `first` pair's path and the MIRROR_KEPT_LINKS most loaded links when the others mirror it."""
+        if first is not None:
+            return acc.kept(set(self.router.route(*first)), self.capacity, MIRROR_KEPT_LINKS, worst_hop,
+                            self._counted)
         links = tuple(sorted(acc.loads))
-        pattern = FlowPattern(links, tuple(acc.loads[link] for link in links), acc.hop_latency)
-        if mirrors and pairs:
-            pattern = keep_links(pattern, set(self.router.route(*pairs[0])), self.capacity, MIRROR_KEPT_LINKS)
-        return pattern
+        return FlowPattern(links, tuple(acc.loads[link] for link in links), acc.hop_latency)
 
     def data_parallel_phases(self, kind: Collective, placement: Placement, pp_rank: int,
                              size_bytes: float | None = None) -> tuple[FlowPattern, ...]:
@@ -217,9 +239,22 @@ class CollectiveModel:
         key = (placement, src_rank, dst_rank, tuple(replicas))
         found = self._sends.get(key)
         if found is None:
-            pairs = [(placement.gpu(d, t, src_rank, c), placement.gpu(d, t, dst_rank, c))
-                     for d in replicas for c in range(placement.cp) for t in range(placement.tp)]
-            found = self._sends[key] = self.p2p(pairs, mirrors=len(pairs) > placement.tp)
+            count = len(replicas)
+            first = replicas[0] if count else 0
+            every = replicas[1] - first if count > 1 else 1
+            if count and every > 0 and key[3] == tuple(range(first, first + count * every, every)):
+                # equally spaced replicas: each (cp, tp) position's sends are one run of hops (the same loads)
+                acc = LinkLoads(self.router)
+                for c in range(placement.cp):
+                    for t in range(placement.tp):
+                        acc.run(placement.gpu(first, t, src_rank, c), placement.gpu(first, t, dst_rank, c),
+                                every * placement.strides[0], count, 1.0)
+                pair = (placement.gpu(first, 0, src_rank, 0), placement.gpu(first, 0, dst_rank, 0))
+                found = self._sends[key] = self._sent(acc, pair if count * placement.cp > 1 else None)
+            else:
+                pairs = [(placement.gpu(d, t, src_rank, c), placement.gpu(d, t, dst_rank, c))
+                         for d in replicas for c in range(placement.cp) for t in range(placement.tp)]
+                found = self._sends[key] = self.p2p(pairs, mirrors=len(pairs) > placement.tp)
         return found
 
     def context_parallel_send(self, placement: Placement, pp_rank: int, replicas: Sequence[int]) -> FlowPattern:
@@ -311,21 +346,23 @@ class CollectiveModel:
 
     def _base(self, kind: Collective, groups: Groups, algorithm: NcclAlgorithm) -> FlowPattern:
         """The algorithm's link loads for the bulk protocol (no latency), trimmed as `phases` trims."""
-        key = (kind, groups, algorithm)
+        # (a ring's loads depend on the kind only through its factor: reduce-scatter and all-gather share them)
+        key = (ring_factor(kind, len(groups[0])) if algorithm is NcclAlgorithm.RING else kind, groups, algorithm)
         found = self._bases.get(key)
         if found is None:
-            acc = LinkLoads(self.router)
-            for group in groups:
-                if algorithm is NcclAlgorithm.RING:
-                    ring_loads(acc, group, ring_factor(kind, len(group)))
-                elif algorithm is NcclAlgorithm.TREE:
-                    tree_loads(acc, group)
-                else:
-                    nvls_loads(acc, group, kind)
-            links = tuple(sorted(acc.loads))
-            pattern = FlowPattern(links, tuple(acc.loads[link] for link in links))
-            found = self._bases[key] = keep_links(pattern, self._node_links(groups[0][0]), self.capacity,
-                                                  COLLECTIVE_KEPT_LINKS)
+            def build(some: Groups) -> tuple[Phase, ...]:
+                acc = LinkLoads(self.router)
+                for group in some:
+                    if algorithm is NcclAlgorithm.RING:
+                        ring_loads(acc, group, ring_factor(kind, len(group)))
+                    elif algorithm is NcclAlgorithm.TREE:
+                        tree_loads(acc, group)
+                    else:
+                        nvls_loads(acc, group, kind)
+                return ((acc, no_latency),)
+
+            found = self._bases[key] = kept_phases(self.cluster, groups, build, self._node_links(groups[0][0]),
+                                                   self.capacity, COLLECTIVE_KEPT_LINKS, self._counted)[0]
         return found
 
 

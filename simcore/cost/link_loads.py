@@ -13,38 +13,103 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from simcore.cost.nccl_tuning import Collective
 from simcore.cost.parameters import COLLECTIVE_LAUNCH_S, COLLECTIVE_STEP_OVERHEAD_S
-from simcore.cost.patterns import FlowPattern
+from simcore.cost.patterns import FlowPattern, keep_links
+from simcore.cost.translation import Counted, Run, block_of, counted_pattern
 from topology.graph import Cluster
+from topology.links import PerLink
 from topology.routing import Router
 
 
 class LinkLoads:
-    """Accumulates link loads (bytes per byte of S) and the worst per-step latency."""
+    """Accumulates link loads (bytes per byte of S) and the worst per-step latency. The hops are recorded (runs of
+    equally spaced hops, `run`) and added up link by link, in the order they came, when the loads are first read;
+    `kept` counts a symmetric pattern per translation class instead (simcore/cost/translation.py)."""
 
     def __init__(self, router: Router) -> None:
         self.router = router
         self.cluster = router.cluster
-        self.loads: dict[int, float] = defaultdict(float)
-        self.hop_latency = 0.0
+        self.runs: list[Run] = []  # (src, dst, step, count, weight); src -1: weight added to link `dst`
+        self._loads: dict[int, float] | None = None
+        self._latency = 0.0
 
     def hop(self, src: int, dst: int, bytes_per_unit: float) -> None:
         if src == dst or bytes_per_unit <= 0:
             return
-        path = self.router.route(src, dst)
-        latency = 0.0
-        for link in path:
-            self.loads[link] += bytes_per_unit
-            latency += self.router.cluster.link_latency_s[link]
-        self.hop_latency = max(self.hop_latency, latency)
+        self.runs.append((src, dst, 0, 1, bytes_per_unit))
+        self._loads = None
 
-    def pattern(self, steps: int) -> FlowPattern:
+    def run(self, src: int, dst: int, step: int, count: int, bytes_per_unit: float) -> None:
+        """`count` hops at once: src + i * step -> dst + i * step."""
+        if src == dst or bytes_per_unit <= 0 or count <= 0:
+            return
+        self.runs.append((src, dst, step, count, bytes_per_unit))
+        self._loads = None
+
+    def add(self, link: int, bytes_per_unit: float) -> None:
+        """Load one link directly (NVLink SHARP's switch traffic)."""
+        self.runs.append((-1, link, 0, 1, bytes_per_unit))
+        self._loads = None
+
+    @property
+    def loads(self) -> dict[int, float]:
+        if self._loads is None:
+            loads: dict[int, float] = defaultdict(float)
+            worst = 0.0
+            route = self.router.route_and_latency
+            for src, dst, step, count, w in self.runs:
+                if src < 0:
+                    loads[dst] += w
+                    continue
+                for i in range(count):
+                    path, latency = route(src + i * step, dst + i * step)
+                    for link in path:
+                        loads[link] += w
+                    if latency > worst:
+                        worst = latency
+            self._loads, self._latency = loads, worst
+        return self._loads
+
+    @property
+    def hop_latency(self) -> float:
+        """The worst hop's latency (seconds)."""
+        _ = self.loads
+        return self._latency
+
+    def pattern(self, latency_of: Callable[[float], float]) -> FlowPattern:
+        """Every loaded link, in id order; the latency latency_of(the worst hop latency)."""
         links = tuple(sorted(self.loads))
-        latency = COLLECTIVE_LAUNCH_S + steps * (self.hop_latency + COLLECTIVE_STEP_OVERHEAD_S)
-        return FlowPattern(links, tuple(self.loads[link] for link in links), latency)
+        return FlowPattern(links, tuple(self.loads[link] for link in links), latency_of(self.hop_latency))
+
+    def kept(self, primary: set[int], capacity: PerLink, extra: int, latency_of: Callable[[float], float],
+             memo: dict[tuple[object, ...], Counted] | None = None) -> FlowPattern:
+        """keep_links of the pattern (its latency latency_of(the worst hop latency)), counted per translation
+        class where the pattern allows it (simcore/cost/translation.py; `memo` keeps the counts of patterns
+        that others repeat whole blocks away), else added up hop by hop."""
+        block = block_of(self.router, self.runs)
+        if block is not None:
+            return counted_pattern(self.router, self.runs, block, primary, capacity, extra, latency_of, memo)
+        return keep_links(self.pattern(latency_of), primary, capacity, extra)
+
+
+Phase = tuple[LinkLoads, Callable[[float], float]]  # a phase's loads and its latency from the worst hop's
+
+
+def step_latency(steps: int) -> Callable[[float], float]:
+    """A collective phase's latency: a launch plus, per step, the worst hop's latency and a software overhead."""
+    return lambda worst: COLLECTIVE_LAUNCH_S + steps * (worst + COLLECTIVE_STEP_OVERHEAD_S)
+
+
+def worst_hop(worst: float) -> float:
+    """A message's latency: its slowest path's."""
+    return worst
+
+
+def no_latency(_worst: float) -> float:
+    return 0.0
 
 
 def by_domain(cluster: Cluster, gpus: Sequence[int]) -> list[list[int]]:
@@ -61,6 +126,12 @@ def ring_loads(acc: LinkLoads, gpus: Sequence[int], coef: float) -> int:
     """Add ring hops for one group (coef = bytes each hop moves per byte of S); return the ring size."""
     n = len(gpus)
     if n < 2:
+        return n
+    step = gpus[1] - gpus[0]
+    if step >= acc.cluster.spec.domain_gpus and tuple(gpus) == tuple(range(gpus[0], gpus[0] + n * step, step)):
+        # equally spaced, one GPU per domain (a data-parallel group, say): one channel, the ring in group order
+        acc.run(gpus[0], gpus[1], step, n - 1, coef)
+        acc.hop(gpus[-1], gpus[0], coef)
         return n
     nodes = by_domain(acc.cluster, gpus)
     channels = 1 if len(nodes) == 1 else max(1, min(acc.cluster.spec.nics_per_node, max(map(len, nodes))))
@@ -103,8 +174,8 @@ def nvls_loads(acc: LinkLoads, gpus: Sequence[int], kind: Collective) -> None:
                     Collective.ALL_GATHER: (1 / n, 1.0)}[kind]
         switch = ("nvswitch", cluster.domain_of(members[0]))
         for gpu in members:
-            acc.loads[cluster.link(("gpu", gpu), switch)] += up
-            acc.loads[cluster.link(switch, ("gpu", gpu))] += down
+            acc.add(cluster.link(("gpu", gpu), switch), up)
+            acc.add(cluster.link(switch, ("gpu", gpu)), down)
     if len(nodes) > 1:
         ppn = max(map(len, nodes))
         for j in range(ppn):

@@ -106,7 +106,7 @@ def all_to_all_pattern(collectives: CollectiveModel, groups: Sequence[Sequence[i
                 path = router.route(src, dst)
                 for link in path:
                     loads[link] = loads.get(link, 0.0) + 1.0 / n
-                hop_latency = max(hop_latency, sum(router.cluster.link_latency_s[link] for link in path))
+                hop_latency = max(hop_latency, router.latency(src, dst))
     links = tuple(sorted(loads))
     pattern = FlowPattern(links, tuple(loads[link] for link in links),
                           COLLECTIVE_LAUNCH_S + hop_latency + (n - 1) * COLLECTIVE_STEP_OVERHEAD_S)

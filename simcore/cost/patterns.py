@@ -6,8 +6,11 @@ A static description, built by the collective model (simcore/cost/collectives.py
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
+from heapq import nsmallest
+from operator import neg, truediv
+
+from topology.links import PerLink
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,7 +21,7 @@ class FlowPattern:
     loads: tuple[float, ...]
     latency_s: float = 0.0
 
-    def isolated_rate(self, capacity: Sequence[float]) -> float:
+    def isolated_rate(self, capacity: PerLink) -> float:
         """Units per second when nothing else shares the links."""
         return min(capacity[link] / load for link, load in zip(self.links, self.loads))
 
@@ -36,13 +39,14 @@ MIRROR_KEPT_LINKS = 4
 COLLECTIVE_KEPT_LINKS = 8
 
 
-def keep_links(pattern: FlowPattern, primary: set[int], capacity: Sequence[float], extra: int) -> FlowPattern:
+def keep_links(pattern: FlowPattern, primary: set[int], capacity: PerLink, extra: int) -> FlowPattern:
     """The pattern restricted to the `primary` links (the simulated flow's own path) and the `extra` links that
     the pattern loads most (load over capacity; ties by link id). Used for the mirror copies of a representative
     transfer and for the concurrent copies of a collective: they are symmetric images of the simulated flow, so
     contention on their other links repeats what happens on the kept ones, and the kept bottlenecks still set
     the rate."""
-    ranked = sorted(zip(pattern.links, pattern.loads), key=lambda lw: (-lw[1] / capacity[lw[0]], lw[0]))
-    chosen = {link for link, _w in ranked[:extra]} | primary
+    # (heapq.nsmallest(n, ...) is sorted(...)[:n]; the keys are unique by link id)
+    ratios = map(truediv, map(neg, pattern.loads), map(capacity.__getitem__, pattern.links))
+    chosen = {link for _ratio, link in nsmallest(extra, zip(ratios, pattern.links))} | primary
     kept = [(link, w) for link, w in zip(pattern.links, pattern.loads) if link in chosen]
     return FlowPattern(tuple(link for link, _w in kept), tuple(w for _l, w in kept), pattern.latency_s)

@@ -34,10 +34,14 @@ class Placement:
     def dp_group(self, tp_rank: int, pp_rank: int) -> tuple[int, ...]:
         """The GPUs that reduce gradients together with tensor rank `tp_rank` of pipeline rank `pp_rank`: every
         data-parallel and context-parallel rank (DP x CP), data-parallel rank innermost."""
-        return tuple(self.gpu(d, tp_rank, pp_rank, c) for c in range(self.cp) for d in range(self.dp))
+        s_dp = self.strides[0]
+        first = self.gpu(0, tp_rank, pp_rank)
+        return tuple(g for c in range(self.cp)
+                     for g in range(first + c * self.cp_stride, first + c * self.cp_stride + self.dp * s_dp, s_dp))
 
     def tp_group(self, dp_rank: int, pp_rank: int, cp_rank: int = 0) -> tuple[int, ...]:
-        return tuple(self.gpu(dp_rank, t, pp_rank, cp_rank) for t in range(self.tp))
+        first, s_tp = self.gpu(dp_rank, 0, pp_rank, cp_rank), self.strides[1]
+        return tuple(range(first, first + self.tp * s_tp, s_tp))
 
     def cp_group(self, dp_rank: int, tp_rank: int, pp_rank: int) -> tuple[int, ...]:
         """The context-parallel ring of one (dp, tp, pp) position, in ring order."""

@@ -21,6 +21,7 @@ from operator import attrgetter, itemgetter
 
 from simcore.cost.patterns import FlowPattern
 from simcore.engine.clock import Clock
+from topology.links import PerLink
 
 # A shared link whose unfrozen groups load it less than this (bytes per unit of progress) constrains nothing:
 # it guards the division in water_fill, far below any real load (a byte per byte of S over a few channels).
@@ -61,7 +62,7 @@ class FlowNetwork:
     component (by its patterns, in admission order) are memoised too. All of this gives exactly what a walk over
     the links gives: the same groups, in the same order."""
 
-    def __init__(self, clock: Clock, capacity: Sequence[float]) -> None:
+    def __init__(self, clock: Clock, capacity: PerLink) -> None:
         self.clock = clock
         self.capacity = capacity
         self._admitted = 0
@@ -200,7 +201,7 @@ class FlowNetwork:
         group.on_done()
 
 
-def water_fill(patterns: Sequence[FlowPattern], capacity: Sequence[float]) -> list[float]:
+def water_fill(patterns: Sequence[FlowPattern], capacity: PerLink) -> list[float]:
     """Max-min fair rates (units/s) by progressive filling: raise every unfrozen group's rate together until a
     link saturates, freeze the groups on it, repeat. A link only one group uses constrains only that group, so
     each group's private links reduce to one cap (the tightest), and the loop walks the shared links alone.

@@ -284,3 +284,15 @@ def test_bad_order_names_layout_placement() -> None:
     with pytest.raises(SpecError) as info:
         place(2, 4, 2, "tp,dp,dp", 16)
     assert info.value.field == "layout.placement"
+
+
+@pytest.mark.parametrize("order", ["tp,cp,dp,pp", "tp,dp,pp", "dp,tp,pp", "pp,dp,cp,tp", "cp,pp,tp,dp"])
+def test_groups_are_the_gpus_of_their_ranks(order: str) -> None:
+    dp, tp, pp, cp = 3, 4, 2, 2
+    placement = place(dp, tp, pp, order, dp * tp * pp * cp, cp)
+    for p in range(pp):
+        for t in range(tp):
+            assert placement.dp_group(t, p) == tuple(placement.gpu(d, t, p, c) for c in range(cp) for d in range(dp))
+        for d in range(dp):
+            for c in range(cp):
+                assert placement.tp_group(d, p, c) == tuple(placement.gpu(d, t, p, c) for t in range(tp))
