@@ -32,10 +32,14 @@ from simcore.simulate import Scenario, simulate
 from topology.hardware import GPUS
 
 FIT_SOURCES = ("megatron20", "mcore24")
+# Whether the fit runs the GEMM shape model (simcore/cost/gemm_shape.py) and fits its per-tile cost
+# (gemm_prologue_k); off, a GEMM's time depends on its FLOPs alone, as the shipped fit has it (README, Accuracy).
+SHAPE_MODEL = False
 START = CostParameters(
     gemm_efficiency_volta=0.7, gemm_efficiency_ampere=0.7, gemm_efficiency_hopper=0.7,
     gemm_half_time_volta_s=1e-5, gemm_half_time_ampere_s=1e-5, gemm_half_time_hopper_s=1e-5,
-    memory_efficiency=0.8, host_iteration_s=0.02,
+    memory_efficiency=0.8, host_iteration_s=0.02, gemm_shape_model=SHAPE_MODEL,
+    gemm_prologue_k=64.0 if SHAPE_MODEL else 0.0,
 )
 BOUNDS = {
     "gemm_efficiency_volta": (0.4, 0.95),
@@ -46,7 +50,7 @@ BOUNDS = {
     "gemm_half_time_hopper_s": (1e-6, 3e-4),
     "memory_efficiency": (0.5, 0.95),
     "host_iteration_s": (0.0, 0.2),
-}
+} | ({"gemm_prologue_k": (0.0, 512.0)} if SHAPE_MODEL else {})
 LOG_SCALE = ("gemm_half_time_volta_s", "gemm_half_time_ampere_s", "gemm_half_time_hopper_s")
 PRIOR_HALF_TIME_S = 1e-5
 PRIOR_WEIGHT = 0.0005  # an order of magnitude away from the prior costs 0.27 points of mean error
@@ -125,7 +129,10 @@ def bounds(name: str, params: CostParameters) -> tuple[float, float]:
 
 
 def _peak(generation: str) -> float:
-    return min(g.peak_flops_per_s for g in GPUS.values() if g.generation == generation)
+    """The generation's slowest dense 16-bit peak; with the shape model, per SM (the rate a wave of tiles runs
+    at: a newer generation's SM is then never slower, and it has no fewer SMs)."""
+    return min(g.peak_flops_per_s / (g.sm_count if SHAPE_MODEL else 1) for g in GPUS.values()
+               if g.generation == generation)
 
 
 def golden(f: Callable[[float], float], lo: float, hi: float, log: bool, steps: int = GOLDEN_STEPS) -> float:
@@ -167,10 +174,12 @@ def fit(rows: list[Row], progress: Callable[[str], None] = lambda _: None) -> Co
                 continue
             lo, hi = bounds(name, params)
             def cost(x: float, n: str = name, s: list[Row] = subset, p: CostParameters = params) -> float:
-                return objective(replace(p, **{n: x}), s)
+                change: dict[str, Any] = {n: x}
+                return objective(replace(p, **change), s)
 
             best = golden(cost, lo, hi, log=name in LOG_SCALE)
-            params = replace(params, **{name: min(max(_round(best), lo), hi)})
+            chosen: dict[str, Any] = {name: min(max(_round(best), lo), hi)}
+            params = replace(params, **chosen)
             progress(f"sweep {sweep} {name} = {getattr(params, name)}")
     return params
 
@@ -178,9 +187,10 @@ def fit(rows: list[Row], progress: Callable[[str], None] = lambda _: None) -> Co
 def settings() -> dict[str, Any]:
     """Everything besides the rows and the code that decides the fit's result."""
     start = {name: value for name, value in asdict(START).items() if name in BOUNDS}
-    return {"start": start, "bounds": BOUNDS, "log_scale": list(LOG_SCALE),
-            "prior_half_time_s": PRIOR_HALF_TIME_S, "prior_weight": PRIOR_WEIGHT, "sweeps": SWEEPS,
-            "golden_steps": GOLDEN_STEPS, "significant_digits": SIGNIFICANT_DIGITS}
+    out = {"start": start, "bounds": BOUNDS, "log_scale": list(LOG_SCALE),
+           "prior_half_time_s": PRIOR_HALF_TIME_S, "prior_weight": PRIOR_WEIGHT, "sweeps": SWEEPS,
+           "golden_steps": GOLDEN_STEPS, "significant_digits": SIGNIFICANT_DIGITS}
+    return out | ({"gemm_shape_model": True} if SHAPE_MODEL else {})
 
 
 def inputs_digest(cases: list[dict[str, Any]], sources: Iterable[str]) -> str:
