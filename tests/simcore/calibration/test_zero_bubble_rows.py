@@ -12,6 +12,9 @@ import pytest
 
 from simcore.calibration import zero_bubble
 from simcore.calibration.validate import load_reference, run_validation
+from simcore.cost.kernels import OpKind, layer_forward_ops
+from simcore.cost.parameters import FITTED
+from topology.hardware import GPUS, GpuKind
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -51,8 +54,31 @@ def test_forward_and_input_gradient_times_within_15_percent(figures: ModuleType)
     assert len(rows) == 12
     for row in rows:
         assert abs(row["error_pct"]["T_F"]) < 15 and abs(row["error_pct"]["T_B"]) < 15, row
-        # W comes out 18-25% long (see the README): a weight-gradient GEMM is costed as its input-gradient twin
-        assert 0 < row["error_pct"]["T_W"] < 30, row
+        # W comes out about a fifth long (README, Accuracy: weight-gradient passes)
+        assert 10 < row["error_pct"]["T_W"] < 30, row
+        # the forward pass beyond its projections' GEMMs (as long as W's): about twice the simulated
+        measured, simulated = row["measured_ms"], row["simulated_ms"]
+        beyond = (measured["T_F"] - measured["T_W"]) / (simulated["T_F"] - simulated["T_W"])
+        assert 1.7 < beyond < 2.3, row
+
+
+def test_the_papers_w_passes_run_their_gemms_at_76_to_82_percent_of_peak() -> None:
+    """The README's reading of T_W: the paper's W pass of a middle stage (its layers' weight-gradient GEMMs,
+    2 x tokens x the weights' elements each) over its profiled time, against the A100's dense peak; and the
+    fitted efficiency a large GEMM reaches, about two thirds of it."""
+    rates = []
+    for case in load_reference(None, "training-runs-modern.json"):
+        if not zero_bubble.handles(case) or case.get("kind") != "microbenchmark":
+            continue
+        scenario = zero_bubble.scenario_for(case)
+        layout, model = scenario.layout, scenario.model
+        assert layout.stage_layers is not None
+        ops = layer_forward_ops(model, layout.microbatch_size, 1, False)
+        w_flops = sum(op.flops for op in ops if op.kind is OpKind.GEMM and op.weight) * layout.stage_layers[1]
+        rates.append(w_flops / (case["measured"]["T_W"] * 1e-3) / GPUS[GpuKind.A100_80GB].peak_flops_per_s)
+    assert len(rates) == 12
+    assert 0.76 <= min(rates) and max(rates) <= 0.82, rates
+    assert 0.6 < FITTED.gemm_efficiency_ampere < 0.72
 
 
 def test_zero_bubble_speedups_lie_in_the_issue_ranges(figures: ModuleType) -> None:
