@@ -5,7 +5,8 @@ them on the GPU's SMs in waves; each block loops over k. Two mechanisms make its
 on its FLOPs alone (NVIDIA, "Matrix Multiplication Background User's Guide", docs.nvidia.com/deeplearning/
 performance/dl-performance-matrix-multiplication, sections "Tile quantization" and "Wave quantization"):
 - tile and wave quantization: ceil(m/TILE_M) x ceil(n/TILE_N) tiles (times the batch) run in ceil(tiles / SMs)
-  waves, and the last wave's idle SMs and each edge tile's padding take time as if they computed;
+  waves, and the last wave's idle SMs and each edge tile's padding take time as if they computed (split-k and
+  stream-k kernels, which cuBLAS also picks, are not modelled);
 - a fixed cost per tile against its k loop: the multistage main loop's prologue fills its shared-memory pipeline
   (stages - 1 k-slices) before the first tensor-core instruction, and the epilogue writes the tile's output after
   the last one (CUTLASS, include/cutlass/gemm/threadblock/mma_multistage.h and epilogue/threadblock/epilogue.h).
@@ -27,10 +28,12 @@ from dataclasses import dataclass
 
 __all__ = ["MAIN_GRAD_BYTES", "TILE_M", "TILE_N", "Product", "gradient_products", "tiled_compute_s"]
 
-# cuBLAS's and CUTLASS's largest 16-bit tensor-core tile on A100 and H100 (the kernels a large training GEMM runs:
-# ampere_fp16_s16816gemm_fp16_256x128_ldg8_..., sm90_xmma_gemm_..._256x128; the User's Guide's example tile).
-# One tile on every generation, so that a newer GPU (more SMs, a faster SM) never takes more waves nor longer
-# ones (tests/simcore/calibration/test_gemm_monotone.py).
+# A 128 x 128 output tile: a common cuBLAS 16-bit tensor-core tile on A100 (ampere_fp16_s16816gemm_fp16_128x128_
+# ldg8_f2f_stages_32x5 in training profiles), beside the 256 x 128 of the User's Guide's A100 wave example (one
+# such block per SM, 108 tiles a wave). cuBLAS picks its tile per shape, in part to avoid a badly quantized last
+# wave; the smaller tile bounds that loss, where the larger one, fixed, would charge shapes that cuBLAS serves
+# with a smaller tile (an assumption, not fitted). One tile on every generation, so that a newer GPU (more SMs,
+# a faster SM) never takes more waves nor longer ones (tests/simcore/calibration/test_gemm_monotone.py).
 TILE_M = 128
 TILE_N = 128
 # fp32 main-gradient element read and written by the accumulating weight-gradient GEMM, over the 16-bit output
