@@ -54,8 +54,9 @@ def test_forward_and_input_gradient_times_within_15_percent(figures: ModuleType)
     assert len(rows) == 12
     for row in rows:
         assert abs(row["error_pct"]["T_F"]) < 15 and abs(row["error_pct"]["T_B"]) < 15, row
-        # W comes out about a fifth long (README, Accuracy: weight-gradient passes)
-        assert 10 < row["error_pct"]["T_W"] < 30, row
+        # README, Accuracy (weight-gradient passes): W about a fifth long, F up to 12% short, B a few percent long
+        assert 15 < row["error_pct"]["T_W"] < 25, row
+        assert -12 < row["error_pct"]["T_F"] < 0 and 0 < row["error_pct"]["T_B"] < 6, row
         # the forward pass beyond its projections' GEMMs (as long as W's): about twice the simulated
         measured, simulated = row["measured_ms"], row["simulated_ms"]
         beyond = (measured["T_F"] - measured["T_W"]) / (simulated["T_F"] - simulated["T_W"])
