@@ -8,11 +8,13 @@ from dataclasses import replace
 
 import pytest
 
+from simcore.cost.fp8 import fp8_gemm_efficiency
 from simcore.cost.gemm_shape import MAIN_GRAD_BYTES, TILE_M, TILE_N, Product, gradient_products, tiled_compute_s
 from simcore.cost.kernels import (
     BYTES,
     Op,
     OpKind,
+    fp8_ops,
     gemm_op,
     layer_forward_ops,
     op_time,
@@ -21,6 +23,7 @@ from simcore.cost.kernels import (
 )
 from simcore.cost.parameters import FITTED, KERNEL_OVERHEAD_S
 from simcore.cost.weight_gradients import weight_share
+from simcore.domain.layout import Fp8Recipe
 from simcore.domain.model import model_from_fields
 from topology.hardware import GPUS, GpuKind
 
@@ -93,3 +96,15 @@ def test_layer_weight_share_follows_the_shapes() -> None:
     total = sum(op_time(op, A100, SHAPED) for op in backward)
     assert on == pytest.approx(sum(weight_gradient_time(op, A100, SHAPED) for op in backward if op.weight) / total)
     assert on != off
+
+
+def test_an_fp8_projection_on_blackwell_runs_at_the_fp8_rate_by_its_shape() -> None:
+    b200 = GPUS[GpuKind.B200_180GB]
+    (gemm,) = [op for op in fp8_ops((gemm_op("mlp_up", 8192, 14336, 4096),), Fp8Recipe.MXFP8) if op.fp8]
+    assert gemm.shape is not None
+    # Blackwell takes Hopper's fitted parameters (kernels.FITTED_GENERATION)
+    rate = b200.peak_fp8_flops_per_s * fp8_gemm_efficiency(SHAPED.gemm_efficiency_hopper) / b200.sm_count
+    half = SHAPED.gemm_half_time_hopper_s
+    expected = tiled_compute_s(gemm.shape, b200.sm_count, rate, 64.0) + half
+    assert op_time(gemm, b200, SHAPED) == pytest.approx(expected + KERNEL_OVERHEAD_S)
+    assert 0 < op_time(gemm.backward(), b200, SHAPED) < 2.5 * op_time(gemm, b200, SHAPED)
