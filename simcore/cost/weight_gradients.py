@@ -17,8 +17,8 @@ def weight_share(backward_ops: tuple[Op, ...], gpu: GpuSpec, params: CostParamet
     """The share of a backward pass's kernel time that computes weight gradients (W). A weight's backward GEMM
     (`Op.backward`: twice the forward FLOPs) is two products of equal FLOPs, dX = dY W^T and dW = X^T dY: with the
     GEMM shape model its W time is dW's by its own shape (k = the tokens), else half of its time. The attention
-    core's batched products have no weights (both their gradients are input
-    gradients), nor have the memory-bound kernels: they are B. Qi et al. 2024 (Zero Bubble), section 2."""
+    core's batched products have no weights (both their gradients are input gradients), nor have the
+    memory-bound kernels: they are B. Qi et al. 2024 (Zero Bubble), section 2."""
     times = [op_time(op, gpu, params) for op in backward_ops]
     total = sum(times)
     if total <= 0:
