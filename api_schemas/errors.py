@@ -7,7 +7,6 @@ CLI prints on stderr.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -150,6 +149,8 @@ def _typos_first(errors: list[ErrorDetails]) -> list[FieldError]:
     for e in errors:
         close = []
         if e["type"] == "extra_forbidden" and e["loc"]:
+            import difflib  # imported on an error only: a valid request does not pay for it
+
             close = difflib.get_close_matches(str(e["loc"][-1]), missing.get(tuple(e["loc"][:-1]), []), n=1)
         if close:
             typos.append(FieldError(_field(e["loc"]), f"{_rule(e)}; did you mean '{close[0]}'?"))

@@ -5,8 +5,10 @@ code version it ran on, and writes the result as the module simcore.cost.paramet
 fitted is an option (default: simcore.calibration.fit.FIT_SOURCES) and is written into the file, where
 `clustersim validate` reads it.
 
-Run:  python bench/fit_cost_model.py [--sources megatron20,mcore24] [--check]
+Run:  python bench/fit_cost_model.py [--sources megatron20,mcore24] [--shape-model [--out PATH]] [--check]
       --check: write nothing; exit 1 if the shipped fit is stale (what tests/simcore/calibration runs)
+      --shape-model: fit with the GEMM shape model on (simcore/cost/gemm_shape.py; the shipped fit has it off)
+      --out: write the module there instead of simcore/cost/fitted.py (to judge a fit before shipping it)
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sources", default=",".join(FIT_SOURCES), help="comma-separated source prefixes")
     parser.add_argument("--check", action="store_true", help="only check that the shipped fit is fresh")
+    parser.add_argument("--shape-model", action="store_true", help="fit with the GEMM shape model on")
+    parser.add_argument("--out", type=Path, default=TARGET, help="where to write the fitted module")
     args = parser.parse_args()
     if args.check:
         problems = freshness_problems(FIT)
@@ -50,10 +54,11 @@ def main() -> int:
     started = time.perf_counter()
     document = fit_document(code_version(), tuple(args.sources.split(",")),
                             progress=lambda line: print(f"{time.perf_counter() - started:6.0f} s  {line}",
-                                                        flush=True))
-    TARGET.write_text(render_module(document), encoding="utf-8")
+                                                        flush=True),
+                            shape_model=args.shape_model)
+    args.out.write_text(render_module(document), encoding="utf-8")
     print(f"mean |error| {document['mean_abs_error_pct']:.2f}% over {len(document['rows'])} calibration rows; "
-          f"wrote {TARGET.relative_to(ROOT)} in {time.perf_counter() - started:.0f} s")
+          f"wrote {args.out} in {time.perf_counter() - started:.0f} s")
     return 0
 
 

@@ -10,10 +10,9 @@ taken from its public face (`import simcore`); nothing here reaches into topolog
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from api_schemas import RequestError, SimulationRequest, TrainingIn
-from api_schemas.search import SearchSpaceIn
 from service.convert_cluster import to_cluster
 from simcore import (
     GB,
@@ -48,8 +47,10 @@ from simcore import (
     chrome_trace,
     model_from_fields,
 )
-from simcore.planning.space import Space
 
+if TYPE_CHECKING:  # imported where used: a plain simulation needs neither the search documents nor the space
+    from api_schemas.search import SearchSpaceIn
+    from simcore.planning.space import Space
 __all__ = ["chrome_trace", "presets", "replace_spans", "request_error", "to_cluster", "to_response", "to_scenario",
            "to_training", "training_json", "layout_json", "to_space"]
 
@@ -264,6 +265,7 @@ def to_response(outcome: Outcome, include_trace: bool = False) -> dict[str, Any]
 
 def to_space(space: SearchSpaceIn) -> Space:
     """The request's space as the domain's."""
+    from simcore.planning.space import Space
 
     def ints(values: list[int] | None) -> tuple[int, ...] | None:
         return tuple(values) if values is not None else None

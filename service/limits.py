@@ -16,9 +16,14 @@ from dataclasses import dataclass
 from simcore import Scenario
 from simcore.estimate import Cost, estimate_cost
 
-__all__ = ["MIB", "LimitError", "Limits", "admit_scenario", "machine_memory_bytes"]
+__all__ = ["MAX_GPUS", "MAX_INLINE_EVENTS", "MAX_INLINE_SECONDS", "MAX_JOB_EVENTS", "MAX_JOB_SECONDS",
+           "MAX_MICROBATCHES", "MAX_TRACE_BYTES", "MIB", "LimitError", "Limits", "admit_scenario",
+           "default_job_limits", "default_workers", "machine_memory_bytes", "memory_cap_mb"]
 
 MIB = 1024 * 1024
+# The limits' defaults (service.settings.Settings' fields of the same names, CLUSTERSIM_* unset).
+MAX_GPUS, MAX_MICROBATCHES, MAX_TRACE_BYTES = 16_384, 8_192, 256 * MIB
+MAX_INLINE_EVENTS, MAX_JOB_EVENTS, MAX_INLINE_SECONDS, MAX_JOB_SECONDS = 500_000, 20_000_000, 20.0, 1800.0
 # The estimate may be short by up to 3x (bench/admission.py): a run is admitted when its estimated peak memory
 # is at most this share of its process's memory cap, so that the cap is not what ends it.
 MEMORY_HEADROOM = 0.5
@@ -30,6 +35,19 @@ def machine_memory_bytes() -> int:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
         return 8 * 1024 * MIB
+
+
+def default_workers() -> int:
+    """Simulation processes at once when CLUSTERSIM_WORKERS is unset: one per CPU."""
+    return max(1, os.cpu_count() or 1)
+
+
+def memory_cap_mb(worker_memory_mb: int | None, workers: int) -> int:
+    """The memory cap of each simulation process: `worker_memory_mb`, or the machine's memory shared by the
+    2 x workers processes that may run at once (jobs and inline runs), at least 1 GiB."""
+    if worker_memory_mb is not None:
+        return worker_memory_mb
+    return max(1024, machine_memory_bytes() // (2 * workers) // MIB)
 
 
 class LimitError(Exception):
@@ -75,6 +93,15 @@ class Limits:
                               {"estimated_events": cost.events, "estimated_memory_mb": cost.memory_bytes // MIB,
                                "limit_mb": allowed // MIB})
         return None
+
+
+def default_job_limits() -> Limits:
+    """The job limits of the default settings (Settings().limits(inline=False) with no CLUSTERSIM_* variable
+    set), without reading the settings (pydantic-settings' import is most of a short command's start-up)."""
+    return Limits(max_gpus=MAX_GPUS, max_microbatches=MAX_MICROBATCHES,
+                  max_events=MAX_JOB_EVENTS, max_seconds=MAX_JOB_SECONDS,
+                  memory_bytes=memory_cap_mb(None, default_workers()) * MIB,
+                  max_trace_bytes=MAX_TRACE_BYTES)
 
 
 def admit_scenario(scenario: Scenario, limits: Limits) -> Cost:

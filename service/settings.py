@@ -6,18 +6,24 @@ full queue), so one request cannot knock the service over. Units are in the name
 
 from __future__ import annotations
 
-import os
-
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from service.limits import MIB, Limits, machine_memory_bytes
+from service.limits import (
+    MAX_GPUS,
+    MAX_INLINE_EVENTS,
+    MAX_INLINE_SECONDS,
+    MAX_JOB_EVENTS,
+    MAX_JOB_SECONDS,
+    MAX_MICROBATCHES,
+    MAX_TRACE_BYTES,
+    MIB,
+    Limits,
+    default_workers,
+    memory_cap_mb,
+)
 
 __all__ = ["Settings"]
-
-
-def _default_workers() -> int:
-    return max(1, os.cpu_count() or 1)
 
 
 class Settings(BaseSettings):
@@ -40,7 +46,7 @@ class Settings(BaseSettings):
         description="SQLite file for jobs and the result cache: a path, or a URL sqlite:///relative/path or "
         "sqlite:////absolute/path",
     )
-    workers: int = Field(default_factory=_default_workers, ge=1,
+    workers: int = Field(default_factory=default_workers, ge=1,
                          description="simulation processes at once for jobs (and as many again for inline runs)")
     max_body_bytes: int = Field(default=1_000_000, ge=1, description="largest request body")
     body_timeout_s: float = Field(default=30.0, gt=0,
@@ -48,17 +54,20 @@ class Settings(BaseSettings):
     max_connections: int = Field(default=256, ge=1,
                                  description="open connections `clustersim serve` accepts at once (uvicorn's "
                                  "limit_concurrency); over it a request is answered 503")
-    max_gpus: int = Field(default=16_384, ge=1, description="largest cluster a request may describe")
-    max_microbatches: int = Field(default=8_192, ge=1, description="most microbatches per pipeline per iteration")
-    max_inline_events: int = Field(default=500_000, ge=1,
+    max_gpus: int = Field(default=MAX_GPUS, ge=1, description="largest cluster a request may describe")
+    max_microbatches: int = Field(default=MAX_MICROBATCHES, ge=1,
+                                  description="most microbatches per pipeline per iteration")
+    max_inline_events: int = Field(default=MAX_INLINE_EVENTS, ge=1,
                                    description="estimated engine events above which POST /v1/simulations says "
                                    "413 and points to jobs (about 3 s of simulation)")
-    max_job_events: int = Field(default=20_000_000, ge=1, description="estimated engine events a job may need")
-    max_inline_seconds: float = Field(default=20.0, gt=0,
+    max_job_events: int = Field(default=MAX_JOB_EVENTS, ge=1,
+                                description="estimated engine events a job may need")
+    max_inline_seconds: float = Field(default=MAX_INLINE_SECONDS, gt=0,
                                       description="estimated CPU seconds above which POST /v1/simulations says 413 "
                                       "and points to jobs")
-    max_job_seconds: float = Field(default=1800.0, gt=0, description="estimated CPU seconds a job may need")
-    max_trace_bytes: int = Field(default=256 * 1024 * 1024, ge=1024,
+    max_job_seconds: float = Field(default=MAX_JOB_SECONDS, gt=0,
+                                   description="estimated CPU seconds a job may need")
+    max_trace_bytes: int = Field(default=MAX_TRACE_BYTES, ge=1024,
                                  description="largest stored (gzip) trace: a run whose estimated trace is larger is "
                                  "refused (413), one whose trace turns out larger fails (trace_too_large)")
     retention_days: float = Field(default=30.0, ge=0,
@@ -93,9 +102,7 @@ class Settings(BaseSettings):
     def memory_cap_mb(self) -> int:
         """The memory cap of each simulation process: `worker_memory_mb`, or the machine's memory shared by the
         2 x workers processes that may run at once (jobs and inline runs), at least 1 GiB."""
-        if self.worker_memory_mb is not None:
-            return self.worker_memory_mb
-        return max(1024, machine_memory_bytes() // (2 * self.workers) // MIB)
+        return memory_cap_mb(self.worker_memory_mb, self.workers)
 
     def limits(self, inline: bool) -> Limits:
         """What one simulation may be and cost: an inline one, or a job (and a CLI run)."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import traceback
 from collections.abc import Sequence
 from typing import NoReturn
 
@@ -44,7 +43,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     from api_schemas import RequestError
     from service import convert
     from simcore import SpecError
-    from simcore.planning.executors import ExecutorError
 
     try:
         return int(args.func(args))
@@ -54,16 +52,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as err:
         sys.stderr.write(f"clustersim: invalid input: {err}\n")
         return 2
-    except ExecutorError as err:  # an executor flag at fault is invalid input; a failure of its own is not
-        if err.option is not None:
-            sys.stderr.write(f"clustersim: invalid input: --{err.option}: {err.message}\n")
-            return 2
-        sys.stderr.write(f"clustersim: executor failed: {err.message}\n")
-        return 1
     except BrokenPipeError:
         return 0
-    except Exception:  # an internal error: say so, with the traceback for a bug report
-        traceback.print_exc()
+    except Exception as err:
+        # An executor's error comes from a command that imported the executors (search, sweep): a plain simulate
+        # does not pay for their import (process pools) just to name the class here.
+        executors = sys.modules.get("simcore.planning.executors")
+        if executors is not None and isinstance(err, executors.ExecutorError):
+            if err.option is not None:  # an executor flag at fault is invalid input; a failure of its own is not
+                sys.stderr.write(f"clustersim: invalid input: --{err.option}: {err.message}\n")
+                return 2
+            sys.stderr.write(f"clustersim: executor failed: {err.message}\n")
+            return 1
+        import traceback
+
+        traceback.print_exc()  # an internal error: say so, with the traceback for a bug report
         return 1
 
 

@@ -74,24 +74,31 @@ def add_limits_option(parser: Any) -> None:
                         "memory)")
 
 
+def _settings_limits() -> Any:
+    """The job limits of the CLUSTERSIM_* settings; an invalid one is a UsageError naming the variable."""
+    from pydantic import ValidationError
+
+    from service.settings import Settings
+
+    try:
+        return Settings().limits(inline=False)
+    except ValidationError as err:
+        first = err.errors()[0]
+        raise UsageError(f"CLUSTERSIM_{'.'.join(map(str, first['loc'])).upper()}", first["msg"]) from None
+
+
 def within_limits(scenario: Any, lifted: bool, source: str = "") -> None:
     """Refuse (UsageError on --no-limits, exit 2) a valid scenario over the limits the service would admit it as
     a job under (service.limits, from the CLUSTERSIM_* settings), unless `lifted`. `source` names the file when
     the command reads several."""
     if lifted:
         return
-    from pydantic import ValidationError
-
-    from service.limits import LimitError, admit_scenario
-    from service.settings import Settings
+    from service.limits import LimitError, admit_scenario, default_job_limits
     from simcore import check
 
     check(scenario)
-    try:
-        limits = Settings().limits(inline=False)
-    except ValidationError as err:
-        first = err.errors()[0]
-        raise UsageError(f"CLUSTERSIM_{'.'.join(map(str, first['loc'])).upper()}", first["msg"]) from None
+    limits = _settings_limits() if any(name.upper().startswith("CLUSTERSIM_") for name in os.environ) else \
+        default_job_limits()  # no setting given: the defaults, without pydantic-settings' import
     try:
         admit_scenario(scenario, limits)
     except LimitError as err:

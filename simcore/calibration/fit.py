@@ -37,6 +37,11 @@ START = CostParameters(
     gemm_half_time_volta_s=1e-5, gemm_half_time_ampere_s=1e-5, gemm_half_time_hopper_s=1e-5,
     memory_efficiency=0.8, host_iteration_s=0.02,
 )
+# With the GEMM shape model (simcore/cost/gemm_shape.py; `fit_document(shape_model=True)`, `python
+# bench/fit_cost_model.py --shape-model`) the fit also fits its per-tile cost. The shipped fit runs without it: a
+# GEMM's time depends on its FLOPs alone (README, Accuracy: weight-gradient passes).
+SHAPE_START = replace(START, gemm_shape_model=True, gemm_prologue_k=64.0)
+SHAPE_BOUNDS = {"gemm_prologue_k": (0.0, 512.0)}
 BOUNDS = {
     "gemm_efficiency_volta": (0.4, 0.95),
     "gemm_efficiency_ampere": (0.4, 0.95),
@@ -103,14 +108,15 @@ def generation_of(name: str) -> str | None:
 def bounds(name: str, params: CostParameters) -> tuple[float, float]:
     """The search interval of one parameter given the others: within BOUNDS, and for a generation's GEMM
     parameters also no slower than the generation before it nor faster than the one after it."""
-    lo, hi = BOUNDS[name]
+    lo, hi = (BOUNDS | SHAPE_BOUNDS)[name]
     generation = generation_of(name)
     if generation is None:
         return lo, hi
     index = GENERATIONS.index(generation)
     older = GENERATIONS[index - 1] if index > 0 else None
     newer = GENERATIONS[index + 1] if index + 1 < len(GENERATIONS) else None
-    peak = _peak(generation)
+    per_sm = params.gemm_shape_model
+    peak = _peak(generation, per_sm)
     if name.startswith("gemm_half_time"):
         if older is not None:
             hi = min(hi, params.gemm_half_time_s(older))
@@ -118,14 +124,17 @@ def bounds(name: str, params: CostParameters) -> tuple[float, float]:
             lo = max(lo, params.gemm_half_time_s(newer))
     else:  # effective peak = peak x efficiency, never lower on a newer generation
         if older is not None:
-            lo = max(lo, params.gemm_efficiency(older) * _peak(older) / peak)
+            lo = max(lo, params.gemm_efficiency(older) * _peak(older, per_sm) / peak)
         if newer is not None:
-            hi = min(hi, params.gemm_efficiency(newer) * _peak(newer) / peak)
+            hi = min(hi, params.gemm_efficiency(newer) * _peak(newer, per_sm) / peak)
     return lo, max(lo, hi)
 
 
-def _peak(generation: str) -> float:
-    return min(g.peak_flops_per_s for g in GPUS.values() if g.generation == generation)
+def _peak(generation: str, per_sm: bool) -> float:
+    """The generation's slowest dense 16-bit peak; with the shape model, per SM (the rate a wave of tiles runs
+    at: a newer generation's SM is then never slower, and it has no fewer SMs)."""
+    return min(g.peak_flops_per_s / (g.sm_count if per_sm else 1) for g in GPUS.values()
+               if g.generation == generation)
 
 
 def golden(f: Callable[[float], float], lo: float, hi: float, log: bool, steps: int = GOLDEN_STEPS) -> float:
@@ -153,13 +162,19 @@ def _round(x: float) -> float:
     return float(f"{x:.{SIGNIFICANT_DIGITS}g}")
 
 
-def fit(rows: list[Row], progress: Callable[[str], None] = lambda _: None) -> CostParameters:
-    """Coordinate descent from START (module docstring)."""
-    params = START
+def _table(shape_model: bool) -> tuple[CostParameters, dict[str, tuple[float, float]]]:
+    """The start and the bounds of the fit with or without the GEMM shape model."""
+    return (SHAPE_START, BOUNDS | SHAPE_BOUNDS) if shape_model else (START, BOUNDS)
+
+
+def fit(rows: list[Row], progress: Callable[[str], None] = lambda _: None,
+        shape_model: bool = False) -> CostParameters:
+    """Coordinate descent from START (SHAPE_START with the shape model; module docstring)."""
+    params, table = _table(shape_model)
     for sweep in range(SWEEPS):
         for field in fields(CostParameters):
             name = field.name
-            if name not in BOUNDS:  # held at its value in START (the default of a parameter not fitted yet)
+            if name not in table:  # held at its value in START (the default of a parameter not fitted yet)
                 continue
             generation = generation_of(name)
             subset = [r for r in rows if generation in (None, r.generation)]
@@ -167,35 +182,41 @@ def fit(rows: list[Row], progress: Callable[[str], None] = lambda _: None) -> Co
                 continue
             lo, hi = bounds(name, params)
             def cost(x: float, n: str = name, s: list[Row] = subset, p: CostParameters = params) -> float:
-                return objective(replace(p, **{n: x}), s)
+                change: dict[str, Any] = {n: x}
+                return objective(replace(p, **change), s)
 
             best = golden(cost, lo, hi, log=name in LOG_SCALE)
-            params = replace(params, **{name: min(max(_round(best), lo), hi)})
+            chosen: dict[str, Any] = {name: min(max(_round(best), lo), hi)}
+            params = replace(params, **chosen)
             progress(f"sweep {sweep} {name} = {getattr(params, name)}")
     return params
 
 
-def settings() -> dict[str, Any]:
+def settings(shape_model: bool = False) -> dict[str, Any]:
     """Everything besides the rows and the code that decides the fit's result."""
-    start = {name: value for name, value in asdict(START).items() if name in BOUNDS}
-    return {"start": start, "bounds": BOUNDS, "log_scale": list(LOG_SCALE),
-            "prior_half_time_s": PRIOR_HALF_TIME_S, "prior_weight": PRIOR_WEIGHT, "sweeps": SWEEPS,
-            "golden_steps": GOLDEN_STEPS, "significant_digits": SIGNIFICANT_DIGITS}
+    start_params, table = _table(shape_model)
+    start = {name: value for name, value in asdict(start_params).items() if name in table}
+    out = {"start": start, "bounds": table, "log_scale": list(LOG_SCALE),
+           "prior_half_time_s": PRIOR_HALF_TIME_S, "prior_weight": PRIOR_WEIGHT, "sweeps": SWEEPS,
+           "golden_steps": GOLDEN_STEPS, "significant_digits": SIGNIFICANT_DIGITS}
+    return out | ({"gemm_shape_model": True} if shape_model else {})
 
 
-def inputs_digest(cases: list[dict[str, Any]], sources: Iterable[str]) -> str:
+def inputs_digest(cases: list[dict[str, Any]], sources: Iterable[str], shape_model: bool = False) -> str:
     """SHA-256 of the fit's inputs: the rows it fits (as published), the sources, and its settings."""
-    text = json.dumps({"rows": cases, "sources": sorted(sources), "settings": settings()}, sort_keys=True)
+    text = json.dumps({"rows": cases, "sources": sorted(sources), "settings": settings(shape_model)},
+                      sort_keys=True)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def fit_document(code_version: dict[str, str], sources: Iterable[str] = FIT_SOURCES,
-                 progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
-    """Run the fit and describe it: what simcore/cost/fitted.py holds."""
+                 progress: Callable[[str], None] = lambda _: None, shape_model: bool = False) -> dict[str, Any]:
+    """Run the fit (with the GEMM shape model if `shape_model`) and describe it: what simcore/cost/fitted.py
+    holds."""
     sources = tuple(sources)
     cases = calibration_cases(sources)
     rows = calibration_rows(cases)
-    params = fit(rows, progress)
+    params = fit(rows, progress, shape_model)
     predicted = predict(params, rows)
     errors = [abs(predicted[r.id] - r.measured_s) / r.measured_s for r in rows]
     return {
@@ -203,7 +224,7 @@ def fit_document(code_version: dict[str, str], sources: Iterable[str] = FIT_SOUR
         "fitted_sources": list(sources),
         "rows": [{"id": r.id, "measured_s": r.measured_s, "predicted_s": predicted[r.id]} for r in rows],
         "mean_abs_error_pct": round(100 * sum(errors) / len(errors), 3),
-        "inputs_sha256": inputs_digest(cases, sources),
+        "inputs_sha256": inputs_digest(cases, sources, shape_model),
         "code_version": code_version,
     }
 
@@ -214,7 +235,8 @@ def freshness_problems(document: dict[str, Any]) -> list[str]:
     problems = []
     sources = tuple(document["fitted_sources"])
     cases = calibration_cases(sources)
-    if document["inputs_sha256"] != inputs_digest(cases, sources):
+    shape_model = bool(document["parameters"].get("gemm_shape_model"))
+    if document["inputs_sha256"] != inputs_digest(cases, sources, shape_model):
         problems.append("the fit's inputs (the fitted rows or the fit's settings) changed since it ran")
     recorded = {r["id"]: r for r in document["rows"]}
     if sorted(recorded) != sorted(str(c["id"]) for c in cases):

@@ -55,6 +55,15 @@ class ChunkCost:
     # Of backward_compute_s, the weight-gradient GEMMs (W) and the embedding's gradient: what a zero-bubble
     # schedule defers; the rest of the backward pass is B, the input gradient the previous stage waits for.
     backward_weight_s: float = 0.0
+    # Mixture of experts, for DualPipe's overlapped pairs (simcore/engine/pair_overlap.py): its MoE layers, their
+    # forward and backward kernels (W included; and apart) before the dispatch all-to-all (attention, router,
+    # permutation) and after it (experts, unpermutation, shared experts), summed over the layers; how much slower
+    # compute runs beside one of its all-to-alls (simcore/cost/interference.py; 1 without interference).
+    moe_layers: int = 0
+    moe_forward_s: tuple[float, float] = (0.0, 0.0)
+    moe_backward_s: tuple[float, float] = (0.0, 0.0)
+    moe_weight_s: tuple[float, float] = (0.0, 0.0)  # of moe_backward_s, the weight gradients (W)
+    ep_slowdown: float = 1.0
 
     @property
     def reduced_parameters(self) -> int:
@@ -77,6 +86,9 @@ class ChunkCost:
         return replace(self, forward_compute_s=self.forward_compute_s * factor,
                        backward_compute_s=self.backward_compute_s * factor,
                        backward_weight_s=self.backward_weight_s * factor,
+                       moe_forward_s=(self.moe_forward_s[0] * factor, self.moe_forward_s[1] * factor),
+                       moe_backward_s=(self.moe_backward_s[0] * factor, self.moe_backward_s[1] * factor),
+                       moe_weight_s=(self.moe_weight_s[0] * factor, self.moe_weight_s[1] * factor),
                        recompute_s=recompute_kernels * factor + self.recompute_tp_s + self.recompute_ep_s,
                        cp_forward=self.cp_forward.scaled(factor) if self.cp_forward else None,
                        cp_backward=self.cp_backward.scaled(factor) if self.cp_backward else None)

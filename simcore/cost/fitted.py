@@ -18,6 +18,8 @@ FIT: dict[str, Any] = {
         "memory_efficiency": 0.801,
         "host_iteration_s": 0.0215,
         "comm_sm_share": 0.0,
+        "gemm_shape_model": False,
+        "gemm_prologue_k": 0.0,
     },
     "fitted_sources": ["megatron20", "mcore24"],
     "rows": [

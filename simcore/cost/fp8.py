@@ -87,3 +87,10 @@ def fp8_weight_elements(model: ModelShape, layer: LayerType, t: int) -> float:
     attention = h * (a + 2 * g) * d + a * d * h
     cross = (h * a * d + h * 2 * g * d + a * d * h) if layer.cross_seq else 0
     return (attention + cross + up * h * f + f * h) / t
+
+
+def fp8_gemm_weights(model: ModelShape, layer_counts: list[tuple[str, int]], t: int) -> float:
+    """Weights of a pipeline rank's FP8 GEMMs, per tensor-parallel rank (the projections of its layers, given
+    as (kind, count) over its chunks)."""
+    layers = {layer.kind: layer for layer, _ in model.layer_stacks()}
+    return sum(n * fp8_weight_elements(model, layers[kind], t) for kind, n in layer_counts)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from simcore.cost.fp8 import QUANTIZE_BYTES, fp8_gemm_efficiency, scale_update_bytes
+from simcore.cost.gemm_shape import MAIN_GRAD_BYTES, Product, gradient_products, tiled_compute_s
 from simcore.cost.parameters import (
     FLASH_BACKWARD_FACTOR,
     FLASH_RELATIVE_EFFICIENCY,
@@ -63,11 +64,15 @@ class Op:
     elements_out: float = 0.0  # its m x n output, whose gradient FP8 quantizes before the backward GEMMs
     fp8: bool = False  # runs on the FP8 tensor cores (simcore/cost/fp8.py)
     host_s: float | None = None  # host time to issue it; None: HOST_DISPATCH_S (simcore/cost/moe.py sets its own)
+    shape: Product | None = None  # a GEMM's (forward) product, which the shape model costs (gemm_shape.py)
+    gradient: bool = False  # the backward of a shaped GEMM: its two gradient products
+    weight: bool = False  # a GEMM by a layer's weight, whose weight gradient accumulates into fp32 main_grad
 
     def backward(self) -> Op:
         factor = FLASH_BACKWARD_FACTOR if self.kind is OpKind.FLASH else 2.0
         return Op(self.name + "_bwd", self.kind, self.flops * factor, self.bytes * self.backward_bytes,
-                  fp8=self.fp8, host_s=self.host_s)
+                  fp8=self.fp8, host_s=self.host_s, shape=self.shape, gradient=self.shape is not None,
+                  weight=self.weight)
 
 
 # Backward traffic over forward traffic of the memory-bound kernels, from what each kernel reads and writes:
@@ -82,10 +87,12 @@ _SOFTMAX_DROPOUT_BWD = 11 / 9
 _DROPOUT_RESIDUAL_BWD = 5 / 7
 
 
-def _gemm(name: str, m: float, n: float, k: float, batch: float = 1.0) -> Op:
-    """A (batched) product of an m x k and a k x n matrix: 2mnk FLOPs, reads both, writes the result."""
+def _gemm(name: str, m: float, n: float, k: float, batch: float = 1.0, weight: bool = True) -> Op:
+    """A (batched) product of an m x k and a k x n matrix: 2mnk FLOPs, reads both, writes the result. `weight`:
+    the k x n operand is a layer's weight (not so for the attention core's products)."""
     return Op(name, OpKind.GEMM, 2.0 * m * n * k * batch, BYTES * batch * (m * k + k * n + m * n),
-              elements_in=batch * m * k, elements_out=batch * m * n)
+              elements_in=batch * m * k, elements_out=batch * m * n, shape=Product(m, n, k, batch),
+              weight=weight)
 
 
 def _mem(name: str, nbytes: float, backward_bytes: float) -> Op:
@@ -182,11 +189,11 @@ def _attention_core(prefix: str, b: int, a: float, g: float, d: int, s_q: int, s
         return [flash_attention_op(prefix + "flash_attention", b, a, g, d, s_q, s_kv, 0.5 if causal else 1.0)]
     scores = b * a * s_q * s_kv
     return [
-        _gemm(prefix + "attention_scores", s_q, s_kv, d, batch=b * a),
+        _gemm(prefix + "attention_scores", s_q, s_kv, d, batch=b * a, weight=False),
         # Megatron's fused scale-mask-softmax reads and writes the scores; dropout reads them, writes them and a
         # 1-byte mask.
         _mem(prefix + "softmax_dropout", BYTES * scores * 4 + scores, _SOFTMAX_DROPOUT_BWD),
-        _gemm(prefix + "attention_values", s_q, d, s_kv, batch=b * a),
+        _gemm(prefix + "attention_values", s_q, d, s_kv, batch=b * a, weight=False),
     ]
 
 
@@ -223,21 +230,57 @@ def logits_forward_ops(model: ModelShape, b: int, t: int, sequence_parallel: boo
 
 
 def op_time(op: Op, gpu: GpuSpec, params: CostParameters) -> float:
-    """Seconds for one kernel: the slower of its compute and memory times, plus launch overhead."""
+    """Seconds for one kernel: the slower of its compute and memory times, plus launch overhead. With the shape
+    model on (params.gemm_shape_model) a GEMM that knows its shape is costed by it (`shaped_gemm_times`)."""
+    if op.kind is OpKind.GEMM and op.shape is not None and params.gemm_shape_model:
+        return sum(shaped_gemm_times(op, gpu, params)) + KERNEL_OVERHEAD_S
     memory_s = op.bytes / (gpu.hbm_bandwidth_bytes_per_s * params.memory_efficiency)
     if op.kind is OpKind.MEMORY:
         return memory_s + KERNEL_OVERHEAD_S
-    generation = FITTED_GENERATION.get(gpu.generation, gpu.generation)
-    peak_efficiency = params.gemm_efficiency(generation)
-    peak = gpu.peak_flops_per_s
-    if op.fp8:
-        peak, peak_efficiency = gpu.peak_fp8_flops_per_s, fp8_gemm_efficiency(peak_efficiency)
+    peak, peak_efficiency, generation = _gemm_peak(op, gpu, params)
     half_flops = peak * peak_efficiency * params.gemm_half_time_s(generation)
     efficiency = peak_efficiency * op.flops / (op.flops + half_flops)
     if op.kind is OpKind.FLASH:
         efficiency *= FLASH_RELATIVE_EFFICIENCY
     compute_s = op.flops / (peak * efficiency) if op.flops > 0 else 0.0
     return max(compute_s, memory_s) + KERNEL_OVERHEAD_S
+
+
+def _gemm_peak(op: Op, gpu: GpuSpec, params: CostParameters) -> tuple[float, float, str]:
+    """The peak a GEMM runs against (16-bit or FP8), the fraction of it a large one reaches, and the generation
+    whose fitted parameters apply."""
+    generation = FITTED_GENERATION.get(gpu.generation, gpu.generation)
+    if op.fp8:
+        return gpu.peak_fp8_flops_per_s, fp8_gemm_efficiency(params.gemm_efficiency(generation)), generation
+    return gpu.peak_flops_per_s, params.gemm_efficiency(generation), generation
+
+
+def shaped_gemm_times(op: Op, gpu: GpuSpec, params: CostParameters) -> tuple[float, ...]:
+    """Seconds of each product of a shaped GEMM kernel (one forward; a backward's input and then weight
+    gradient), without the launch overhead: the slower of its tiled compute time (simcore/cost/gemm_shape.py)
+    plus the generation's half-time, and its memory time. A weight gradient accumulated into fp32 main_grad
+    also reads and writes 4-byte C."""
+    assert op.shape is not None
+    peak, peak_efficiency, generation = _gemm_peak(op, gpu, params)
+    sm_rate = peak * peak_efficiency / gpu.sm_count
+    half_s = params.gemm_half_time_s(generation)
+    bandwidth = gpu.hbm_bandwidth_bytes_per_s * params.memory_efficiency
+    products: tuple[Product, ...] = (op.shape,)
+    nbytes: tuple[float, ...] = (op.bytes,)
+    if op.gradient:
+        products = gradient_products(op.shape)
+        accumulate = (MAIN_GRAD_BYTES - BYTES) * op.shape.k * op.shape.n if op.weight else 0.0
+        nbytes = (op.bytes / 2, op.bytes / 2 + accumulate)
+    return tuple(max(tiled_compute_s(p, gpu.sm_count, sm_rate, params.gemm_prologue_k) + half_s, b / bandwidth)
+                 for p, b in zip(products, nbytes))
+
+
+def weight_gradient_time(op: Op, gpu: GpuSpec, params: CostParameters) -> float:
+    """Of a GEMM's backward kernel time (op_time), what its weight gradient takes: the second product's time
+    with the shape model, else half of it (two products of equal FLOPs)."""
+    if op.gradient and op.shape is not None and params.gemm_shape_model:
+        return shaped_gemm_times(op, gpu, params)[1] + KERNEL_OVERHEAD_S / 2
+    return op_time(op, gpu, params) / 2
 
 
 # The optimizer step of Megatron's mixed-precision optimizer, per parameter it updates, in bytes each kernel

@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from simcore.cost.collectives import Collective, CollectiveModel
+from simcore.cost.interference import comm_load
 from simcore.cost.parameters import COLLECTIVE_LAUNCH_S, COLLECTIVE_STEP_OVERHEAD_S
 from simcore.cost.patterns import COLLECTIVE_KEPT_LINKS, FlowPattern, keep_links
 from simcore.domain.layout import Layout
@@ -135,6 +136,10 @@ class ExpertComm:
     backward_s: float = 0.0
     bytes_forward: float = 0.0
     bytes_backward: float = 0.0
+    # What one all-to-all in flight takes from its GPU (simcore/cost/interference.py): its channels' SMs and the
+    # HBM bytes/s it moves (it reads what it sends and writes what it receives, as an all-gather's ring bytes).
+    sms: float = 0.0
+    hbm_bytes_per_s: float = 0.0
 
 
 def stage_expert_groups(layout: Layout, placement: Placement, pp_rank: int) -> tuple[list[tuple[int, ...]],
@@ -155,10 +160,11 @@ def stage_expert_groups(layout: Layout, placement: Placement, pp_rank: int) -> t
 
 
 def expert_comm(model: ModelShape, layout: Layout, placement: Placement | None,
-                collectives: CollectiveModel | None, pp_rank: int, free: bool) -> ExpertComm:
+                collectives: CollectiveModel | None, pp_rank: int, free: bool, sm_share: float = 0.0) -> ExpertComm:
     """A MoE layer's all-to-alls on pipeline rank `pp_rank`: every EP group of the stage runs its dispatch at
     once, so the flows of all of them share the links (NVLink inside a node, each GPU's NIC across nodes). Forward
-    dispatches and combines; backward sends the gradients of both back the same way."""
+    dispatches and combines; backward sends the gradients of both back the same way. `sm_share`: the share of
+    an SM each channel takes from compute beside it (the load it reports)."""
     moe = model.moe
     assert moe is not None
     load = expert_load(model, moe, layout.microbatch_size, layout.tp, layout.ep, layout.expert_tp)
@@ -173,11 +179,25 @@ def expert_comm(model: ModelShape, layout: Layout, placement: Placement | None,
     ep_groups, etp_groups = stage_expert_groups(layout, placement, pp_rank)
     # the busiest rank receives load_imbalance times a balanced rank's copies: the all-to-all lasts until it has
     busiest = 1.0 if moe.capacity_factor is not None else moe.load_imbalance
-    seconds = 2 * all_to_all_time(collectives, ep_groups, size * busiest)
+    one = all_to_all_time(collectives, ep_groups, size * busiest)
+    seconds = 2 * one
+    in_flight = comm_load(Collective.ALL_GATHER, layout.ep, size * busiest, one,
+                          collectives.communicator(ep_groups[0]).channels, sm_share)
     if etp_groups:
         seconds += (collectives.isolated_time(Collective.ALL_GATHER, etp_groups, gathered)
                     + collectives.isolated_time(Collective.REDUCE_SCATTER, etp_groups, gathered))
-    return ExpertComm(seconds, seconds, sent, sent)
+    if one <= 0 or sm_share <= 0:  # no all-to-all (ep 1), or interference off (as the engine's: comm_sm_share 0)
+        return ExpertComm(seconds, seconds, sent, sent)
+    return ExpertComm(seconds, seconds, sent, sent, in_flight.sms, in_flight.hbm_bytes_per_s)
+
+
+def expert_reduce_ratio(layout: Layout) -> float:
+    """Bytes a rank sends reducing an expert gradient over the expert data-parallel group, per byte it sends
+    reducing a dense one over dp x cp (ring factors (n-1)/n); 1 when the groups are equal."""
+    dp, edp = layout.dp_cp, layout.expert_dp
+    if edp == dp:
+        return 1.0
+    return ((edp - 1) / edp) / ((dp - 1) / dp) if dp > 1 else 0.0
 
 
 def mla_attention_activation_elements(model: ModelShape) -> float:

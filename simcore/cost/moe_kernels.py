@@ -37,6 +37,7 @@ from simcore.cost.moe import (
     grouped_gemm_tokens,
 )
 from simcore.cost.parameters import CostParameters
+from simcore.cost.weight_gradients import weight_share
 from simcore.domain.layout import Fp8Recipe
 from simcore.domain.model import LayerType, ModelShape
 from topology.hardware import GpuSpec
@@ -159,3 +160,24 @@ def backward_ops(ops: tuple[Op, ...]) -> tuple[Op, ...]:
     """The backward kernels of a forward sequence (the host synchronisation is forward only: backward reuses
     the split sizes)."""
     return tuple(op.backward() for op in ops if op.name != HOST_SYNC)
+
+
+def dispatch_split(ops: tuple[Op, ...], gpu: GpuSpec, params: CostParameters
+                   ) -> tuple[float, float, float, float]:
+    """Of a MoE layer's forward and of its backward kernel time, the share on the attention side of its dispatch
+    all-to-all: the kernels up to the permutation and the host synchronisation (attention, router, permute), and
+    their backward, which runs after the dispatch's gradient comes back. The experts, the unpermutation and the
+    shared experts are the rest (simcore/engine/pair_overlap.py runs the two sides around the all-to-alls). Then
+    of each side's backward (attention side, expert side) the share in weight gradients (W)."""
+    names = [op.name for op in ops]
+    if "permute" not in names:
+        return 0.0, 0.0, 0.0, 0.0
+    cut = names.index("permute") + 1
+    if cut < len(ops) and names[cut] == HOST_SYNC:
+        cut += 1
+    before, after = ops[:cut], ops[cut:]
+    forward = (sequence_time(before, gpu, params), sequence_time(after, gpu, params))
+    backward = (ops_time(backward_ops(before), gpu, params), ops_time(backward_ops(after), gpu, params))
+    return (forward[0] / sum(forward) if sum(forward) > 0 else 0.0,
+            backward[0] / sum(backward) if sum(backward) > 0 else 0.0,
+            weight_share(backward_ops(before), gpu, params), weight_share(backward_ops(after), gpu, params))

@@ -49,6 +49,10 @@ class CostParameters:
     # The share of an SM that each resident NCCL channel denies to compute beside it (simcore/cost/interference.py);
     # 0 turns interference off (compute beside collectives at full speed, the model before it was fitted).
     comm_sm_share: float = 0.0
+    # The GEMM shape model (simcore/cost/gemm_shape.py): tile and wave quantization over the SMs and a fixed cost
+    # per tile of `gemm_prologue_k` k-elements; off, a GEMM's time depends on its FLOPs alone (the model before).
+    gemm_shape_model: bool = False
+    gemm_prologue_k: float = 0.0
 
     def gemm_efficiency(self, generation: str) -> float:
         return {"volta": self.gemm_efficiency_volta, "ampere": self.gemm_efficiency_ampere,

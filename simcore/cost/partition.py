@@ -36,8 +36,8 @@ from simcore.cost.kernels import (
     logits_forward_ops,
     ops_time,
 )
-from simcore.cost.parameters import CostParameters
-from simcore.domain.layout import Partition
+from simcore.cost.parameters import FITTED, CostParameters
+from simcore.domain.layout import Layout, Partition
 from simcore.domain.model import LayerType, ModelShape
 from topology.hardware import GpuSpec
 
@@ -225,3 +225,12 @@ def _balanced(n: int, weights: list[float], extras: list[float]) -> list[int]:
         costs = [(c * w + x, i) for i, (c, w, x) in enumerate(zip(counts, weights, extras)) if c > 1]
         counts[max(costs)[1]] -= 1
     return counts
+
+
+def layer_partition(model: ModelShape, layout: Layout, gpu: GpuSpec,
+                    params: CostParameters = FITTED) -> tuple[Chunks, int]:
+    """The layout's layers per virtual stage and its encoder stage count (simcore/partition.py)."""
+    costs = stage_costs(model, layout.microbatch_size, layout.tp, layout.sequence_parallel, str(layout.recompute),
+                        gpu, params)
+    return partition(model, layout.pp, layout.shape.pieces // layout.pp, layout.pipeline_partition, costs,
+                     layout.encoder_pipeline_stages, layout.stage_layers)

@@ -3,24 +3,27 @@ computes input gradients (B, what the previous pipeline stage waits for)."""
 
 from __future__ import annotations
 
-from simcore.cost.kernels import PROJECTIONS, Op, op_time
+from simcore.cost.kernels import LATENT_AND_EXPERT_PROJECTIONS, PROJECTIONS, Op, op_time, weight_gradient_time
 from simcore.cost.parameters import CostParameters
 from topology.hardware import GpuSpec
 
 __all__ = ["WEIGHT_GEMMS", "weight_share"]
 
-# The GEMMs that multiply by a weight: the projections and the output layer (the logits).
-WEIGHT_GEMMS = (*PROJECTIONS, "logits")
+# The GEMMs that multiply by a weight: the projections (multi-head latent attention's, the experts' and the
+# router's included) and the output layer (the logits).
+WEIGHT_GEMMS = (*PROJECTIONS, *LATENT_AND_EXPERT_PROJECTIONS, "router", "logits")
 
 
 def weight_share(backward_ops: tuple[Op, ...], gpu: GpuSpec, params: CostParameters) -> float:
     """The share of a backward pass's kernel time that computes weight gradients (W). A weight's backward GEMM
-    (`Op.backward`: twice the forward FLOPs) is two products of equal FLOPs, dX = dY W^T and dW = X^T dY; half of
-    its time is W. The attention core's batched products have no weights (both their gradients are input
-    gradients), nor have the memory-bound kernels: they are B. Qi et al. 2024 (Zero Bubble), section 2."""
+    (`Op.backward`: twice the forward FLOPs) is two products of equal FLOPs, dX = dY W^T and dW = X^T dY: with the
+    GEMM shape model its W time is dW's by its own shape (k = the tokens), else half of its time. The attention
+    core's batched products have no weights (both their gradients are input gradients), nor have the
+    memory-bound kernels: they are B. Qi et al. 2024 (Zero Bubble), section 2."""
     times = [op_time(op, gpu, params) for op in backward_ops]
     total = sum(times)
     if total <= 0:
         return 0.0
-    weights = sum(t for op, t in zip(backward_ops, times) if op.name.removesuffix("_bwd") in WEIGHT_GEMMS)
-    return weights / 2 / total
+    weights = sum(weight_gradient_time(op, gpu, params) for op in backward_ops
+                  if op.name.removesuffix("_bwd") in WEIGHT_GEMMS)
+    return weights / total

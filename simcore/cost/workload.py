@@ -24,7 +24,7 @@ from simcore.cost.context_parallel import (
     pass_plans,
     split_at_attention,
 )
-from simcore.cost.fp8 import WEIGHT_QUANTIZE_BYTES, fp8_weight_elements
+from simcore.cost.fp8 import WEIGHT_QUANTIZE_BYTES, fp8_gemm_weights
 from simcore.cost.interference import comm_load, slowdown
 from simcore.cost.kernels import (
     ATTENTION_CORE,
@@ -37,10 +37,10 @@ from simcore.cost.kernels import (
     ops_time,
     optimizer_step_s,
 )
-from simcore.cost.moe import ExpertComm, expert_comm
-from simcore.cost.moe_kernels import backward_ops, sequence_time, transformer_layer_ops
+from simcore.cost.moe import ExpertComm, expert_comm, expert_reduce_ratio
+from simcore.cost.moe_kernels import backward_ops, dispatch_split, sequence_time, transformer_layer_ops
 from simcore.cost.parameters import FITTED, CostParameters
-from simcore.cost.partition import Chunks, partition, stage_costs
+from simcore.cost.partition import layer_partition
 from simcore.cost.weight_gradients import weight_share
 from simcore.domain.layout import Layout, Precision, Recompute
 from simcore.domain.model import LayerType, ModelShape
@@ -69,6 +69,17 @@ class _LayerCost:
     parameters: int  # per tensor rank
     ep: ExpertComm = ExpertComm()  # a MoE layer's all-to-alls
     expert_parameters: int = 0  # of `parameters`: the experts this rank holds
+    # MoE: forward, backward share before the dispatch; of each side's backward, the weight gradients' share
+    dispatch_split: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
+    ep_slowdown: float = 1.0  # MoE: its compute's slowdown beside one of its all-to-alls
+
+    def moe(self, attr: str, side: int) -> float:
+        """A MoE layer's forward or backward kernels, or its backward's weight gradients (`attr` "forward",
+        "backward", "weight"), before its dispatch (`side` 0) or after (1)."""
+        forward, backward, *weight = self.dispatch_split
+        share = forward if attr == "forward" else backward
+        seconds = (self.forward if attr == "forward" else self.backward) * (share if side == 0 else 1.0 - share)
+        return seconds * weight[side] if attr == "weight" else seconds
 
     def recompute(self, mode: Recompute) -> float:
         if mode is Recompute.FULL:
@@ -168,13 +179,15 @@ def _layer_cost(model: ModelShape, layer: LayerType, layout: Layout, kernels: _K
         parameters=model.parameters_per_layer(layer) // t)
 
 
-def _moe_layer_cost(cost: _LayerCost, model: ModelShape, layer: LayerType, layout: Layout, comm: ExpertComm
-                    ) -> _LayerCost:
-    """A MoE layer: the dense part's weights split over tp, the experts' over ep x expert_tp, and its
-    all-to-alls."""
+def _moe_layer_cost(cost: _LayerCost, model: ModelShape, layer: LayerType, layout: Layout, comm: ExpertComm,
+                    split: tuple[float, float, float, float], gpu: GpuSpec) -> _LayerCost:
+    """A MoE layer: the dense part's weights split over tp, the experts' over ep x expert_tp, its all-to-alls,
+    where they cut its kernels, and how much slower its compute runs beside one of them."""
     experts = model.expert_parameters() // (layout.ep * layout.expert_tp)
     dense = (model.parameters_per_layer(layer) - model.expert_parameters()) // layout.tp
-    return replace(cost, parameters=dense + experts, expert_parameters=experts, ep=comm)
+    return replace(cost, parameters=dense + experts, expert_parameters=experts, ep=comm, dispatch_split=split,
+                   ep_slowdown=slowdown(comm.sms, comm.hbm_bytes_per_s, gpu.sm_count,
+                                        gpu.hbm_bandwidth_bytes_per_s, cost.gemm_fraction))
 
 
 def _tp_time(model: CollectiveModel | None, groups: list[tuple[int, ...]], size: float, sp: bool) -> float:
@@ -185,15 +198,6 @@ def _tp_time(model: CollectiveModel | None, groups: list[tuple[int, ...]], size:
         return (model.isolated_time(Collective.ALL_GATHER, groups, size)
                 + model.isolated_time(Collective.REDUCE_SCATTER, groups, size))
     return model.isolated_time(Collective.ALL_REDUCE, groups, size)
-
-
-def layer_partition(model: ModelShape, layout: Layout, gpu: GpuSpec,
-                    params: CostParameters = FITTED) -> tuple[Chunks, int]:
-    """The layout's layers per virtual stage and its encoder stage count (simcore/partition.py)."""
-    costs = stage_costs(model, layout.microbatch_size, layout.tp, layout.sequence_parallel, str(layout.recompute),
-                        gpu, params)
-    return partition(model, layout.pp, layout.shape.pieces // layout.pp, layout.pipeline_partition, costs,
-                     layout.encoder_pipeline_stages, layout.stage_layers)
 
 
 def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: Placement | None,
@@ -227,11 +231,14 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
     kernels = {layer: _kernels(model, layer, layout, gpu, params) for layer, _ in model.layer_stacks()}
     rank_costs = [{layer: _layer_cost(model, layer, layout, k, collectives, tp_groups(r), free, gpu, params)
                    for layer, k in kernels.items()} for r in range(p)]
+    splits = {layer: dispatch_split(transformer_layer_ops(model, b, t, sp, layer, layout.fp8, layout.ep,
+                                                          layout.expert_tp), gpu, params)
+              for layer in kernels if layer.moe}
     for r, costs in enumerate(rank_costs):
         for layer in costs:
             if layer.moe:
-                comm = expert_comm(model, layout, placement, collectives, r, free)
-                costs[layer] = _moe_layer_cost(costs[layer], model, layer, layout, comm)
+                comm = expert_comm(model, layout, placement, collectives, r, free, params.comm_sm_share)
+                costs[layer] = _moe_layer_cost(costs[layer], model, layer, layout, comm, splits[layer], gpu)
     layers_of, encoder_stages = layer_partition(model, layout, gpu, params)
     emb_message = b * model.seq_length * h * BYTES
     dec_emb_message = b * model.decoder_seq_length * h * BYTES
@@ -329,6 +336,14 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
             ep_bytes_backward=sum(n * costs[layer].ep.bytes_backward * (2 if full else 1) for layer, n in runs),
             expert_parameters=sum(n * costs[layer].expert_parameters for layer, n in runs),
             expert_reduce_ratio=expert_reduce_ratio(layout),
+            moe_layers=sum(n for layer, n in runs if layer.moe),
+            moe_forward_s=(sum(n * costs[layer].moe("forward", 0) for layer, n in runs if layer.moe),
+                           sum(n * costs[layer].moe("forward", 1) for layer, n in runs if layer.moe)),
+            moe_backward_s=(sum(n * costs[layer].moe("backward", 0) for layer, n in runs if layer.moe),
+                            sum(n * costs[layer].moe("backward", 1) for layer, n in runs if layer.moe)),
+            moe_weight_s=(sum(n * costs[layer].moe("weight", 0) for layer, n in runs if layer.moe),
+                          sum(n * costs[layer].moe("weight", 1) for layer, n in runs if layer.moe)),
+            ep_slowdown=max((costs[layer].ep_slowdown for layer, _ in runs), default=1.0),
         ))
         previous = runs[-1][0]
     params_per_rank = [sum(c.reduced_parameters for c in chunks if c.rank == r) for r in range(p)]
@@ -342,7 +357,8 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
     recipe = layout.fp8
     if recipe is not None:
         # FP8: each rank quantizes its GEMM weights once per iteration (cached over the microbatches).
-        optimizer = tuple(seconds + fp8_gemm_weights(model, chunks, r, t) * WEIGHT_QUANTIZE_BYTES[recipe]
+        counts = [[k for c in chunks if c.rank == r for k in c.layer_counts] for r in range(p)]
+        optimizer = tuple(seconds + fp8_gemm_weights(model, counts[r], t) * WEIGHT_QUANTIZE_BYTES[recipe]
                           / (gpu.hbm_bandwidth_bytes_per_s * params.memory_efficiency)
                           for r, seconds in enumerate(optimizer))
     grads = tuple(float(n * layout.grad_reduce_bytes) if layout.dp_cp > 1 else 0.0 for n in params_per_rank)
@@ -351,22 +367,6 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
         copies = []
     return Workload(tuple(chunks), optimizer, grads, encoder_stages, tuple(copies),
                     float(vocab_params * layout.grad_reduce_bytes) if copies else 0.0)
-
-
-def expert_reduce_ratio(layout: Layout) -> float:
-    """Bytes a rank sends reducing an expert gradient over the expert data-parallel group, per byte it sends
-    reducing a dense one over dp x cp (ring factors (n-1)/n); 1 when the groups are equal."""
-    dp, edp = layout.dp_cp, layout.expert_dp
-    if edp == dp:
-        return 1.0
-    return ((edp - 1) / edp) / ((dp - 1) / dp) if dp > 1 else 0.0
-
-
-def fp8_gemm_weights(model: ModelShape, chunks: list[ChunkCost] | tuple[ChunkCost, ...], rank: int, t: int) -> float:
-    """Weights of pipeline rank `rank`'s FP8 GEMMs, per tensor-parallel rank (its layers' projections)."""
-    layers = {layer.kind: layer for layer, _ in model.layer_stacks()}
-    return sum(n * fp8_weight_elements(model, layers[kind], t) for c in chunks if c.rank == rank
-               for kind, n in c.layer_counts)
 
 
 def _one(model: CollectiveModel | None, kind: Collective, groups: list[tuple[int, ...]], size: float) -> float:

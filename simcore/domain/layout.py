@@ -280,11 +280,12 @@ def _validate_schedule(layout: Layout, model: ModelShape) -> None:
         if layout.cp > 1:
             raise SpecError("layout.cp", f"{schedule} splits or overlaps backward passes, which context "
                             "parallelism's ring passes do not model: use cp = 1 or 1f1b/interleaved_1f1b/gpipe")
-        if model.moe is not None:
-            # MoE layers' expert all-to-alls and expert weight gradients are not split into B and W passes.
-            raise SpecError("layout.schedule", f"{schedule} splits or overlaps backward passes, which MoE layers' "
-                            "expert all-to-alls and expert weight gradients do not model: use "
-                            "1f1b/interleaved_1f1b/gpipe for a MoE model")
+        if model.moe is not None and schedule is not Schedule.DUALPIPE:
+            # Only DualPipe's overlapped pairs run MoE layers' all-to-alls beside other kernels
+            # (simcore/engine/pair_overlap.py); the zero-bubble schedules' deferred W is not split per expert.
+            raise SpecError("layout.schedule", f"{schedule} splits backward passes, which MoE layers' expert "
+                            "all-to-alls and expert weight gradients do not model: use "
+                            "1f1b/interleaved_1f1b/gpipe/dualpipe for a MoE model")
         if layout.zero_implementation is not ZeroImplementation.MEGATRON:
             raise SpecError("layout.zero_implementation", f"{schedule} splits or overlaps backward passes, which "
                             f"{layout.zero_implementation}'s per-sub-module passes do not model: use megatron")

@@ -18,14 +18,39 @@ from dataclasses import dataclass
 FORWARD, BACKWARD, BACKWARD_INPUT, BACKWARD_WEIGHT, OVERLAPPED = "F", "B", "I", "W", "FB"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Pass:
+    """One pass; interned: equal passes are one object (a schedule's lists repeat the same passes on every rank, so
+    a long pipeline's lists, 64 ranks x 1,024 passes for the 1T example, hold a thousand objects, not 65,000)."""
+
     direction: str  # FORWARD, BACKWARD, BACKWARD_INPUT, BACKWARD_WEIGHT or OVERLAPPED
     microbatch: int
     chunk: int
     # OVERLAPPED only: the backward half's microbatch and chunk (the fields above are the forward half's)
     backward_microbatch: int = -1
     backward_chunk: int = -1
+
+    def __new__(cls, direction: str, microbatch: int, chunk: int, backward_microbatch: int = -1,
+                backward_chunk: int = -1) -> Pass:
+        key = (direction, microbatch, chunk, backward_microbatch, backward_chunk)
+        found = _INTERNED.get(key)
+        if found is None or type(found) is not cls:
+            found = object.__new__(cls)
+            for name, value in zip(_FIELDS, key):
+                object.__setattr__(found, name, value)
+            if len(_INTERNED) >= _MOST_INTERNED:
+                _INTERNED.clear()
+            _INTERNED[key] = found
+        return found
+
+    def __reduce__(self) -> tuple[type[Pass], tuple[str, int, int, int, int]]:
+        return type(self), (self.direction, self.microbatch, self.chunk, self.backward_microbatch,
+                            self.backward_chunk)
+
+
+_FIELDS = ("direction", "microbatch", "chunk", "backward_microbatch", "backward_chunk")
+_INTERNED: dict[tuple[str, int, int, int, int], Pass] = {}
+_MOST_INTERNED = 1 << 20
 
 
 def sends_gradient(direction: str) -> bool:

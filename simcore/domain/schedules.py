@@ -16,6 +16,7 @@ The passes themselves are simcore/domain/passes.py's.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Protocol
 
 from simcore.domain.dualpipe import DualPipe
@@ -54,12 +55,17 @@ class GPipe:
 class OneFOneB:
     def passes(self, rank: int, pp: int, m: int, v: int, costs: Costs | None = None) -> list[Pass]:
         warmup = min(pp - rank - 1, m)
-        order = [Pass(FORWARD, i, 0) for i in range(warmup)]
-        for i in range(m - warmup):
-            order.append(Pass(FORWARD, warmup + i, 0))
-            order.append(Pass(BACKWARD, i, 0))
-        order += [Pass(BACKWARD, i, 0) for i in range(m - warmup, m)]
-        return order
+        forwards, backwards = _single_chunk_passes(m)
+        steady: list[Pass] = [*forwards[warmup:], *backwards[:m - warmup]]  # F warmup + i, then B i, in turn
+        steady[0::2], steady[1::2] = forwards[warmup:], backwards[:m - warmup]
+        return [*forwards[:warmup], *steady, *backwards[m - warmup:]]
+
+
+@lru_cache(maxsize=16)
+def _single_chunk_passes(m: int) -> tuple[tuple[Pass, ...], tuple[Pass, ...]]:
+    """The forward and the backward pass of each of m microbatches on chunk 0, shared by the ranks' lists (a long
+    pipeline's are built from them by slicing: 64 ranks x 1,024 passes for the 1T example)."""
+    return tuple(Pass(FORWARD, i, 0) for i in range(m)), tuple(Pass(BACKWARD, i, 0) for i in range(m))
 
 
 class Interleaved1F1B:

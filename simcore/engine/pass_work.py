@@ -7,7 +7,9 @@ tensor-parallel time hidden under its GEMMs, its tensor-parallel and all-to-all 
 - FB: DualPipe's overlapped pair, a forward pass and another microbatch's whole backward pass at once: their
   kernels take the sum of their times, and each one's tensor-parallel communication hides under the other's
   kernels (only what outlasts them is exposed). DeepSeek-V3 report, section 3.2.1; in the zero-bubble notation
-  the pair takes T_F + T_B + T_W.
+  the pair takes T_F + T_B + T_W. With a mixture of experts the pair runs its pieces (attention side, dispatch,
+  expert side, combine) on a compute and a communication stream, each half's all-to-alls beside the other's
+  kernels (simcore/engine/pair_overlap.py); what interference adds to the kernels counts as compute.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 
 from simcore.cost.workload import ChunkCost
 from simcore.domain.passes import BACKWARD_INPUT, BACKWARD_WEIGHT, FORWARD, OVERLAPPED
+from simcore.engine.pair_overlap import pair_timing
 from simcore.engine.recorder import RankRecord
 
 # How a pass is named in the trace.
@@ -33,6 +36,7 @@ class PassWork:
     tp_bytes: float
     ep_comm: float = 0.0  # the all-to-alls (and expert-TP collectives), on the compute stream
     ep_bytes: float = 0.0
+    ep_hidden: float = 0.0  # all-to-all time under the other half's kernels (an overlapped pair's)
 
     @property
     def kernel_share(self) -> float:
@@ -51,18 +55,17 @@ def pass_work(direction: str, cost: ChunkCost, backward: ChunkCost | None = None
         return PassWork(cost.backward_weight_s, cost.backward_weight_s, 0.0, 0.0, 0.0, 0.0)
     if direction == OVERLAPPED:
         assert backward is not None
+        if cost.moe_layers or backward.moe_layers:
+            return _moe_pair(cost, backward)
         f_kernels = cost.forward_compute_s
         b_recompute = backward.recompute_s - backward.recompute_tp_s - backward.recompute_ep_s
         b_kernels = b_recompute + backward.backward_compute_s
         f_tp, b_tp = cost.forward_tp_s, backward.backward_tp_s + backward.recompute_tp_s
         exposed = max(0.0, f_tp - b_kernels) + max(0.0, b_tp - f_kernels)
-        # (all-to-alls are not overlapped: layout validation refuses dualpipe on MoE models; kept exposed here)
-        ep = cost.forward_ep_s + backward.backward_ep_s + backward.recompute_ep_s
-        return PassWork(f_kernels + b_kernels + exposed + ep, f_kernels + backward.backward_compute_s,
+        return PassWork(f_kernels + b_kernels + exposed, f_kernels + backward.backward_compute_s,
                         b_recompute, exposed,
                         f_tp + cost.tp_hidden_forward_s + b_tp + backward.tp_hidden_backward_s,
-                        cost.tp_bytes_forward + backward.tp_bytes_backward,
-                        ep, cost.ep_bytes_forward + backward.ep_bytes_backward)
+                        cost.tp_bytes_forward + backward.tp_bytes_backward)
     split = direction == BACKWARD_INPUT
     return PassWork(cost.backward_input_s if split else cost.backward_s,
                     cost.backward_compute_s - cost.backward_weight_s if split else cost.backward_compute_s,
@@ -70,6 +73,22 @@ def pass_work(direction: str, cost: ChunkCost, backward: ChunkCost | None = None
                     cost.backward_tp_s + cost.recompute_tp_s,
                     cost.backward_tp_s + cost.recompute_tp_s + cost.tp_hidden_backward_s, cost.tp_bytes_backward,
                     cost.backward_ep_s + cost.recompute_ep_s, cost.ep_bytes_backward)
+
+
+def _moe_pair(forward: ChunkCost, backward: ChunkCost) -> PassWork:
+    """An overlapped pair with MoE layers (simcore/engine/pair_overlap.py): its exposed communication split
+    between tensor-parallel and all-to-all time in proportion to their busy times."""
+    timing = pair_timing(forward, backward)
+    tp = forward.forward_tp_s + backward.backward_tp_s + backward.recompute_tp_s
+    ep = forward.forward_ep_s + backward.backward_ep_s + backward.recompute_ep_s
+    exposed = timing.exposed
+    tp_exposed = exposed * tp / (tp + ep) if tp + ep > 0 else 0.0
+    ep_exposed = exposed - tp_exposed
+    return PassWork(timing.duration, forward.forward_compute_s + backward.backward_compute_s + timing.slowed,
+                    backward.recompute_s - backward.recompute_tp_s - backward.recompute_ep_s, tp_exposed,
+                    tp + forward.tp_hidden_forward_s + backward.tp_hidden_backward_s,
+                    forward.tp_bytes_forward + backward.tp_bytes_backward,
+                    ep_exposed, forward.ep_bytes_forward + backward.ep_bytes_backward, max(0.0, ep - ep_exposed))
 
 
 def pass_parts(direction: str, cost: ChunkCost, label: str,
@@ -108,6 +127,7 @@ class PassTotals:
     tp_bytes: float = 0.0
     ep_comm: float = 0.0
     ep_bytes: float = 0.0
+    ep_hidden: float = 0.0
 
     def add(self, work: PassWork, slowed: float) -> None:
         """A pass's work, and what interference added to it (`slowed`, compute)."""
@@ -120,6 +140,7 @@ class PassTotals:
         self.tp_bytes += work.tp_bytes
         self.ep_comm += work.ep_comm
         self.ep_bytes += work.ep_bytes
+        self.ep_hidden += work.ep_hidden
 
     def tp_late(self, seconds: float) -> None:
         """What the links' sharing added to a pass's tensor-parallel time (TP on the links)."""
@@ -136,5 +157,5 @@ class PassTotals:
         record.comm_busy_s["tp"] += self.tp_busy
         record.comm_bytes["tp"] += self.tp_bytes
         t["ep_comm"] += self.ep_comm
-        record.comm_busy_s["ep"] += self.ep_comm
+        record.comm_busy_s["ep"] += self.ep_comm + self.ep_hidden
         record.comm_bytes["ep"] += self.ep_bytes

@@ -17,7 +17,10 @@ long run (the 1T GPT: 512 microbatches on 64 stages) spends most of its events t
 3. Simulates the reduced iteration (the same workload, collectives and ranks) while watching every simulated
    rank around its cut: at the start of each period (the top of the pass loop, before its wait) it takes the
    rank's record with what its passes added so far, the engine's event count, the passes finished, the clock's
-   pending calls and the network's flows in flight; it notes each pass's start and end.
+   pending calls and the network's flows in flight; it notes each pass's start and end. It starts once every
+   rank has run its last K periods at one common period (a rank running ahead at a shorter period of its own has
+   not settled); a run that has not settled before its stretch ends is tried again with more periods left to
+   settle (KEEPS).
 4. Checks the steady state: on every rank, the K periods before the cut and the K after it have the same pass
    start and end offsets, one period P for all ranks, and the same increments of every quantity taken
    (busy, waits, communication time and bytes, events, pending calls, flows in flight). Any difference beyond
@@ -53,6 +56,10 @@ REL_TOLERANCE = 1e-13  # of a figure, what all N put-back periods may add up to 
 # What a failed try says when the pipeline had not settled in time: a second try, which waits longer, may pass.
 SETTLING = "before its stretch ended"
 UNSETTLED = (SETTLING, "its period changes", "moves from period to period")
+# The tries: `keep` periods x (K + 1) more left to settle each time (the second also the lead, the latest stretch's
+# start). A pipeline whose ranks first run at periods of their own settles late: ZB-V's ranks without the loss run
+# ahead until the slack of the V order runs out (some 18 periods at pp 4), and only then at the loss rank's period.
+KEEPS = (1, 2, 4, 8)
 
 
 class Watch:
@@ -67,7 +74,7 @@ class Watch:
         self.engine, self.cut, self.settle = engine, cut, settle
         self.full = full  # the full lists, for the check of each cut
         self.follow: dict[tuple[int, int], list[float]] = {}  # (iteration, record index) -> its period starts
-        self._steady: dict[int, set[int]] = {}  # iteration -> the record indices steady now
+        self._steady: dict[int, dict[int, float]] = {}  # iteration -> the record indices steady now: their period
         self.armed: set[int] = set()  # iterations whose snapshots are being taken
         self.tops: dict[tuple[int, int], list[list[float]]] = {}
         self.times: dict[tuple[int, int], list[tuple[float, float]]] = {}
@@ -109,13 +116,20 @@ class Watch:
         starts.append(now)
         steps = [y - x for x, y in zip(starts[-self.settle - 1:], starts[-self.settle:])]
         tol = 8 * sys.float_info.epsilon * now
-        steady = self._steady.setdefault(iteration, set())
+        steady = self._steady.setdefault(iteration, {})
         if len(steps) == self.settle and all(_close(d, steps[-1], tol) for d in steps):
-            steady.add(key[1])
-            if len(steady) == len(e.rec.ranks):
+            steady[key[1]] = steps[-1]
+            ranks = e.rec.ranks
+            for other, step in steady.items():  # replicas of one pipeline rank never join before the step
+                if ranks[other].pipeline_rank == record.pipeline_rank and not _close(step, steps[-1], tol):
+                    raise NotPeriodic(f"record {key[1]}: the replicas of pipeline rank {record.pipeline_rank} run "
+                                      f"at different periods ({step!r} against {steps[-1]!r} s)")
+            # every rank steady at one period: a rank that runs ahead at a shorter period of its own (ZB-V's
+            # ranks without the loss, until the slack of their order runs out) has not settled yet
+            if len(steady) == len(e.rec.ranks) and all(_close(d, steps[-1], tol) for d in steady.values()):
                 self.armed.add(iteration)
         else:
-            steady.discard(key[1])
+            steady.pop(key[1], None)
 
     def passed(self, iteration: int, rank: int, i: int, record: RankRecord, start: float, end: float) -> None:
         if iteration not in self.armed:
@@ -258,7 +272,7 @@ def try_extrapolated(config: EngineConfig, progress: Progress | None = None, kee
     layout = config.layout
     small = replace(layout, global_batch_size=cut.microbatches * layout.dp * layout.microbatch_size)
     engine = Engine(replace(config, layout=small, passes=cut.passes))
-    watch = engine.watch = Watch(engine, cut, full, keep * K_SIDE)
+    watch = engine.watch = Watch(engine, cut, full, min(keep, 2) * K_SIDE)
     try:
         result = engine.run(progress)
     except NotPeriodic as stopped:
@@ -284,7 +298,7 @@ def run_engine(config: EngineConfig, progress: Progress | None = None, extrapola
             progress(high[0], total)
 
     if extrapolate:
-        for keep in (1, 2):
+        for keep in KEEPS:
             outcome = try_extrapolated(config, report, keep)
             if isinstance(outcome, EngineResult):
                 if progress is not None:

@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import repeat
+from operator import and_, eq, itemgetter, mul, sub
 
 from simcore.domain.schedules import COSTED, POLICIES, Pass
 from simcore.engine.pipeline import EngineConfig
@@ -45,14 +47,30 @@ class Columns:
     __slots__ = ("kinds", "microbatches", "backward", "labels", "units")
 
     def __init__(self, order: list[Pass]) -> None:
-        self.kinds = [(p.direction, p.chunk, p.backward_chunk) for p in order]
-        self.microbatches = [p.microbatch for p in order]
-        self.backward = [p.backward_microbatch for p in order]
-        self.labels = [m * _WIDE + max(b, 0) for m, b in zip(self.microbatches, self.backward, strict=True)]
-        self.units = [_WIDE + 1 if b >= 0 else _WIDE for b in self.backward]
+        # Passes are interned (a long pipeline's lists repeat a thousand passes 10^5 times): each distinct pass's
+        # row is made once, and the columns gathered from the rows by id in C.
+        ids = list(map(id, order))
+        rows = _ROWS[0]
+        missing = set(ids).difference(rows)
+        if missing:
+            if len(rows) + len(missing) > _MOST_ROWS:  # a new table (one in use elsewhere stays whole)
+                rows = _ROWS[0] = {}
+                missing = set(ids)
+            for p in dict(zip(ids, order)).values():
+                if id(p) in missing:
+                    b = p.backward_microbatch
+                    rows[id(p)] = ((p.direction, p.chunk, p.backward_chunk), p.microbatch, b,
+                                   p.microbatch * _WIDE + max(b, 0), _WIDE + 1 if b >= 0 else _WIDE, p)
+        picked = list(map(rows.__getitem__, ids))
+        self.kinds, self.microbatches, self.backward, self.labels, self.units = (
+            list(map(itemgetter(k), picked)) for k in range(5))
 
 
 _WIDE = 1 << 32
+# id(pass) -> its row: kind, microbatch, backward microbatch, label, unit, and the pass itself (kept, so that its id
+# is not reused while the row is here)
+_ROWS: list[dict[int, tuple[tuple[str, int, int], int, int, int, int, Pass]]] = [{}]
+_MOST_ROWS = 1 << 18
 _RUN = re.compile(b"\x01+")
 
 
@@ -60,8 +78,9 @@ def stretch(cols: Columns, q: int, length: int) -> tuple[int, int]:
     """The longest run of whole periods [a, b) whose every pass repeats L places and q microbatches later (the
     last period's passes are the repeats)."""
     kinds, labels = cols.kinds, cols.labels
-    ok = bytes(k == k2 and y - x == q * u for k, k2, x, y, u in
-               zip(kinds, kinds[length:], labels, labels[length:], cols.units))
+    # per pass: the same kind L places on, a label q units on (in C: a long pipeline's lists hold 10^5 passes)
+    ok = bytes(map(and_, map(eq, kinds, kinds[length:]),
+                   map(eq, map(sub, labels[length:], labels), map(mul, repeat(q), cols.units))))
     a, b = max(((r.start(), r.end()) for r in _RUN.finditer(ok)), key=lambda r: r[1] - r[0], default=(0, 0))
     whole = (b + length - a) // length * length if b > a else 0
     return a, a + whole

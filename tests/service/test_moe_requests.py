@@ -114,8 +114,9 @@ BAD = [
      "model.moe_top_k", "applies to mixture-of-experts models only"),
     ("zero-bubble schedule on a MoE model", {"layout": {"dp": 4, "pp": 2, "ep": 4, "schedule": "zb_h1"}},
      "layout.schedule", "MoE layers"),
-    ("dualpipe on a MoE model", {"layout": {"dp": 4, "pp": 2, "ep": 1, "schedule": "dualpipe"}},
-     "layout.schedule", "MoE layers"),
+    ("dualpipe on a MoE model keeps its rules", {"layout": {"dp": 4, "pp": 2, "ep": 1, "schedule": "dualpipe",
+                                                             "global_batch_size": 8}},
+     "layout.schedule", "microbatches of at least 2 x pp"),
 ]
 
 

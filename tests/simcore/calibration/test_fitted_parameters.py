@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import copy
 import os
-from dataclasses import asdict, fields
+from dataclasses import asdict, fields, replace
 from typing import Any
 
 import pytest
@@ -78,3 +78,15 @@ def test_the_full_fit_reproduces_the_shipped_parameters() -> None:
     document = fit.fit_document(FIT["code_version"], FIT["fitted_sources"])
     assert document["parameters"] == FIT["parameters"]
     assert document["rows"] == FIT["rows"]
+
+
+def test_the_shape_model_fit_has_its_own_settings_and_per_sm_bounds() -> None:
+    cases = fit.calibration_cases(FITTED_SOURCES)
+    assert fit.inputs_digest(cases, FITTED_SOURCES, shape_model=True) != fit.inputs_digest(cases, FITTED_SOURCES)
+    assert fit.settings(shape_model=True)["bounds"]["gemm_prologue_k"] == fit.SHAPE_BOUNDS["gemm_prologue_k"]
+    assert "gemm_prologue_k" not in fit.settings()["bounds"]
+    # With the shape model a wave runs at one SM's rate: A100's SM (312/108 TFLOP/s) no slower than V100's (125/80).
+    shaped = replace(FITTED, gemm_shape_model=True)
+    lo, _ = fit.bounds("gemm_efficiency_ampere", shaped)
+    assert lo == pytest.approx(max(fit.BOUNDS["gemm_efficiency_ampere"][0],
+                                   FITTED.gemm_efficiency_volta * (125e12 / 80) / (312e12 / 108)))

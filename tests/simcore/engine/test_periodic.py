@@ -65,12 +65,16 @@ def test_every_schedule_extrapolates_to_the_full_simulation(schedule: Schedule, 
     _assert_same(extrapolated, full)
 
 
-def test_zb_v_is_simulated_in_full_with_the_same_figures() -> None:
-    # The authors' V order (simcore/domain/v_schedule.py) is not cut by the period finder at this size (open: the
-    # extrapolation finds no steady stretch in it); the run falls back to the full simulation, same figures.
+def test_zb_v_extrapolates_once_its_ranks_share_one_period() -> None:
+    # The authors' V order (simcore/domain/v_schedule.py) repeats every microbatch (6 passes a rank) from its
+    # first periods on, but the engine's timeline settles late: the ranks without the loss (rank 0 holds the
+    # embedding and the logits) run ahead at a shorter period of their own until the slack of the order runs
+    # out, some 18 periods on rank 3, and only then at rank 0's. The check waits for one common period and the
+    # tries leave more periods to settle until it is reached.
     layout = Layout(dp=2, tp=2, pp=4, microbatch_size=1, global_batch_size=384, schedule=Schedule.ZB_V,
                     zero_stage=1, overlap_grad_reduce=True)
     extrapolated, full = _pair(Scenario(MODEL, CLUSTER, layout))
+    assert extrapolated.extrapolated_periods > 100 and full.extrapolated_periods == 0
     _assert_same(extrapolated, full)
 
 
@@ -108,14 +112,14 @@ def test_the_check_refuses_replicas_at_different_periods_and_the_run_falls_back(
     extrapolated, full = _pair(scenario)
     assert extrapolated.extrapolated_periods == 0
     assert extrapolated.metrics == full.metrics and extrapolated.events == full.events
-    # and why: the check saw the iteration's events per period change
+    # and why: the replicas of a pipeline rank settle at different periods
     network = build_network(cluster, scenario.algorithm)
     placement = place(layout.dp, layout.tp, layout.pp, layout.placement, cluster.num_gpus, layout.cp)
     workload = build_workload(MODEL, layout, cluster.hardware, placement, network.collectives)
     config = EngineConfig(layout, placement, workload, network.collectives, Fidelity.FULL,
                           compute_time_factors=straggler_factors(scenario, placement))
     why = try_extrapolated(config)
-    assert isinstance(why, str) and "changes from period to period" in why
+    assert isinstance(why, str) and "run at different periods" in why
 
 
 def test_option_off_simulates_every_period() -> None:

@@ -4,7 +4,10 @@ memory is judged per ep."""
 
 from __future__ import annotations
 
+import pytest
+
 from simcore import MODEL_PRESETS, Recompute, model_from_fields
+from simcore.domain.layout import Schedule
 from simcore.planning.prune import MemoryModel
 from simcore.planning.space import Space, enumerate_layouts
 from topology.hardware import GPUS, GpuKind
@@ -32,3 +35,18 @@ def test_listed_ep_is_kept_and_memory_depends_on_it() -> None:
     memory = MemoryModel(QWEN, GPUS[GpuKind.H100_80GB])
     ep1, ep16 = (memory.peak(lay)[1] for lay in layouts)
     assert ep16.weights < ep1.weights / 8  # each rank holds 8 of 128 experts instead of all of them
+
+
+def test_dualpipe_is_generated_for_experts_with_two_stages_of_weights() -> None:
+    """A space listing DualPipe generates it for a MoE model (its rules still apply: pp even, m >= 2 pp), and
+    its memory holds two stages' weights, experts included, per rank."""
+    space = Space(tp=(1,), pp=(2,), cp=(1,), zero_stage=(0,), recompute=(Recompute.NONE,), microbatch_size=(1,),
+                  ep=(8,), expert_tp=(1,), placement=("tp,dp,pp",),
+                  schedule=(Schedule.ONE_F_ONE_B, Schedule.DUALPIPE))
+    layouts = list(enumerate_layouts(QWEN, 16, 8, 64, space))
+    assert [lay.schedule for lay in layouts] == [Schedule.ONE_F_ONE_B, Schedule.DUALPIPE]
+    memory = MemoryModel(QWEN, GPUS[GpuKind.H100_80GB])
+    one, dual = (memory.peak(lay)[1] for lay in layouts)
+    assert dual.expert_weights == 2 * one.expert_weights
+    # the rest: both copies' layers, the first stage's embedding beside the second copy's output layer
+    assert dual.weights == pytest.approx(2 * one.weights, rel=0.01)
