@@ -29,6 +29,11 @@ class Router:
                        spec.fabric is Fabric.RAIL_OPTIMIZED, index.nic_base, index.spine_base, index.leaves,
                        cluster.num_spines)
 
+    @property
+    def routed(self) -> int:
+        """Pairs routed so far."""
+        return len(self._cache)
+
     def route(self, src: int, dst: int) -> tuple[int, ...]:
         """Link ids of the path from GPU `src` to GPU `dst` (() for src == dst)."""
         return self.route_and_latency(src, dst)[0]

@@ -19,6 +19,7 @@ from simcore.cost.nccl_tuning import Collective
 from simcore.cost.parameters import COLLECTIVE_LAUNCH_S, COLLECTIVE_STEP_OVERHEAD_S
 from simcore.cost.patterns import FlowPattern, keep_links
 from simcore.cost.translation import Counted, Run, block_of, counted_pattern
+from topology.cluster_spec import LEAF_DOWN_PORTS
 from topology.graph import Cluster
 from topology.links import PerLink
 from topology.routing import Router
@@ -35,24 +36,47 @@ class LinkLoads:
         self.runs: list[Run] = []  # (src, dst, step, count, weight); src -1: weight added to link `dst`
         self._loads: dict[int, float] | None = None
         self._latency = 0.0
+        # Single hops of one weight join the run of hops with the same offset dst - src that they continue (the
+        # tied embedding's rings of two, one per replica and tensor rank). Only while every hop so far has that
+        # weight: a link's load is then the same float whatever the order of its hops.
+        self._joinable: dict[int, int] | None = {}  # dst - src -> index of the last run with that offset
+        self._block = LEAF_DOWN_PORTS * self.cluster.spec.gpus_per_node  # a joined step divides it
 
     def hop(self, src: int, dst: int, bytes_per_unit: float) -> None:
         if src == dst or bytes_per_unit <= 0:
             return
-        self.runs.append((src, dst, 0, 1, bytes_per_unit))
-        self._loads = None
+        self._append(src, dst, 0, 1, bytes_per_unit)
 
     def run(self, src: int, dst: int, step: int, count: int, bytes_per_unit: float) -> None:
         """`count` hops at once: src + i * step -> dst + i * step."""
         if src == dst or bytes_per_unit <= 0 or count <= 0:
             return
-        self.runs.append((src, dst, step, count, bytes_per_unit))
-        self._loads = None
+        self._append(src, dst, step, count, bytes_per_unit)
 
     def add(self, link: int, bytes_per_unit: float) -> None:
         """Load one link directly (NVLink SHARP's switch traffic)."""
+        self._joinable = None
         self.runs.append((-1, link, 0, 1, bytes_per_unit))
         self._loads = None
+
+    def _append(self, src: int, dst: int, step: int, count: int, w: float) -> None:
+        self._loads = None
+        runs, joinable = self.runs, self._joinable
+        if joinable is not None and runs and w != runs[0][4]:
+            joinable = self._joinable = None
+        if joinable is not None and count == 1:
+            found = joinable.get(dst - src)
+            if found is not None:
+                first, last_dst, last_step, last_count, _w = runs[found]
+                gap = src - first
+                if last_count == 1 and gap and self._block % abs(gap) == 0:
+                    runs[found] = (first, last_dst, gap, 2, w)
+                    return
+                if last_count > 1 and gap == last_step * last_count:
+                    runs[found] = (first, last_dst, last_step, last_count + 1, w)
+                    return
+            joinable[dst - src] = len(runs)
+        runs.append((src, dst, step, count, w))
 
     @property
     def loads(self) -> dict[int, float]:

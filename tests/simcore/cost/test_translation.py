@@ -192,3 +192,30 @@ def test_patterns_whole_blocks_apart_are_moved_from_the_first_counted(name: str)
         expected = keep_links(acc.pattern(worst_hop), primary, capacity, 4)
         assert acc.kept(primary, capacity, 4, worst_hop, memo) == expected, (src, dst)
     assert len(memo) == 2  # one count forward, one backward
+
+
+def hop_by_hop(router: Router, hops: list[tuple[int, int, float]]) -> dict[int, float]:
+    loads: dict[int, float] = {}
+    for src, dst, w in hops:
+        for link in router.route(src, dst):
+            loads[link] = loads.get(link, 0.0) + w
+    return loads
+
+
+def test_single_hops_join_runs_only_while_they_share_one_weight() -> None:
+    router = Router(build_cluster(SPECS["rail-128-nodes"]))
+    pairs = [(g, g + 768) for g in range(0, 200)]
+    same = [(a, b, 0.3) for a, b in pairs] + [(b, a, 0.3) for a, b in pairs][::-1]
+    interleaved = [hop for a, b in pairs for hop in ((a, b, 0.3), (b, a, 0.3))]
+    for hops in (same, interleaved):
+        acc = LinkLoads(router)
+        for src, dst, w in hops:
+            acc.hop(src, dst, w)
+        assert len(acc.runs) == 2  # the forward and the backward hops, each one run
+        assert dict(acc.loads) == hop_by_hop(router, hops)
+    mixed = interleaved[:6] + [(5, 900, 0.7)] + interleaved[6:]
+    acc = LinkLoads(router)
+    for src, dst, w in mixed:
+        acc.hop(src, dst, w)
+    assert len(acc.runs) == 2 + 1 + len(interleaved) - 6  # joined until the second weight came
+    assert dict(acc.loads) == hop_by_hop(router, mixed)
