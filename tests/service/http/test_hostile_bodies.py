@@ -167,7 +167,8 @@ def _simulation_processes() -> set[int]:
 
 
 def test_a_comparison_that_fails_ends_its_other_simulations(tmp_path: Path) -> None:
-    settings = Settings(database=str(tmp_path / "cmp.db"), workers=1, inline_timeout_s=1.5)
+    # The long run takes about 2 s of CPU on a quiet machine: well past an inline limit of 0.4 s
+    settings = Settings(database=str(tmp_path / "cmp.db"), workers=1, inline_timeout_s=0.4)
     large = yaml.safe_load(LARGE.read_text(encoding="utf-8"))
     # no cache hits: each would run
     requests = [{**large, "options": {**large["options"], "seed": seed}} for seed in (1, 2, 3)]
@@ -175,7 +176,7 @@ def test_a_comparison_that_fails_ends_its_other_simulations(tmp_path: Path) -> N
         response = c.post("/v1/comparisons", json={"requests": requests})
         error = error_of(response, 413, "too_large_for_inline")
         assert error["message"].startswith("requests[0]")
-        deadline = time.monotonic() + 1.0  # before: the second and third ran for 1.5 s each after the answer
+        deadline = time.monotonic() + 1.0  # before: the second and third ran on after the answer
         while _simulation_processes() and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not _simulation_processes()

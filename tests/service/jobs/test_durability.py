@@ -33,9 +33,8 @@ def poll(url: str, job_id: str, states: set[str], timeout_s: float) -> dict[str,
 
 
 def test_jobs_survive_sigkill(start_server: Any) -> None:
-    # The 1T GPT with 128 microbatches instead of 512: about a second of simulation, long enough to kill.
+    # The long run (the 1T GPT, every period simulated: about two seconds), long enough to kill.
     long = request_doc(LARGE)
-    long["layout"]["global_batch_size"] = 768
     docs = [long, request_doc(seed=1), request_doc(seed=2, trace=True)]
     server = start_server(CLUSTERSIM_WORKERS="1")
     ids = []
@@ -70,8 +69,7 @@ def test_graceful_restarts_do_not_count_as_attempts(start_server: Any) -> None:
     # Two deploys (SIGTERM: running jobs are put back) and one crash (SIGKILL) while the same job runs, with the
     # default of 3 attempts: only the crash counts, and the job succeeds.
     long = request_doc(LARGE)
-    long["layout"]["global_batch_size"] = 768
-    long["options"] = {"seed": 11}
+    long["options"] = {**long["options"], "seed": 11}
     server = start_server(CLUSTERSIM_WORKERS="1", CLUSTERSIM_MAX_JOB_ATTEMPTS="2")
     job_id = httpx.post(f"{server.url}/v1/jobs", json=long, timeout=10).json()["id"]
     for stop in ("stop", "stop", "kill"):
