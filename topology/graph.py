@@ -100,13 +100,6 @@ class Cluster:
         return self.made["edge_link"]
 
     @property
-    def nic_leaf(self) -> tuple[int, ...]:
-        """Leaf index of each global NIC index (node * nics_per_node + k); () for one node."""
-        if not self.index.leaves:
-            return ()
-        return tuple(self.index.leaf_of(nic) for nic in range(self.spec.num_nodes * self.spec.nics_per_node))
-
-    @property
     def parts(self) -> GraphParts:
         """The graph's nodes with their attributes, in the order of the link ids."""
         if "parts" not in self.made:
