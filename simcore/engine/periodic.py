@@ -12,20 +12,23 @@ long run (the 1T GPT: 512 microbatches on 64 stages) spends most of its events t
    in full.
 2. Builds the lists of the same schedule for m' = m - N q microbatches and checks that each rank's is its full
    list with N periods cut out at one place c_r (the prefix equal, the suffix equal to the full list's with its
-   microbatches N q lower, the periods cut out repeating the one before c_r), with K periods of the stretch left
-   on both sides of the cut.
+   microbatches N q lower, the periods cut out repeating the one before c_r). The reduced lists keep what the
+   check needs of the stretch (simcore/engine/periods.py: 2K periods, one for the fill, one after).
 3. Simulates the reduced iteration (the same workload, collectives and ranks) while watching every simulated
-   rank around its cut: at the start of each period (the top of the pass loop, before its wait) it takes the
-   rank's record with what its passes added so far, the engine's event count, the passes finished, the clock's
-   pending calls and the network's flows in flight; it notes each pass's start and end. It starts once every
-   rank has run its last K periods at one common period (a rank running ahead at a shorter period of its own has
-   not settled); a run that has not settled before its stretch ends is tried again with more periods left to
-   settle (KEEPS).
+   rank's stretch: at the start of each period (the top of the pass loop, before its wait) it takes the rank's
+   record with what its passes added so far, the engine's event count, the passes finished, the clock's pending
+   calls and the network's flows in flight; it notes each pass's start and end. Once every rank's last K
+   periods added the same to all of these, at one common period (a rank running ahead at a shorter period of its
+   own has not settled), each rank's cut is its latest period start (so the cuts lie within a period of each
+   other): the K periods that showed it settled are the K before its cut, and it takes K more. A run that has
+   not settled while its stretch can still give a cut K + 1 periods before its end is tried again keeping more
+   periods (KEEPS).
 4. Checks the steady state: on every rank, the K periods before the cut and the K after it have the same pass
    start and end offsets, one period P for all ranks, and the same increments of every quantity taken
    (busy, waits, communication time and bytes, events, pending calls, flows in flight). Any difference beyond
    rounding (a tolerance that keeps the put-back result within 1e-13 of the measured increments over N
-   periods), and the iteration is simulated in full instead.
+   periods, or 8 ulps of the clock a pass of the period for a time), and the iteration is simulated in full
+   instead.
 5. Puts the N periods back: every rank's accumulators gain N times their increment over the period that ends at
    its cut, its end time N P; the events gain N times theirs. The trace keeps the simulated spans, those after a
    rank's cut moved N P later, and marks the left-out span on the rank's track.
@@ -41,11 +44,9 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Sequence
 from dataclasses import replace
 
 from simcore.domain.layout import Fidelity
-from simcore.domain.schedules import Pass
 from simcore.engine.context_parallel import CpTotals
 from simcore.engine.pass_work import PassTotals
 from simcore.engine.periods import K_SIDE, Cut, aligned, consistent, plan_cut, schedule_lists
@@ -56,29 +57,34 @@ REL_TOLERANCE = 1e-13  # of a figure, what all N put-back periods may add up to 
 # What a failed try says when the pipeline had not settled in time: a second try, which waits longer, may pass.
 SETTLING = "before its stretch ended"
 UNSETTLED = (SETTLING, "its period changes", "moves from period to period")
-# The tries: `keep` periods x (K + 1) more left to settle each time (the second also the lead, the latest stretch's
-# start). A pipeline whose ranks first run at periods of their own settles late: ZB-V's ranks without the loss run
-# ahead until the slack of the V order runs out (some 18 periods at pp 4), and only then at the loss rank's period.
+# The tries: (keep - 1) x (K + 1) periods more kept to settle each time (from the third on also the lead, the
+# latest stretch's start; simcore/engine/periods.py's kept_periods). A pipeline whose ranks first run at periods
+# of their own settles late: ZB-V's ranks without the loss run ahead until the slack of the V order runs out (some
+# 18 periods at pp 4), and only then at the loss rank's period.
 KEEPS = (1, 2, 4, 8)
 
 
 class Watch:
     """What the reduced run shows (the engine calls `top` and `passed`). Each rank's period starts (the tops of
-    its stretch's periods) are followed; once every rank's last K periods took the same time, each takes its
-    2K + 1 next period starts in full (its cut is the middle one) and notes its passes' times between them."""
+    its stretch's periods) are taken in full, its last `settle` + 1 kept, and its passes' times noted; once every
+    rank's last `settle` periods took the same time, one period for all, each rank's cut is its latest period
+    start: the K periods before it are those just seen, and it takes K more."""
 
-    __slots__ = ("engine", "full", "cut", "settle", "follow", "armed", "tops", "times", "cuts", "_steady",
+    __slots__ = ("engine", "cut", "settle", "armed", "tops", "times", "cuts", "_recent", "_paced", "_steady",
                  "_bounds", "_index")
 
-    def __init__(self, engine: Engine, cut: Cut, full: Sequence[list[Pass]], settle: int = K_SIDE) -> None:
-        self.engine, self.cut, self.settle = engine, cut, settle
-        self.full = full  # the full lists, for the check of each cut
-        self.follow: dict[tuple[int, int], list[float]] = {}  # (iteration, record index) -> its period starts
-        self._steady: dict[int, dict[int, float]] = {}  # iteration -> the record indices steady now: their period
-        self.armed: set[int] = set()  # iterations whose snapshots are being taken
+    def __init__(self, engine: Engine, cut: Cut, settle: int = K_SIDE) -> None:
+        self.engine, self.cut, self.settle = engine, cut, max(settle, K_SIDE)
+        self.armed: set[int] = set()  # iterations whose cuts are fixed
+        # (iteration, record index) -> its period starts in full, K before its cut to K after
         self.tops: dict[tuple[int, int], list[list[float]]] = {}
-        self.times: dict[tuple[int, int], list[tuple[float, float]]] = {}
-        self.cuts: dict[tuple[int, int], int] = {}
+        self.times: dict[tuple[int, int], list[float]] = {}  # the start and end of each pass of its stretch
+        self.cuts: dict[tuple[int, int], int] = {}  # its cut: an index in the reduced list
+        self._recent: dict[tuple[int, int], list[tuple[int, list[float]]]] = {}  # its last settle + 1 starts
+        # iteration -> the record indices whose last `settle` periods took the same time / added the same to
+        # every quantity: their period
+        self._paced: dict[int, dict[int, float]] = {}
+        self._steady: dict[int, dict[int, float]] = {}
         self._bounds = [(a, b, n) for (a, b), n in zip(cut.stretches, cut.lengths, strict=True)]
         self._index: dict[int, int] = {}  # id(record) -> its index among the recorder's ranks
 
@@ -95,54 +101,100 @@ class Watch:
             return
         e = self.engine
         key = self._key(iteration, record)
-        if i + 2 * K_SIDE * n > b and len(self.tops.get(key, ())) + (b - i) // n < 2 * K_SIDE:
-            raise NotPeriodic(f"record {key[1]}: the steady state was not reached {SETTLING}")
-        now = e.clock.now
+        added = RankRecord(record.gpu, record.pipeline_rank)  # what the passes added, not in the record yet
+        totals.add_to(added)
+        cp.add_to(added)
+        vector = [e.clock.now, float(e.events_total()), float(e.passes_done), float(e.clock.pending()),
+                  float(e.net.in_flight())]
+        vector += [x + y for x, y in zip(_record_vector(record), _record_vector(added), strict=True)]
         if iteration in self.armed:
-            tops = self.tops.setdefault(key, [])
-            if len(tops) > 2 * K_SIDE:
-                return
-            if len(tops) == K_SIDE:
-                self.cuts[key] = i
-            added = RankRecord(record.gpu, record.pipeline_rank)  # what the passes added, not in the record yet
-            totals.add_to(added)
-            cp.add_to(added)
-            vector = [now, float(e.events_total()), float(e.passes_done), float(e.clock.pending()),
-                      float(e.net.in_flight())]
-            vector += [x + y for x, y in zip(_record_vector(record), _record_vector(added), strict=True)]
-            tops.append(vector)
+            tops = self.tops[key]
+            if len(tops) <= 2 * K_SIDE:
+                tops.append(vector)
             return
-        starts = self.follow.setdefault(key, [])
-        starts.append(now)
-        steps = [y - x for x, y in zip(starts[-self.settle - 1:], starts[-self.settle:])]
-        tol = 8 * sys.float_info.epsilon * now
-        steady = self._steady.setdefault(iteration, {})
-        if len(steps) == self.settle and all(_close(d, steps[-1], tol) for d in steps):
-            steady[key[1]] = steps[-1]
+        recent = self._recent.setdefault(key, [])
+        recent.append((i, vector))
+        if len(recent) > self.settle + 1:
+            del recent[0]
+        paced, steady = self._paced.setdefault(iteration, {}), self._steady.setdefault(iteration, {})
+        period = vector[0] - recent[-2][1][0] if len(recent) > 1 else 0.0
+        tol = self._tolerances(vector[:5], period, n)[0]
+        if len(recent) == self.settle + 1 and all(_close(y[1][0] - x[1][0], period, tol)
+                                                  for x, y in zip(recent, recent[1:])):
+            paced[key[1]] = period
             ranks = e.rec.ranks
-            for other, step in steady.items():  # replicas of one pipeline rank never join before the step
-                if ranks[other].pipeline_rank == record.pipeline_rank and not _close(step, steps[-1], tol):
+            for other, step in paced.items():  # replicas of one pipeline rank never join before the step
+                if ranks[other].pipeline_rank == record.pipeline_rank and not _close(step, period, tol):
                     raise NotPeriodic(f"record {key[1]}: the replicas of pipeline rank {record.pipeline_rank} run "
-                                      f"at different periods ({step!r} against {steps[-1]!r} s)")
+                                      f"at different periods ({step!r} against {period!r} s)")
+        else:
+            paced.pop(key[1], None)
+        if key[1] in paced and self._settled([v for _i, v in recent], n):
+            steady[key[1]] = period
             # every rank steady at one period: a rank that runs ahead at a shorter period of its own (ZB-V's
             # ranks without the loss, until the slack of their order runs out) has not settled yet
-            if len(steady) == len(e.rec.ranks) and all(_close(d, steps[-1], tol) for d in steady.values()):
-                self.armed.add(iteration)
+            if len(steady) == len(e.rec.ranks) and all(_close(d, period, tol) for d in steady.values()):
+                self._arm(iteration)
         else:
             steady.pop(key[1], None)
+        # A cut here or later must leave K periods of the stretch after it, and one more: the other ranks' cuts
+        # may come up to a period later, and their checked periods see this rank through the events, calls and
+        # flows they count.
+        if (b - i) // n < K_SIDE + 1:
+            raise NotPeriodic(f"record {key[1]}: the steady state was not reached {SETTLING}")
+
+    def _tolerances(self, vector: list[float], step: float, length: int) -> list[float]:
+        """How far the steps of each quantity of `vector` (a period start's on a rank with `length` passes a
+        period) may differ between periods to be taken as equal: what the check allows, bounded from below before
+        the run's end is known (the iteration taken as `now` and N periods, each record figure as what it is
+        now)."""
+        n, now = self.cut.periods, vector[0]
+        rounding = _rounding(now, length)
+        tolerances = [max(rounding, REL_TOLERANCE * (now + n * step) / n), 0.0, 0.0, 0.0, 0.0]
+        for k, value in enumerate(vector[5:], start=5):
+            relative = REL_TOLERANCE * abs(value) / n
+            tolerances.append(relative if _BYTES[0] <= k < _BYTES[1] else max(relative, rounding))
+        return tolerances
+
+    def _settled(self, vectors: list[list[float]], length: int) -> bool:
+        """Whether the periods between these starts added the same to every quantity."""
+        steps = [[b - a for a, b in zip(x, y, strict=True)] for x, y in zip(vectors, vectors[1:])]
+        last = steps[-1]
+        tolerances = self._tolerances(vectors[-1], last[0], length)
+        return all(_close(a, b, tol) for other in steps[:-1] for a, b, tol in zip(other, last, tolerances, strict=True))
+
+    def _arm(self, iteration: int) -> None:
+        """Fix every rank's cut at its latest period start (all within one period of each other)."""
+        self.armed.add(iteration)
+        for key, recent in self._recent.items():
+            if key[0] == iteration:
+                self.cuts[key] = recent[-1][0]
+                self.tops[key] = [vector for _i, vector in recent[-K_SIDE - 1:]]
 
     def passed(self, iteration: int, rank: int, i: int, record: RankRecord, start: float, end: float) -> None:
-        if iteration not in self.armed:
-            return
-        key = self._key(iteration, record)
-        tops = self.tops.get(key)
-        if tops and len(tops) <= 2 * K_SIDE:
-            self.times.setdefault(key, []).append((start, end))
+        a, b, _n = self._bounds[rank]
+        if a <= i < b:
+            times = self.times.get(self._key(iteration, record))
+            if times is None:
+                times = self.times[self._key(iteration, record)] = []
+            times.append(start)
+            times.append(end)
+
+
+# the vector's bytes: after the clock, the four counts, the time categories and the communication busy times
+_BYTES = (5 + len(ALL_CATEGORIES) + len(ALL_KINDS), 5 + len(ALL_CATEGORIES) + 2 * len(ALL_KINDS))
 
 
 def _record_vector(record: RankRecord) -> list[float]:
     return [*(record.time_s[k] for k in ALL_CATEGORIES), *(record.comm_busy_s[k] for k in ALL_KINDS),
             *(record.comm_bytes[k] for k in ALL_KINDS), record.busy_s]
+
+
+def _rounding(now: float, length: int) -> float:
+    """What rounding alone may make two periods' increments of a time differ by, on a rank running `length`
+    passes a period, around clock time `now`: 8 ulps of the clock a pass (each pass's end is its start plus its
+    duration rounded to the clock's last bit, and each sum it adds to is rounded once more)."""
+    return 8 * sys.float_info.epsilon * now * length
 
 
 def _close(a: float, b: float, tolerance: float) -> bool:
@@ -154,8 +206,9 @@ def _check(watch: Watch, result: EngineResult) -> tuple[float, dict[tuple[int, i
     its cuts.
 
     Tolerances: counts (events, passes, pending calls, flows) exactly; bytes to 1e-13 of their N-period total; a
-    time or a sum of times, to that or to rounding (8 ulps of the clock there, as a wait is a difference of two
-    clock readings), whichever is larger."""
+    time or a sum of times, to that or to rounding (8 ulps of the clock there per pass of the period: each pass's
+    end is its start plus its duration rounded to the clock's last bit, and each sum it adds to is rounded
+    again), whichever is larger."""
     n, cut = watch.cut.periods, watch.cut
     ranks = result.recorder.ranks
     iterations = watch.engine.iterations
@@ -164,12 +217,13 @@ def _check(watch: Watch, result: EngineResult) -> tuple[float, dict[tuple[int, i
     first = next(iter(watch.tops.values()))
     period = first[K_SIDE][0] - first[K_SIDE - 1][0]
     total = max(r.end_s for r in ranks) + iterations * n * period  # the scale of every time
-    bytes_from, bytes_to = 5 + len(ALL_CATEGORIES) + len(ALL_KINDS), 5 + len(ALL_CATEGORIES) + 2 * len(ALL_KINDS)
+    bytes_from, bytes_to = _BYTES
     increments = {}
     labels: dict[int, set[int]] = {}
     for key, tops in watch.tops.items():
         rank = ranks[key[1]].pipeline_rank
-        rounding = 8 * sys.float_info.epsilon * tops[-1][0]
+        length = cut.lengths[rank]
+        rounding = _rounding(tops[-1][0], length)
         clock = max(REL_TOLERANCE * total / n, rounding)
         steps = [[b - a for a, b in zip(x, y, strict=True)] for x, y in zip(tops, tops[1:])]
         step = steps[K_SIDE - 1]  # the period that ends at the cut
@@ -185,14 +239,15 @@ def _check(watch: Watch, result: EngineResult) -> tuple[float, dict[tuple[int, i
                     return f"record {key[1]}: {what} changes from period to period ({a!r} against {b!r})"
         if not _close(step[0], period, clock):
             return f"record {key[1]}: its period {step[0]!r} s is not the others' {period!r} s"
-        times = watch.times.get(key, [])
-        length = cut.lengths[rank]
-        if len(times) != 2 * K_SIDE * length:
-            return f"record {key[1]}: {len(times)} passes timed around its cut, not {2 * K_SIDE * length}"
-        if not aligned(cut.full_columns[rank], cut.columns[rank], watch.cuts[key], n, cut.q, length, labels):
-            return f"pipeline rank {rank}: its list less {n} periods at index {watch.cuts[key]} is not the reduced one"
-        for (s0, e0), (s1, e1) in zip(times, times[length:]):
-            if not (_close(s1 - s0, period, clock) and _close(e1 - e0, period, clock)):
+        at = watch.cuts[key]
+        lo = 2 * (at - K_SIDE * length - cut.stretches[rank][0])  # the passes of the 2K periods around the cut
+        times = watch.times.get(key, [])[lo:lo + 4 * K_SIDE * length] if lo >= 0 else []
+        if len(times) != 4 * K_SIDE * length:
+            return f"record {key[1]}: {len(times) // 2} passes timed around its cut, not {2 * K_SIDE * length}"
+        if not aligned(cut.full_columns[rank], cut.columns[rank], at, n, cut.q, length, labels):
+            return f"pipeline rank {rank}: its list less {n} periods at index {at} is not the reduced one"
+        for t0, t1 in zip(times, times[2 * length:]):  # each pass's start and end against the next period's
+            if not _close(t1 - t0, period, clock):
                 return f"record {key[1]}: a pass's start or end moves from period to period"
         increments[key] = step
     if not consistent(labels, n * cut.q):
@@ -267,12 +322,12 @@ def try_extrapolated(config: EngineConfig, progress: Progress | None = None, kee
     `keep` x K equal periods on every rank before it looks at the cut)."""
     full = config.passes if config.passes is not None else schedule_lists(config, config.layout.num_microbatches)
     cut = plan_cut(config, full, keep)
-    if cut is None:
-        return "no steady stretch long enough in the schedule's pass lists"
+    if isinstance(cut, str):
+        return cut
     layout = config.layout
     small = replace(layout, global_batch_size=cut.microbatches * layout.dp * layout.microbatch_size)
     engine = Engine(replace(config, layout=small, passes=cut.passes))
-    watch = engine.watch = Watch(engine, cut, full, min(keep, 2) * K_SIDE)
+    watch = engine.watch = Watch(engine, cut, min(keep, 2) * K_SIDE)
     try:
         result = engine.run(progress)
     except NotPeriodic as stopped:

@@ -7,6 +7,21 @@ microbatch times q, rounded down or up: a rank may split a few backward passes i
 run of passes each of which recurs L_r places and q labels later. Nothing here names a schedule: a schedule
 whose lists have no long stretch (GPipe's backward phase runs its microbatches in reverse, so its lists are not
 one stretch with a prefix and a suffix) is simulated in full.
+
+What the smaller iteration's stretch keeps, on its shortest rank (the rest is left out):
+- 2K periods, the K before the cut and the K after it, which the check compares; the K before are also what
+  shows that the rank has settled (no separate settling periods).
+- One period for the fill: the stretch's first period starts behind the warm-up's last passes and is longer than
+  the others (by up to a fifth on interleaved 1F1B at pp 32, GPT-3 175B).
+- One period for the ranks' phases: the cut is fixed when the last rank has settled, at each rank's latest period
+  start, so the cuts lie within a period of each other, and each rank's stretch goes on for a period after its
+  checked ones: the ranks whose cuts came later are checked over it, and see this rank through the events,
+  pending calls and flows they count.
+- At least MIN_KEPT_PASSES passes: a short period (1F1B's and ZB-H1's 2 passes) settles over several, and a few
+  more of them cost little (ZB-H1 and DualPipe at pp 8 need 8 to 10 periods of 2 passes).
+A try that fails because the pipeline had not settled is run again keeping more (`keep`). Interleaved 1F1B's
+period is pp microbatches (2 v pp passes a rank), and its stretch holds about m/pp - 2 of them: at m/pp = 12 ten,
+of which four are left out; at m/pp of 8 or less nothing can be (its stretch is too short for the check).
 """
 
 from __future__ import annotations
@@ -21,7 +36,9 @@ from simcore.domain.schedules import COSTED, POLICIES, Pass
 from simcore.engine.pipeline import EngineConfig
 
 K_SIDE = 2  # periods checked on each side of the cut
-MIN_PERIODS = 8  # fewer periods to leave out are not worth the check
+FILL_AND_PHASE = 2  # periods kept beyond the 2K checked: one for the fill, one after, for the ranks' phases
+MIN_KEPT_PASSES = 20  # on the shortest stretch's rank: a short period settles over several
+MIN_SAVED_PASSES = 16  # on each rank: fewer passes to leave out are not worth the check
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,18 +103,27 @@ def stretch(cols: Columns, q: int, length: int) -> tuple[int, int]:
     return a, a + whole
 
 
-def _period(cols: Columns, q: int, m: int) -> tuple[int, tuple[int, int]]:
+def _period(cols: Columns, q: int, m: int, periods: int = 0) -> tuple[int, tuple[int, int]]:
     """A rank's passes per period of q microbatch labels (its passes per microbatch times q, rounded down or up:
-    a rank may split a few backward passes in two, whichever repeats longer), and its stretch."""
+    a rank may split a few backward passes in two, whichever repeats longer), and its stretch; with `periods`,
+    a stretch shorter than that may be given as none (without reading the whole list)."""
     size = len(cols.kinds)
     low = size * q // m
     best: tuple[int, tuple[int, int]] = (1, (0, 0))
     for n in (low,) if size * q % m == 0 else (low, low + 1):
-        if n:
+        if n and (periods < 2 or _may_hold(cols, q, n, (periods - 1) * n)):
             found = stretch(cols, q, n)
             if found[1] - found[0] > best[1][1] - best[1][0]:
                 best = (n, found)
     return best
+
+
+def _may_hold(cols: Columns, q: int, length: int, run: int) -> bool:
+    """Whether the list may hold `run` passes in a row each of which recurs `length` places and q labels later:
+    such a run covers a multiple of `run`, so at least one of those passes does."""
+    kinds, labels, units = cols.kinds, cols.labels, cols.units
+    return any(kinds[j] == kinds[j + length] and labels[j + length] - labels[j] == q * units[j]
+               for j in range(0, len(kinds) - length, run))
 
 
 def schedule_lists(config: EngineConfig, m: int) -> tuple[list[Pass], ...]:
@@ -143,31 +169,42 @@ def consistent(labels: dict[int, set[int]], shift: int) -> bool:
     return True
 
 
-def plan_cut(config: EngineConfig, full: Sequence[list[Pass]], keep: int) -> Cut | None:
-    """Where to cut (`keep` 1: as much as may be; 2: leaving the pipeline longer to settle), or None when the
-    lists have no steady stretch long enough to gain from it.
+def kept_periods(keep: int, length: int, lead: int) -> int:
+    """The periods of its stretch that the smaller iteration keeps on its shortest rank (L = `length` passes a
+    period): 2K + FILL_AND_PHASE, and at least MIN_KEPT_PASSES passes; a later try (`keep` > 1) also keeps
+    (keep - 1) x (K + 1) more, and from the third on the lead (the latest stretch's start, in periods), for a
+    pipeline that settles late."""
+    kept = max(2 * K_SIDE + FILL_AND_PHASE, -(-MIN_KEPT_PASSES // length)) + (keep - 1) * (K_SIDE + 1)
+    return kept + lead if keep > 2 else kept
+
+
+def plan_cut(config: EngineConfig, full: Sequence[list[Pass]], keep: int) -> Cut | str:
+    """Where to cut (`keep` 1: as much as may be; more: leaving the pipeline longer to settle), or why nothing is:
+    the lists have no steady stretch long enough to gain from it.
 
     A period moves each label `shift` on and holds q microbatches: q = shift, or 2 shift where a schedule runs two
     streams of microbatches at once (DualPipe's two directions, each numbered on its own)."""
     m = config.layout.num_microbatches
     columns = [Columns(order) for order in full]
-    needed = MIN_PERIODS + keep * (K_SIDE + 1) + 2 * K_SIDE + 3  # periods, before the lead
-    for shift in range(1, m // needed + 1):
+    floor = 2 * K_SIDE + FILL_AND_PHASE + 1  # periods a stretch needs: those kept and one to leave out
+    reason = ""
+    for shift in range(1, m // floor + 1):
         lengths, stretches = [], []
         for cols in columns:  # the first rank whose stretch is too short ends the try
-            n, (a, b) = _period(cols, shift, m)
-            if (b - a) // n < needed:
+            n, (a, b) = _period(cols, shift, m, floor)
+            if (b - a) // n < floor:
                 break
             lengths.append(n)
             stretches.append((a, b))
         else:
             periods = min((b - a) // n for (a, b), n in zip(stretches, lengths, strict=True))
             lead = max(-(-a // n) for (a, _b), n in zip(stretches, lengths, strict=True))
-            # kept on the rank with the shortest stretch: the settling (`keep` x K equal periods on every rank),
-            # the 2K checked, and margins; the second try also the lead (the latest stretch's start, in periods),
-            # for a pipeline that settles late
-            n_cut = periods - keep * (K_SIDE + 1) - 2 * K_SIDE - 3 - (lead if keep > 1 else 0)
-            if n_cut < MIN_PERIODS:
+            kept = kept_periods(keep, min(lengths), lead)
+            n_cut = periods - kept
+            if n_cut < 1 or n_cut * min(lengths) < MIN_SAVED_PASSES:
+                reason = reason or (f"a steady stretch of {periods} periods of {shift} microbatch labels, less the "
+                                    f"{kept} the check keeps, leaves fewer than {MIN_SAVED_PASSES} passes a rank "
+                                    "to leave out")
                 continue
             for q in (shift, 2 * shift):
                 if m - n_cut * q < 1 or (keep > 1 and 4 * (m - n_cut * q) > 3 * m):
@@ -178,4 +215,11 @@ def plan_cut(config: EngineConfig, full: Sequence[list[Pass]], keep: int) -> Cut
                     small = tuple(stretch(cols, shift, n) for cols, n in zip(small_columns, lengths, strict=True))
                     return Cut(n_cut, shift, m - n_cut * q, tuple(lengths), small, reduced, small_columns,
                                tuple(columns))
-    return None
+    if reason:
+        return reason
+    longest = max((((b - a) // n, shift) for shift in range(1, m // 2 + 1)
+                   for n, (a, b) in (_period(columns[0], shift, m, 2),)), default=(0, 0))
+    return (f"no steady stretch of {floor} periods or more in the schedule's pass lists (2K = {2 * K_SIDE} checked "
+            f"around the cut, {FILL_AND_PHASE} more to settle, one to leave out)" +
+            (f"; pipeline rank 0's longest holds {longest[0]} periods of {longest[1]} microbatch labels"
+             if longest[0] > 1 else ""))
