@@ -65,10 +65,11 @@ KEEPS = (1, 2, 4, 8)
 
 
 class Watch:
-    """What the reduced run shows (the engine calls `top` and `passed`). Each rank's period starts (the tops of
-    its stretch's periods) are taken in full, its last `settle` + 1 kept, and its passes' times noted; once every
-    rank's last `settle` periods took the same time, one period for all, each rank's cut is its latest period
-    start: the K periods before it are those just seen, and it takes K more."""
+    """What the reduced run shows (the engine calls `follow` and `top`, and appends each pass's start and end to
+    the list `follow` gives). At each period start of its stretch a rank's record is taken in full, its last
+    `settle` + 1 kept; once every rank's last `settle` periods added the same to every quantity, one period for
+    all, each rank's cut is its latest period start: the K periods before it are those just seen, and it takes K
+    more."""
 
     __slots__ = ("engine", "cut", "settle", "armed", "tops", "times", "cuts", "_recent", "_paced", "_steady",
                  "_bounds", "_index")
@@ -78,7 +79,7 @@ class Watch:
         self.armed: set[int] = set()  # iterations whose cuts are fixed
         # (iteration, record index) -> its period starts in full, K before its cut to K after
         self.tops: dict[tuple[int, int], list[list[float]]] = {}
-        self.times: dict[tuple[int, int], list[float]] = {}  # the start and end of each pass of its stretch
+        self.times: dict[tuple[int, int], list[float]] = {}  # the start and end of each of its passes
         self.cuts: dict[tuple[int, int], int] = {}  # its cut: an index in the reduced list
         self._recent: dict[tuple[int, int], list[tuple[int, list[float]]]] = {}  # its last settle + 1 starts
         # iteration -> the record indices whose last `settle` periods took the same time / added the same to
@@ -94,11 +95,15 @@ class Watch:
             index = self._index[id(record)] = self.engine.rec.ranks.index(record)
         return iteration, index
 
+    def follow(self, iteration: int, rank: int, record: RankRecord) -> tuple[range, list[float]]:
+        """The rank's period starts (the tops of its stretch's periods), and its passes' times."""
+        a, b, n = self._bounds[rank]
+        times = self.times[self._key(iteration, record)] = []
+        return range(a, b + 1, n), times
+
     def top(self, iteration: int, rank: int, i: int, record: RankRecord, totals: PassTotals,
             cp: CpTotals) -> None:
-        a, b, n = self._bounds[rank]
-        if i < a or i > b or (i - a) % n:
-            return
+        _a, b, n = self._bounds[rank]
         e = self.engine
         key = self._key(iteration, record)
         added = RankRecord(record.gpu, record.pipeline_rank)  # what the passes added, not in the record yet
@@ -171,15 +176,6 @@ class Watch:
                 self.cuts[key] = recent[-1][0]
                 self.tops[key] = [vector for _i, vector in recent[-K_SIDE - 1:]]
 
-    def passed(self, iteration: int, rank: int, i: int, record: RankRecord, start: float, end: float) -> None:
-        a, b, _n = self._bounds[rank]
-        if a <= i < b:
-            times = self.times.get(self._key(iteration, record))
-            if times is None:
-                times = self.times[self._key(iteration, record)] = []
-            times.append(start)
-            times.append(end)
-
 
 # the vector's bytes: after the clock, the four counts, the time categories and the communication busy times
 _BYTES = (5 + len(ALL_CATEGORIES) + len(ALL_KINDS), 5 + len(ALL_CATEGORIES) + 2 * len(ALL_KINDS))
@@ -240,7 +236,7 @@ def _check(watch: Watch, result: EngineResult) -> tuple[float, dict[tuple[int, i
         if not _close(step[0], period, clock):
             return f"record {key[1]}: its period {step[0]!r} s is not the others' {period!r} s"
         at = watch.cuts[key]
-        lo = 2 * (at - K_SIDE * length - cut.stretches[rank][0])  # the passes of the 2K periods around the cut
+        lo = 2 * (at - K_SIDE * length)  # the passes of the 2K periods around the cut
         times = watch.times.get(key, [])[lo:lo + 4 * K_SIDE * length] if lo >= 0 else []
         if len(times) != 4 * K_SIDE * length:
             return f"record {key[1]}: {len(times) // 2} passes timed around its cut, not {2 * K_SIDE * length}"

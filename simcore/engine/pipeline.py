@@ -6,10 +6,9 @@ the chunk's cost (tensor-parallel collectives folded in); zero-bubble schedules 
 input gradient (I) and weight gradient (W), DualPipe overlaps a forward and a backward (simcore/engine/
 pass_work.py). Activations and gradients travel as flow groups on the FlowNetwork over the graph's links;
 data-parallel gradient reductions and ZeRO's parameter gathers are collectives on the same network, on their own
-streams (simcore/engine/dp_sync.py). A pass that needs gathered parameters (ZeRO
-3's layers, or ZeRO 1/2's overlapped gathers before a chunk's first forward) runs slice by slice behind them. After
-its gradients are reduced a rank waits for every rank (the global gradient-norm all-reduce before the step) and
-runs the optimizer.
+streams (simcore/engine/dp_sync.py). A pass that needs gathered parameters (ZeRO 3's layers, or ZeRO 1/2's
+overlapped gathers before a chunk's first forward) runs slice by slice behind them. After its gradients are
+reduced a rank waits for every rank (the global gradient-norm all-reduce before the step) and runs the optimizer.
 
 Fidelity:
 - representative: one replica (dp rank 0) per pipeline rank. The other replicas and tensor ranks provably do
@@ -176,10 +175,11 @@ class Engine:
         offset = iteration * layout.num_microbatches  # arrivals of later iterations are their own
         totals, cp = PassTotals(), CpTotals()  # what the passes add to the record, added once at the end
         transfers, sync, keep_spans, watch = self.transfers, self.sync, self.rec.keep_spans, self.watch
+        tops, timed = watch.follow(iteration, rank, record) if watch is not None else ((), None)
         works: dict[tuple[str, int, int], tuple[PassWork, float]] = {}  # each kind of pass's work and kernel share
         reduced = [chunk.reduced_parameters for chunk in chunks]
         for i, ps in enumerate(passes):
-            if watch is not None:
+            if watch is not None and i in tops:
                 watch.top(iteration, rank, i, record, totals, cp)
             direction, vs = ps.direction, stage_of[ps.chunk]
             cost = chunks[vs]
@@ -266,8 +266,8 @@ class Engine:
                 record_pass_spans(self.rec, track, ps, cost, start, (duration + slowed) / duration if duration > 0
                                   else 1.0, self.shape.chunks, clock.now, None, backward)
             self.passes_done += 1
-            if watch is not None:
-                watch.passed(iteration, rank, i, record, start, clock.now)
+            if timed is not None:
+                timed += (start, clock.now)
             if forward and not last[vs]:
                 transfers.send("act", replica, rank, rank_of[vs + 1], vs + 1, ps.microbatch + offset, record)
             if gradient and not first[back_vs]:
