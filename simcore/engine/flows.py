@@ -131,9 +131,11 @@ class FlowNetwork:
             groups.append(group)
         if shared:
             self._rebalance(group)
-        else:
-            group.rate = self._isolated[pid]
-            self._schedule(group)
+        else:  # alone on its links: `_schedule`, inline (a call per transfer)
+            group.rate = rate = self._isolated[pid]
+            group.generation = 1
+            self.clock.call_in(size / rate, self._finish, group, 1)
+            self.events += 1
 
     def _component(self, seed: _Group) -> list[_Group]:
         """The groups in flight that share links with `seed`, transitively, in admission order."""

@@ -54,6 +54,8 @@ _DIRECTIONS = (FORWARD, "B", "I", "W", OVERLAPPED)
 _FORWARDS = frozenset({FORWARD, OVERLAPPED})
 _GRADIENTS = frozenset(d for d in _DIRECTIONS if sends_gradient(d))
 _WEIGHT_GRADIENTS = frozenset(d for d in _DIRECTIONS if produces_weight_gradients(d))
+# direction -> (runs a forward, sends a gradient, makes weight gradients): one lookup a pass
+_KIND = {d: (d in _FORWARDS, d in _GRADIENTS, d in _WEIGHT_GRADIENTS) for d in _DIRECTIONS}
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,12 +180,18 @@ class Engine:
         transfers, sync, keep_spans, watch = self.transfers, self.sync, self.rec.keep_spans, self.watch
         works: dict[tuple[str, int, int], tuple[PassWork, float]] = {}  # each kind of pass's work and kernel share
         reduced = [chunk.reduced_parameters for chunk in chunks]
+        # Constant over the passes: whether the rank's TP groups span domains, and whether a pass can have gates
+        # (ZeRO 3's per-layer gathers on every pass; else only a chunk's first forward pass of the iteration, for
+        # ZeRO 1/2's overlapped gathers: GradientSync.pass_gates answers [] for every other pass).
+        crosses = self.tp_links is not None and self.tp_links.crosses(rank)
+        gated_always = not self.sharded and sync.zero >= 3 and sync.dp > 1
+        first_forwards: set[int] = set()  # chunks whose first forward pass of the iteration has run
         for i, ps in enumerate(passes):
             if watch is not None:
                 watch.top(iteration, rank, i, record, totals, cp)
             direction, vs = ps.direction, stage_of[ps.chunk]
             cost = chunks[vs]
-            forward, gradient, grads = direction in _FORWARDS, direction in _GRADIENTS, direction in _WEIGHT_GRADIENTS
+            forward, gradient, grads = _KIND[direction]
             back_vs, back_mb, backward = vs, ps.microbatch, None
             if direction == OVERLAPPED:
                 back_vs, back_mb = stage_of[ps.backward_chunk], ps.backward_microbatch
@@ -208,7 +216,10 @@ class Engine:
             (work, share), duration = cached, cached[0].duration  # share: what slows beside collectives
             slowed, on_links = 0.0, False  # what interference added to the pass; TP collectives on the links
             # (the expert gradients' share weighted by their group's ring factor: ChunkCost.reduced_parameters)
-            gates = [] if self.sharded else sync.pass_gates(replica, rank, ps, cost.layers, reduced[vs], record)
+            gates: list[Gate] = []
+            if gated_always or (direction == FORWARD and ps.chunk not in first_forwards and not self.sharded):
+                first_forwards.add(ps.chunk)
+                gates = sync.pass_gates(replica, rank, ps, cost.layers, reduced[vs], record)
             plan = cost.cp_forward if forward else cost.cp_backward
             if self.sharded:  # sub-module by sub-module, behind their gathers and synchronisations
                 yield from self.sharded.run(replica, rank, ps, cost, record, track)
@@ -236,11 +247,11 @@ class Engine:
             else:
                 # TP across nodes: the pass's kernels, then its TP collectives as a transfer on the links.
                 tp_s = work.tp_comm
-                on_links = tp_s > 0 and self.tp_links is not None and self.tp_links.crosses(rank)
+                on_links = tp_s > 0 and crosses
                 body = duration - tp_s if on_links else duration
                 if on_links:
                     share = 1.0
-                times = [] if not grads else sync.release_times(replica, rank, i, start, start + body)
+                times = [] if not grads or gpu is None else sync.release_times(replica, rank, i, start, start + body)
                 self.events += 1
                 if gpu is not None and (gpu.in_flight or times):
                     # Interference: the pass runs beside collectives, and makes its buckets ready as it goes.
