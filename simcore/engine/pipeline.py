@@ -37,7 +37,7 @@ from simcore.engine.dp_collectives import DataParallelCollectives
 from simcore.engine.dp_sync import Gate, GradientSync
 from simcore.engine.embedding_sync import EmbeddingSync
 from simcore.engine.flows import FlowNetwork
-from simcore.engine.pass_spans import pass_label, record_pass_spans
+from simcore.engine.pass_spans import account_wait, pass_label, record_pass_spans
 from simcore.engine.pass_work import PassTotals, PassWork, pass_work
 from simcore.engine.recorder import RankRecord, Recorder
 from simcore.engine.sharded import ShardedPasses
@@ -180,12 +180,9 @@ class Engine:
         transfers, sync, keep_spans, watch = self.transfers, self.sync, self.rec.keep_spans, self.watch
         works: dict[tuple[str, int, int], tuple[PassWork, float]] = {}  # each kind of pass's work and kernel share
         reduced = [chunk.reduced_parameters for chunk in chunks]
-        # Constant over the passes: whether the rank's TP groups span domains, and whether a pass can have gates
-        # (ZeRO 3's per-layer gathers on every pass; else only a chunk's first forward pass of the iteration, for
-        # ZeRO 1/2's overlapped gathers: GradientSync.pass_gates answers [] for every other pass).
-        crosses = self.tp_links is not None and self.tp_links.crosses(rank)
-        gated_always = not self.sharded and sync.zero >= 3 and sync.dp > 1
-        first_forwards: set[int] = set()  # chunks whose first forward pass of the iteration has run
+        crosses = self.tp_links is not None and self.tp_links.crosses(rank)  # the same for all its passes
+        # Gates: ZeRO 3's on every pass, else ZeRO 1/2's on a chunk's first forward of the iteration alone
+        gated_always, first_forwards = not self.sharded and sync.zero >= 3 and sync.dp > 1, set()
         for i, ps in enumerate(passes):
             if watch is not None:
                 watch.top(iteration, rank, i, record, totals, cp)
@@ -201,13 +198,13 @@ class Engine:
                 if not arrival.fired:
                     waited = clock.now
                     yield arrival
-                    self._account_wait(t, track, waited, arrival.produced_s, ps)
+                    account_wait(self.rec, t, track, waited, clock.now, arrival.produced_s, ps)
             if gradient and not last[back_vs]:
                 arrival = transfers.arrival("grad", replica, back_vs, back_mb + offset)
                 if not arrival.fired:
                     waited = clock.now
                     yield arrival
-                    self._account_wait(t, track, waited, arrival.produced_s, ps)
+                    account_wait(self.rec, t, track, waited, clock.now, arrival.produced_s, ps)
             start = clock.now
             cached = works.get((direction, vs, back_vs))
             if cached is None:
@@ -216,7 +213,7 @@ class Engine:
             (work, share), duration = cached, cached[0].duration  # share: what slows beside collectives
             slowed, on_links = 0.0, False  # what interference added to the pass; TP collectives on the links
             # (the expert gradients' share weighted by their group's ring factor: ChunkCost.reduced_parameters)
-            gates: list[Gate] = []
+            gates: list[Gate] = []  # (GradientSync.pass_gates answers [] to the passes not asked)
             if gated_always or (direction == FORWARD and ps.chunk not in first_forwards and not self.sharded):
                 first_forwards.add(ps.chunk)
                 gates = sync.pass_gates(replica, rank, ps, cost.layers, reduced[vs], record)
@@ -376,15 +373,6 @@ class Engine:
             t["dp_comm"] += clock.now - waited
             self.rec.span(track, "wait parameter gather", "dp_comm", waited, clock.now)
         record.end_s = clock.now
-
-    def _account_wait(self, t: dict[str, float], track: str, waited: float, produced: float, ps: Pass) -> None:
-        now = self.clock.now  # waited for an activation or a gradient: idle until it was sent, then its transfer
-        bubble_end = min(max(produced, waited), now)
-        t["bubble"] += bubble_end - waited
-        t["pp_comm"] += now - bubble_end
-        if self.rec.keep_spans:
-            self.rec.span(track, f"idle: wait {ps.direction}{ps.microbatch}", "bubble", waited, bubble_end)
-            self.rec.span(track, f"recv {ps.direction}{ps.microbatch}", "pp_comm", bubble_end, now)
 
     # -- run -------------------------------------------------------------------------------------------
     def run(self, progress: Progress | None = None) -> EngineResult:
