@@ -89,6 +89,22 @@ _WIDE = 1 << 32
 _ROWS: list[dict[int, tuple[tuple[str, int, int], int, int, int, int, Pass]]] = [{}]
 _MOST_ROWS = 1 << 18
 _RUN = re.compile(b"\x01+")
+# The smaller iterations' lists and every list's columns, shared by the runs of one process (a search asks for the
+# same schedule shapes again and again): (schedule, rank, pp, m, chunks, costs) -> a rank's list; id(list) -> the
+# list (kept, so that its id is not reused while it is here) and its columns.
+_MOST_LISTS = 256
+_LISTS: dict[tuple[object, ...], list[Pass]] = {}
+_COLUMNS: dict[int, tuple[list[Pass], Columns]] = {}
+
+
+def columns_of(order: list[Pass]) -> Columns:
+    """A list's columns (the list must not change afterwards: lists are shared)."""
+    hit = _COLUMNS.get(id(order))
+    if hit is None or hit[0] is not order:
+        if len(_COLUMNS) >= _MOST_LISTS:
+            _COLUMNS.clear()
+        hit = _COLUMNS[id(order)] = (order, Columns(order))
+    return hit[1]
 
 
 def stretch(cols: Columns, q: int, length: int) -> tuple[int, int]:
@@ -127,12 +143,22 @@ def _may_hold(cols: Columns, q: int, length: int, run: int) -> bool:
 
 
 def schedule_lists(config: EngineConfig, m: int) -> tuple[list[Pass], ...]:
+    """Each pipeline rank's passes for m microbatches (shared lists: not to be changed)."""
     layout = config.layout
     schedule, p, v = layout.schedule, layout.pp, layout.shape.chunks
     costs = None
     if schedule in COSTED:
         costs = tuple((c.forward_s, c.backward_input_s, c.backward_weight_s) for c in config.workload.chunks)
-    return tuple(POLICIES[schedule].passes(rank, p, m, v, costs) for rank in range(p))
+    out = []
+    for rank in range(p):
+        key = (schedule, rank, p, m, v, costs)
+        order = _LISTS.get(key)
+        if order is None:
+            if len(_LISTS) >= _MOST_LISTS:
+                _LISTS.clear()
+            order = _LISTS[key] = POLICIES[schedule].passes(rank, p, m, v, costs)
+        out.append(order)
+    return tuple(out)
 
 
 def aligned(full: Columns, reduced: Columns, cut: int, n: int, q: int, length: int,
@@ -185,7 +211,7 @@ def plan_cut(config: EngineConfig, full: Sequence[list[Pass]], keep: int) -> Cut
     A period moves each label `shift` on and holds q microbatches: q = shift, or 2 shift where a schedule runs two
     streams of microbatches at once (DualPipe's two directions, each numbered on its own)."""
     m = config.layout.num_microbatches
-    columns = [Columns(order) for order in full]
+    columns = [columns_of(order) for order in full]
     floor = 2 * K_SIDE + FILL_AND_PHASE + 1  # periods a stretch needs: those kept and one to leave out
     reason = ""
     for shift in range(1, m // floor + 1):
@@ -211,7 +237,7 @@ def plan_cut(config: EngineConfig, full: Sequence[list[Pass]], keep: int) -> Cut
                     continue
                 reduced = schedule_lists(config, m - n_cut * q)
                 if all(len(a) == len(b) + n_cut * n for a, b, n in zip(full, reduced, lengths, strict=True)):
-                    small_columns = tuple(Columns(order) for order in reduced)
+                    small_columns = tuple(columns_of(order) for order in reduced)
                     small = tuple(stretch(cols, shift, n) for cols, n in zip(small_columns, lengths, strict=True))
                     return Cut(n_cut, shift, m - n_cut * q, tuple(lengths), small, reduced, small_columns,
                                tuple(columns))

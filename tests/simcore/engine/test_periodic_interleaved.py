@@ -13,8 +13,17 @@ from simcore.cost.workload import build_workload
 from simcore.domain.layout import Fidelity, Layout, Schedule
 from simcore.domain.model import model_from_fields
 from simcore.domain.placement import place
+from simcore.domain.schedules import POLICIES
 from simcore.engine.periodic import try_extrapolated
-from simcore.engine.periods import FILL_AND_PHASE, K_SIDE, kept_periods, plan_cut, schedule_lists
+from simcore.engine.periods import (
+    FILL_AND_PHASE,
+    K_SIDE,
+    Columns,
+    columns_of,
+    kept_periods,
+    plan_cut,
+    schedule_lists,
+)
 from simcore.engine.pipeline import EngineConfig
 from simcore.simulate import Outcome, Scenario, build_network, simulate
 from topology import NODE_PRESETS, sized
@@ -96,3 +105,12 @@ def test_replicas_extrapolate_alike_in_full_fidelity() -> None:
     extrapolated, full = simulate(scenario), simulate(replace(scenario, extrapolate=False))
     assert extrapolated.extrapolated_periods == 4
     _assert_same(extrapolated, full)
+
+
+def test_smaller_lists_and_columns_are_built_once_per_shape() -> None:
+    config = _config(_scenario(8, 12))
+    lists = schedule_lists(config, 64)
+    assert all(a is b for a, b in zip(lists, schedule_lists(config, 64), strict=True))
+    assert lists[0] == POLICIES[Schedule.INTERLEAVED_1F1B].passes(0, 8, 64, 2)
+    assert columns_of(lists[3]) is columns_of(lists[3])
+    assert columns_of(lists[3]).kinds == Columns(lists[3]).kinds
