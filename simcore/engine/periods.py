@@ -234,6 +234,8 @@ def plan_cut(config: EngineConfig, full: Sequence[list[Pass]], keep: int) -> Cut
                 continue
             for q in (shift, 2 * shift):
                 if m - n_cut * q < 1 or (keep > 1 and 4 * (m - n_cut * q) > 3 * m):
+                    reason = reason or (f"keeping {kept} periods of {shift} microbatch labels to settle, the "
+                                        f"smaller iteration would simulate more than 3/4 of the {m} microbatches")
                     continue
                 reduced = schedule_lists(config, m - n_cut * q)
                 if all(len(a) == len(b) + n_cut * n for a, b, n in zip(full, reduced, lengths, strict=True)):
