@@ -28,6 +28,8 @@ class Router:
         self._shape = (spec.num_gpus, spec.gpus_per_node, spec.nics_per_node, spec.domain_gpus,
                        spec.fabric is Fabric.RAIL_OPTIMIZED, index.nic_base, index.spine_base, index.leaves,
                        cluster.num_spines)
+        # a link's latency is its kind's (topology/links.py, LinkIndex.latency_s): inside a node below nic_base
+        self._latencies = (spec.intra_node_latency_s, spec.inter_node_latency_s)
 
     @property
     def routed(self) -> int:
@@ -49,9 +51,9 @@ class Router:
             if not (0 <= src < self._shape[0] and 0 <= dst < self._shape[0]):
                 raise KeyError((src, dst))
             path = self._links(src, dst)
-            latency, table = 0.0, self.cluster.latency
-            for link in path:
-                latency += table[link]
+            latency, (intra, inter), nic_base = 0.0, self._latencies, self._shape[5]
+            for link in path:  # (added link by link from the source, as LinkIndex.latency_s gives them)
+                latency += intra if link < nic_base else inter
             found = self._cache[key] = (path, latency)
         return found
 

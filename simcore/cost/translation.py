@@ -151,33 +151,36 @@ def _count(router: Router, blocks: Blocks, runs: Sequence[Run], primary: set[int
                     joined.append((first, times))
             hops[key] = joined
     worst = 0.0
-    spans: dict[int, list[list[tuple[int, int]]]] = {}  # class link -> [(first block, blocks)] of its hops
+    # class link -> the block ranges [first, end) of the hops through it (each moved to the link's block)
+    spans: dict[int, list[tuple[int, int]]] = {}
     stride_of: dict[int, int] = {}
-    canon = blocks.canon
+    canon_of: dict[int, tuple[int, int, int]] = {}  # (a link is on many canonical hops' paths: canon it once)
+    canon, route = blocks.canon, router.route_and_latency
     for (s, d), ranges in hops.items():
-        path, latency = router.route_and_latency(s, d)
+        path, latency = route(s, d)
         if latency > worst:
             worst = latency
         for link in path:
-            c, b, stride = canon(link)
-            stride_of[c] = stride
-            shifted = ranges if b == 0 else [(first + b, times) for first, times in ranges]
+            got = canon_of.get(link)
+            if got is None:
+                got = canon_of[link] = canon(link)
+                stride_of[got[0]] = got[2]
+            c, b = got[0], got[1]
             found = spans.get(c)
             if found is None:
-                spans[c] = [shifted]
+                spans[c] = [(first + b, first + b + times) for first, times in ranges]
             else:
-                found.append(shifted)
+                found.extend((first + b, first + b + times) for first, times in ranges)
     pieces: dict[int, list[tuple[int, int, int]]] = {}  # class link -> [(first block, end block, hops)]
-    for c, chunks in spans.items():
-        if len(chunks) == 1 and len(chunks[0]) == 1:  # one hop's range (most links)
-            first, times = chunks[0][0]
-            pieces[c] = [(first, first + times, 1)]
+    for c, found in spans.items():
+        if len(found) == 1:  # one hop's range (most links)
+            first, end = found[0]
+            pieces[c] = [(first, end, 1)]
             continue
         edges: dict[int, int] = {}
-        for chunk in chunks:
-            for first, times in chunk:
-                edges[first] = edges.get(first, 0) + 1
-                edges[first + times] = edges.get(first + times, 0) - 1
+        for first, end in found:
+            edges[first] = edges.get(first, 0) + 1
+            edges[end] = edges.get(end, 0) - 1
         level, start, out = 0, 0, []
         for b in sorted(edges):
             if level:
