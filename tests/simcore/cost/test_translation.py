@@ -10,10 +10,11 @@ import dataclasses
 
 import pytest
 
+import simcore.cost.translation as translation
 from simcore.cost.collectives import Collective, CollectiveModel, effective_capacity, ring_factor
 from simcore.cost.link_loads import LinkLoads, ring_loads, step_latency, worst_hop
 from simcore.cost.patterns import keep_links
-from simcore.cost.translation import block_of
+from simcore.cost.translation import Counted, block_of
 from simcore.domain.layout import CollectiveAlgorithm
 from simcore.domain.placement import place
 from topology import NODE_PRESETS, Fabric, Router, build_cluster, sized
@@ -183,7 +184,7 @@ def test_patterns_whole_blocks_apart_are_moved_from_the_first_counted(name: str)
     capacity = effective_capacity(cluster)
     dp, tp, pp = spec.num_gpus // (8 * 4), 8, 4  # "tp,dp,pp": the stages are whole blocks apart
     placement = place(dp, tp, pp, "tp,dp,pp", spec.num_gpus)
-    memo: dict[tuple[object, ...], tuple[dict[int, float], float]] = {}
+    memo: dict[tuple[object, ...], Counted] = {}
     for src, dst in [(0, 1), (1, 2), (2, 3), (3, 2), (2, 1), (1, 0)]:
         acc = LinkLoads(router)
         for t in range(tp):
@@ -191,7 +192,49 @@ def test_patterns_whole_blocks_apart_are_moved_from_the_first_counted(name: str)
         primary = set(router.route(placement.gpu(0, 0, src), placement.gpu(0, 0, dst)))
         expected = keep_links(acc.pattern(worst_hop), primary, capacity, 4)
         assert acc.kept(primary, capacity, 4, worst_hop, memo) == expected, (src, dst)
-    assert len(memo) == 2  # one count forward, one backward
+    assert len(memo) == 2  # one count forward, one backward (the forward one turned round)
+
+
+@pytest.mark.parametrize("name", SPECS)
+@pytest.mark.parametrize("order", PLACEMENTS)
+def test_patterns_turned_round_are_the_first_counted_turned_round(name: str, order: str,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The backward sends from the forward ones' count (links turned round, id ^ 1) where the forward ones load
+    one direction of each link, and counted afresh where they load both (a ring over nodes loads each NIC both
+    ways): the same as hop by hop either way."""
+    spec = SPECS[name]
+    cluster = build_cluster(spec)
+    router = Router(cluster)
+    capacity = effective_capacity(cluster)
+    dp, tp, pp = layout_for(spec)
+    placement = place(dp, tp, pp, order, spec.num_gpus)
+    counts: list[int] = []
+    count = translation._count
+
+    def counting(*args: object) -> Counted:
+        counts.append(1)
+        return count(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(translation, "_count", counting)
+    memo: dict[tuple[object, ...], Counted] = {}
+    step = placement.strides[0]
+    sends = [[(placement.gpu(0, t, src), placement.gpu(0, t, dst)) for t in range(tp)] for src, dst in [(1, 2), (2, 1)]]
+    ring = [(g, g + step) for g in range(0, tp * placement.strides[1], placement.strides[1])]
+    rings = [ring, [(b, a) for a, b in ring]]
+    turned = []
+    for pattern in (*sends, *rings):
+        counts.clear()
+        acc = LinkLoads(router)
+        for a, b in pattern:
+            acc.run(a, b, step, dp - 1, 1.0)
+        if block_of(router, acc.runs) is None:
+            return  # (placements whose sends are not counted by class: test_pipeline_sends_... covers them)
+        primary = set(router.route(*pattern[0]))
+        expected = keep_links(acc.pattern(worst_hop), primary, capacity, 4)
+        assert acc.kept(primary, capacity, 4, worst_hop, memo) == expected
+        turned.append(not counts)
+    if name == "rail-128-nodes" and order == "tp,dp,pp":
+        assert turned == [False, True, False, False], turned  # the ring's links are loaded both ways: counted again
 
 
 def hop_by_hop(router: Router, hops: list[tuple[int, int, float]]) -> dict[int, float]:
