@@ -80,11 +80,15 @@ class Router:
         else:
             head = (4 * node_a * gpn + 2 * local_a + 2 * min(gpn, gpus - node_a * gpn),)
         tail = (nic_base + 2 * nic_b + 1, 4 * node_b * gpn + 2 * local_b + 2 * min(gpn, gpus - node_b * gpn) + 1)
-        index = self.cluster.index
-        leaf_a, leaf_b = index.leaf_of(nic_a), index.leaf_of(nic_b)
+        # leaves (topology/links.py, leaf_of_nic): unit x nics + rail in a rail-optimized fabric, else NICs in order
+        if rail:
+            leaf_a = node_a // LEAF_DOWN_PORTS * nics + nic_a % nics
+            leaf_b = node_b // LEAF_DOWN_PORTS * nics + rail_b
+        else:
+            leaf_a, leaf_b = nic_a // LEAF_DOWN_PORTS, nic_b // LEAF_DOWN_PORTS
         if leaf_a == leaf_b:
             return (*head, nic_base + 2 * nic_a, *tail)
-        spine = self._spine(nic_a, nic_b)
+        spine = (node_a % LEAF_DOWN_PORTS + node_b % LEAF_DOWN_PORTS + nic_a % nics) % spines  # (_spine, inlined)
         return (*head, nic_base + 2 * nic_a, spine_base + 2 * (spine * leaves + leaf_a),
                 spine_base + 2 * (spine * leaves + leaf_b) + 1, *tail)
 

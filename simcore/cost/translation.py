@@ -171,7 +171,17 @@ def _count(router: Router, blocks: Blocks, runs: Sequence[Run], primary: set[int
     stride_of: dict[int, int] = {}
     canon_of: dict[int, tuple[int, int, int]] = {}  # (a link is on many canonical hops' paths: canon it once)
     canon, route = blocks.canon, router.route_and_latency
+    # A hop back (d -> s over the same blocks as s -> d) between GPUs of the same local index takes the route
+    # there turned round (counted_pattern's docstring): its links are those ids ^ 1, in the same blocks.
+    gpn = router.cluster.spec.gpus_per_node
+    turns = all((dst - src) % gpn == 0 for src, dst, *_rest in runs)
+    turned: set[tuple[int, int]] = set()
     for (s, d), ranges in hops.items():
+        if (s, d) in turned:
+            continue
+        back = turns and hops.get((d, s)) == ranges
+        if back:
+            turned.add((d, s))
         path, latency = route(s, d)
         if latency > worst:
             worst = latency
@@ -179,13 +189,15 @@ def _count(router: Router, blocks: Blocks, runs: Sequence[Run], primary: set[int
             got = canon_of.get(link)
             if got is None:
                 got = canon_of[link] = canon(link)
-                stride_of[got[0]] = got[2]
+                stride_of[got[0]] = stride_of[got[0] ^ 1] = got[2]
             c, b = got[0], got[1]
-            found = spans.get(c)
-            if found is None:
-                spans[c] = [(first + b, first + b + times) for first, times in ranges]
-            else:
-                found.extend((first + b, first + b + times) for first, times in ranges)
+            moved = [(first + b, first + b + times) for first, times in ranges]
+            for cls in ((c, c ^ 1) if back else (c,)):
+                found = spans.get(cls)
+                if found is None:
+                    spans[cls] = moved[:]
+                else:
+                    found.extend(moved)
     pieces: dict[int, list[tuple[int, int, int]]] = {}  # class link -> [(first block, end block, hops)]
     for c, found in spans.items():
         if len(found) == 1:  # one hop's range (most links)
@@ -210,7 +222,11 @@ def _count(router: Router, blocks: Blocks, runs: Sequence[Run], primary: set[int
     heads: list[tuple[float, int, int, int, int]] = []  # (ratio, first link, stride, blocks, hops)
     for c, parts in pieces.items():
         stride, cap = stride_of[c], capacity[c]
-        heads.extend((-folded[n] / cap, c + a * stride, stride, end - a, n) for a, end, n in parts)
+        if len(parts) == 1:
+            a, end, n = parts[0]
+            heads.append((-folded[n] / cap, c + a * stride, stride, end - a, n))
+        else:
+            heads.extend((-folded[n] / cap, c + a * stride, stride, end - a, n) for a, end, n in parts)
     candidates = [(ratio, head + i * stride, n) for ratio, head, stride, span, n in nsmallest(extra, heads)
                   for i in range(min(span, extra))]
     kept = {link: folded[n] for _ratio, link, n in nsmallest(extra, candidates)}
