@@ -305,11 +305,17 @@ class CollectiveModel:
         # oldest GPU's, whose channels and protocols every rank can run)
         gpu = spec.hardware if not spec.node_groups else min(
             (spec.hardware_of(g) for g in group), key=lambda h: (h.peak_flops_per_s, h.kind))
-        nodes = by_domain(self.cluster, group)
-        nics = min(spec.nics_per_node, max(map(len, nodes)))
+        n = len(key)
+        step = key[1] - key[0] if n > 1 else 0
+        if step >= spec.domain_gpus and key == tuple(range(key[0], key[0] + n * step, step)):
+            domains, most = n, 1  # equally spaced, one GPU per domain (a data-parallel group)
+        else:
+            nodes = by_domain(self.cluster, key)
+            domains, most = len(nodes), max(map(len, nodes))
+        nics = min(spec.nics_per_node, most)
         found = self._communicators[key] = Communicator(
-            ranks=len(group), nodes=len(nodes), generation=gpu.generation,
-            channels=channels(gpu.generation, len(nodes), nics, gpu.nvlink_bandwidth_bytes_per_s),
+            ranks=n, nodes=domains, generation=gpu.generation,
+            channels=channels(gpu.generation, domains, nics, gpu.nvlink_bandwidth_bytes_per_s),
             amd_host=gpu.generation == "ampere", nvls=gpu.generation in NVLS_GENERATIONS)
         return found
 

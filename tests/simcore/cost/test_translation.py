@@ -125,6 +125,23 @@ def test_pairs_far_apart_are_counted_too(name: str) -> None:
     kept_both_ways(spec, build, 8, lambda cluster, router: set(router.route(*groups[0])))
 
 
+@pytest.mark.parametrize("name", ["rail-128-nodes", "fat-tree-128-nodes", "one-nic-per-node"])
+@pytest.mark.parametrize("shift", [1, 3])
+def test_pairs_far_apart_across_local_indices_are_counted_too(name: str, shift: int) -> None:
+    # rings of two between GPUs of different local indices: the way back is not the way there turned round (PXN
+    # takes the other node's proxy), so each way is routed
+    spec = SPECS[name]
+    far = spec.num_gpus // 2
+    groups = [(g, g + far + shift) for g in range(0, far - shift)]
+
+    def build(acc: LinkLoads) -> None:
+        for group in groups:
+            ring_loads(acc, group, ring_factor(Collective.ALL_REDUCE, 2))
+
+    kept_both_ways(spec, build, 8, lambda cluster, router: set(router.route(*groups[0])) | set(router.route(
+        groups[0][1], groups[0][0])))
+
+
 def test_mixed_weights_and_small_clusters_are_added_hop_by_hop() -> None:
     router = Router(build_cluster(spec_of(128 * 8)))
     acc = LinkLoads(router)
