@@ -131,9 +131,11 @@ class FlowNetwork:
             groups.append(group)
         if shared:
             self._rebalance(group)
-        else:
-            group.rate = self._isolated[pid]
-            self._schedule(group)
+        else:  # alone on its links: `_schedule`, inline (a call per transfer)
+            group.rate = rate = self._isolated[pid]
+            group.generation = 1
+            self.clock.call_in(size / rate, self._finish, group, 1)
+            self.events += 1
 
     def _component(self, seed: _Group) -> list[_Group]:
         """The groups in flight that share links with `seed`, transitively, in admission order."""
@@ -189,8 +191,11 @@ class FlowNetwork:
             # the place of the first shared link in its pattern, then by admission. Each component is rebalanced
             # once, from its first member in that order.
             meets = group.meets
-            met = [(meets[pid], other.seq, other)
-                   for pid in meets.keys() & in_flight.keys() for other in in_flight[pid]]
+            if len(meets) == 1:  # a pattern that meets no other: only its own groups can share its links
+                met = [(0, other.seq, other) for other in in_flight.get(group.pid, ())]
+            else:
+                met = [(meets[pid], other.seq, other)
+                       for pid in meets.keys() & in_flight.keys() for other in in_flight[pid]]
             if met:
                 if len(met) > 1:
                     met.sort(key=_FIRST_TWO)

@@ -1,6 +1,6 @@
 """A pass as the trace shows it: consecutive named spans of recomputation, compute, tensor-parallel collectives
 and a mixture of experts' all-to-alls on its rank's compute track (the engine's timing is the pass's single
-event; these spans only divide it for the trace and the pictures)."""
+event; these spans only divide it for the trace and the pictures), and a pass's wait for its input."""
 
 from __future__ import annotations
 
@@ -37,3 +37,15 @@ def record_pass_spans(rec: Recorder, track: str, ps: Pass, cost: ChunkCost, star
             duration += extra * duration / kernels
         rec.span(track, name, category, start, start + duration)
         start += duration
+
+
+def account_wait(rec: Recorder, t: dict[str, float], track: str, waited: float, now: float, produced: float,
+                 ps: Pass) -> None:
+    """A pass waited from `waited` to `now` for an activation or a gradient sent at `produced`: idle (bubble)
+    until it was sent, then its transfer (pp_comm), in the rank's times `t` and, when kept, as spans."""
+    bubble_end = min(max(produced, waited), now)
+    t["bubble"] += bubble_end - waited
+    t["pp_comm"] += now - bubble_end
+    if rec.keep_spans:
+        rec.span(track, f"idle: wait {ps.direction}{ps.microbatch}", "bubble", waited, bubble_end)
+        rec.span(track, f"recv {ps.direction}{ps.microbatch}", "pp_comm", bubble_end, now)

@@ -37,7 +37,7 @@ from simcore.engine.dp_collectives import DataParallelCollectives
 from simcore.engine.dp_sync import Gate, GradientSync
 from simcore.engine.embedding_sync import EmbeddingSync
 from simcore.engine.flows import FlowNetwork
-from simcore.engine.pass_spans import pass_label, record_pass_spans
+from simcore.engine.pass_spans import account_wait, pass_label, record_pass_spans
 from simcore.engine.pass_work import PassTotals, PassWork, pass_work
 from simcore.engine.recorder import RankRecord, Recorder
 from simcore.engine.sharded import ShardedPasses
@@ -54,6 +54,8 @@ _DIRECTIONS = (FORWARD, "B", "I", "W", OVERLAPPED)
 _FORWARDS = frozenset({FORWARD, OVERLAPPED})
 _GRADIENTS = frozenset(d for d in _DIRECTIONS if sends_gradient(d))
 _WEIGHT_GRADIENTS = frozenset(d for d in _DIRECTIONS if produces_weight_gradients(d))
+# direction -> (runs a forward, sends a gradient, makes weight gradients): one lookup a pass
+_KIND = {d: (d in _FORWARDS, d in _GRADIENTS, d in _WEIGHT_GRADIENTS) for d in _DIRECTIONS}
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,12 +180,15 @@ class Engine:
         transfers, sync, keep_spans, watch = self.transfers, self.sync, self.rec.keep_spans, self.watch
         works: dict[tuple[str, int, int], tuple[PassWork, float]] = {}  # each kind of pass's work and kernel share
         reduced = [chunk.reduced_parameters for chunk in chunks]
+        crosses = self.tp_links is not None and self.tp_links.crosses(rank)  # the same for all its passes
+        # Gates: ZeRO 3's on every pass, else ZeRO 1/2's on a chunk's first forward of the iteration alone
+        gated_always, first_forwards = not self.sharded and sync.zero >= 3 and sync.dp > 1, set()
         for i, ps in enumerate(passes):
             if watch is not None:
                 watch.top(iteration, rank, i, record, totals, cp)
             direction, vs = ps.direction, stage_of[ps.chunk]
             cost = chunks[vs]
-            forward, gradient, grads = direction in _FORWARDS, direction in _GRADIENTS, direction in _WEIGHT_GRADIENTS
+            forward, gradient, grads = _KIND[direction]
             back_vs, back_mb, backward = vs, ps.microbatch, None
             if direction == OVERLAPPED:
                 back_vs, back_mb = stage_of[ps.backward_chunk], ps.backward_microbatch
@@ -193,13 +198,13 @@ class Engine:
                 if not arrival.fired:
                     waited = clock.now
                     yield arrival
-                    self._account_wait(t, track, waited, arrival.produced_s, ps)
+                    account_wait(self.rec, t, track, waited, clock.now, arrival.produced_s, ps)
             if gradient and not last[back_vs]:
                 arrival = transfers.arrival("grad", replica, back_vs, back_mb + offset)
                 if not arrival.fired:
                     waited = clock.now
                     yield arrival
-                    self._account_wait(t, track, waited, arrival.produced_s, ps)
+                    account_wait(self.rec, t, track, waited, clock.now, arrival.produced_s, ps)
             start = clock.now
             cached = works.get((direction, vs, back_vs))
             if cached is None:
@@ -208,7 +213,10 @@ class Engine:
             (work, share), duration = cached, cached[0].duration  # share: what slows beside collectives
             slowed, on_links = 0.0, False  # what interference added to the pass; TP collectives on the links
             # (the expert gradients' share weighted by their group's ring factor: ChunkCost.reduced_parameters)
-            gates = [] if self.sharded else sync.pass_gates(replica, rank, ps, cost.layers, reduced[vs], record)
+            gates: list[Gate] = []  # (GradientSync.pass_gates answers [] to the passes not asked)
+            if gated_always or (direction == FORWARD and ps.chunk not in first_forwards and not self.sharded):
+                first_forwards.add(ps.chunk)
+                gates = sync.pass_gates(replica, rank, ps, cost.layers, reduced[vs], record)
             plan = cost.cp_forward if forward else cost.cp_backward
             if self.sharded:  # sub-module by sub-module, behind their gathers and synchronisations
                 yield from self.sharded.run(replica, rank, ps, cost, record, track)
@@ -236,11 +244,11 @@ class Engine:
             else:
                 # TP across nodes: the pass's kernels, then its TP collectives as a transfer on the links.
                 tp_s = work.tp_comm
-                on_links = tp_s > 0 and self.tp_links is not None and self.tp_links.crosses(rank)
+                on_links = tp_s > 0 and crosses
                 body = duration - tp_s if on_links else duration
                 if on_links:
                     share = 1.0
-                times = [] if not grads else sync.release_times(replica, rank, i, start, start + body)
+                times = [] if not grads or gpu is None else sync.release_times(replica, rank, i, start, start + body)
                 self.events += 1
                 if gpu is not None and (gpu.in_flight or times):
                     # Interference: the pass runs beside collectives, and makes its buckets ready as it goes.
@@ -365,15 +373,6 @@ class Engine:
             t["dp_comm"] += clock.now - waited
             self.rec.span(track, "wait parameter gather", "dp_comm", waited, clock.now)
         record.end_s = clock.now
-
-    def _account_wait(self, t: dict[str, float], track: str, waited: float, produced: float, ps: Pass) -> None:
-        now = self.clock.now  # waited for an activation or a gradient: idle until it was sent, then its transfer
-        bubble_end = min(max(produced, waited), now)
-        t["bubble"] += bubble_end - waited
-        t["pp_comm"] += now - bubble_end
-        if self.rec.keep_spans:
-            self.rec.span(track, f"idle: wait {ps.direction}{ps.microbatch}", "bubble", waited, bubble_end)
-            self.rec.span(track, f"recv {ps.direction}{ps.microbatch}", "pp_comm", bubble_end, now)
 
     # -- run -------------------------------------------------------------------------------------------
     def run(self, progress: Progress | None = None) -> EngineResult:

@@ -18,8 +18,9 @@ class Arrival(Signal):
 
     __slots__ = ("produced_s",)
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self) -> None:  # Signal's fields set here, without a call to its __init__ (one arrival a pass)
+        self.fired = False
+        self.waiter = None
         self.produced_s = 0.0
 
 
@@ -35,8 +36,11 @@ class PipelineTransfers:
         self._patterns: dict[tuple[int, int, int], FlowPattern] = {}
 
     def arrival(self, kind: str, replica: int, vstage: int, microbatch: int) -> Arrival:
+        """The arrival of an activation (`kind` "act") or a gradient ("grad") for `vstage`'s `microbatch`: its
+        sender and its receiver each ask once; the first to ask makes it, the second takes it (so that the
+        table holds only the transfers under way, not every one of the iteration)."""
         key = (kind, replica, vstage, microbatch)
-        arrival = self._arrivals.get(key)
+        arrival = self._arrivals.pop(key, None)
         if arrival is None:
             arrival = self._arrivals[key] = Arrival()
         return arrival
@@ -52,7 +56,10 @@ class PipelineTransfers:
 
     def send(self, kind: str, replica: int, src_rank: int, dst_rank: int, vstage: int, microbatch: int,
              record: RankRecord) -> None:
-        arrival = self.arrival(kind, replica, vstage, microbatch)
+        key = (kind, replica, vstage, microbatch)  # as `arrival` does, inline (a call per pass)
+        arrival = self._arrivals.pop(key, None)
+        if arrival is None:
+            arrival = self._arrivals[key] = Arrival()
         now = self.clock.now
         arrival.produced_s = now
         # An activation goes to `vstage` and is its input; a gradient is that of the sender's (vstage + 1) input.
@@ -70,4 +77,5 @@ class PipelineTransfers:
             arrival.fire(self.clock)
 
         self.events += 1
-        self.net.start(self._pattern(src_rank, dst_rank, replica), size, done)
+        pattern = self._patterns.get((src_rank, dst_rank, replica))
+        self.net.start(pattern if pattern is not None else self._pattern(src_rank, dst_rank, replica), size, done)
