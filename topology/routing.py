@@ -28,6 +28,8 @@ class Router:
         self._shape = (spec.num_gpus, spec.gpus_per_node, spec.nics_per_node, spec.domain_gpus,
                        spec.fabric is Fabric.RAIL_OPTIMIZED, index.nic_base, index.spine_base, index.leaves,
                        cluster.num_spines)
+        # a link's latency is its kind's (topology/links.py, LinkIndex.latency_s): inside a node below nic_base
+        self._latencies = (spec.intra_node_latency_s, spec.inter_node_latency_s)
 
     @property
     def routed(self) -> int:
@@ -49,9 +51,9 @@ class Router:
             if not (0 <= src < self._shape[0] and 0 <= dst < self._shape[0]):
                 raise KeyError((src, dst))
             path = self._links(src, dst)
-            latency, table = 0.0, self.cluster.latency
-            for link in path:
-                latency += table[link]
+            latency, (intra, inter), nic_base = 0.0, self._latencies, self._shape[5]
+            for link in path:  # (added link by link from the source, as LinkIndex.latency_s gives them)
+                latency += intra if link < nic_base else inter
             found = self._cache[key] = (path, latency)
         return found
 
@@ -78,11 +80,15 @@ class Router:
         else:
             head = (4 * node_a * gpn + 2 * local_a + 2 * min(gpn, gpus - node_a * gpn),)
         tail = (nic_base + 2 * nic_b + 1, 4 * node_b * gpn + 2 * local_b + 2 * min(gpn, gpus - node_b * gpn) + 1)
-        index = self.cluster.index
-        leaf_a, leaf_b = index.leaf_of(nic_a), index.leaf_of(nic_b)
+        # leaves (topology/links.py, leaf_of_nic): unit x nics + rail in a rail-optimized fabric, else NICs in order
+        if rail:
+            leaf_a = node_a // LEAF_DOWN_PORTS * nics + nic_a % nics
+            leaf_b = node_b // LEAF_DOWN_PORTS * nics + rail_b
+        else:
+            leaf_a, leaf_b = nic_a // LEAF_DOWN_PORTS, nic_b // LEAF_DOWN_PORTS
         if leaf_a == leaf_b:
             return (*head, nic_base + 2 * nic_a, *tail)
-        spine = self._spine(nic_a, nic_b)
+        spine = (node_a % LEAF_DOWN_PORTS + node_b % LEAF_DOWN_PORTS + nic_a % nics) % spines  # (_spine, inlined)
         return (*head, nic_base + 2 * nic_a, spine_base + 2 * (spine * leaves + leaf_a),
                 spine_base + 2 * (spine * leaves + leaf_b) + 1, *tail)
 

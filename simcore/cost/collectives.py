@@ -28,12 +28,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+from simcore.cost.groups import GroupCopies, as_groups, data_parallel_groups
 from simcore.cost.link_loads import (
     LinkLoads,
     Phase,
     by_domain,
     no_latency,
     nvls_loads,
+    ring_copies,
     ring_loads,
     step_latency,
     tree_loads,
@@ -93,7 +95,7 @@ def algorithm_bus(kind: Collective, algorithm: NcclAlgorithm, ranks: int, algbw_
 NVLS_GENERATIONS = ("hopper", "blackwell")
 
 
-Groups = tuple[tuple[int, ...], ...]
+Groups = tuple[tuple[int, ...], ...] | GroupCopies
 
 
 class CollectiveModel:
@@ -106,7 +108,7 @@ class CollectiveModel:
         self.algorithm = algorithm
         self.capacity = effective_capacity(cluster)
         self._links_of_node: dict[int, set[int]] = {}
-        self._phase_cache: dict[tuple[Collective, tuple[tuple[int, ...], ...]], tuple[FlowPattern, ...]] = {}
+        self._phase_cache: dict[tuple[Collective, Groups], tuple[FlowPattern, ...]] = {}
         self._dp_phases: dict[tuple[Collective, Placement, int, float | None], tuple[FlowPattern, ...]] = {}
         self._sends: dict[tuple[Placement, int, int, tuple[int, ...]], FlowPattern] = {}
         self.auto = algorithm is CollectiveAlgorithm.AUTO
@@ -114,6 +116,7 @@ class CollectiveModel:
         self._bases: dict[tuple[Collective | float, Groups, NcclAlgorithm], FlowPattern] = {}
         self._counted: dict[tuple[object, ...], Counted] = {}  # patterns counted by class (translation.py)
         self._chosen: dict[tuple[Collective, Groups, NcclAlgorithm, Protocol, float, float], FlowPattern] = {}
+        self._communicators: dict[tuple[int, ...], Communicator] = {}
 
     def phases(self, kind: Collective, groups: Sequence[Sequence[int]],
                size_bytes: float | None = None) -> tuple[FlowPattern, ...]:
@@ -127,8 +130,8 @@ class CollectiveModel:
         if self.auto:
             if size_bytes is None:
                 raise ValueError("auto collectives need the size to choose an algorithm")
-            return self._auto_phases(kind, tuple(tuple(group) for group in groups), size_bytes)
-        key = (kind, tuple(tuple(group) for group in groups))
+            return self._auto_phases(kind, as_groups(groups), size_bytes)
+        key = (kind, as_groups(groups))
         phases = self._phase_cache.get(key)
         if phases is None:
             phases = self._phase_cache[key] = kept_phases(
@@ -159,10 +162,8 @@ class CollectiveModel:
         if n < 2:
             return ()
         if kind is not Collective.ALL_REDUCE or self.algorithm is CollectiveAlgorithm.RING:
-            coef = ring_factor(kind, n)
             acc = LinkLoads(self.router)
-            for group in groups:
-                ring_loads(acc, group, coef)
+            ring_copies(acc, groups, ring_factor(kind, n))
             return ((acc, step_latency(2 * (n - 1) if kind is Collective.ALL_REDUCE else n - 1)),)
         if self.algorithm is CollectiveAlgorithm.TREE:
             if len(by_domain(self.cluster, groups[0])) == 1:
@@ -227,8 +228,7 @@ class CollectiveModel:
         key = (kind, placement, pp_rank, size)
         found = self._dp_phases.get(key)
         if found is None:
-            groups = [placement.dp_group(t, pp_rank) for t in range(placement.tp)]
-            found = self._dp_phases[key] = self.phases(kind, groups, size)
+            found = self._dp_phases[key] = self.phases(kind, data_parallel_groups(placement, pp_rank), size)
         return found
 
     def pipeline_send(self, placement: Placement, src_rank: int, dst_rank: int,
@@ -292,21 +292,32 @@ class CollectiveModel:
         it); None unless the model is `auto`, or for a group of one."""
         if not self.auto:
             return None
-        return self._choice(kind, tuple(tuple(group) for group in groups), size_bytes)
+        return self._choice(kind, as_groups(groups), size_bytes)
 
     def communicator(self, group: Sequence[int]) -> Communicator:
         """What NCCL's tuning sees of `group` on this cluster (simcore/cost/nccl_tuning.py)."""
+        key = tuple(group)
+        found = self._communicators.get(key)
+        if found is not None:
+            return found
         spec = self.cluster.spec
         # (a group over GPUs of several kinds, in a heterogeneous cluster: NCCL's ranks agree on one tuning; its
         # oldest GPU's, whose channels and protocols every rank can run)
         gpu = spec.hardware if not spec.node_groups else min(
             (spec.hardware_of(g) for g in group), key=lambda h: (h.peak_flops_per_s, h.kind))
-        nodes = by_domain(self.cluster, group)
-        nics = min(spec.nics_per_node, max(map(len, nodes)))
-        return Communicator(
-            ranks=len(group), nodes=len(nodes), generation=gpu.generation,
-            channels=channels(gpu.generation, len(nodes), nics, gpu.nvlink_bandwidth_bytes_per_s),
+        n = len(key)
+        step = key[1] - key[0] if n > 1 else 0
+        if step >= spec.domain_gpus and key == tuple(range(key[0], key[0] + n * step, step)):
+            domains, most = n, 1  # equally spaced, one GPU per domain (a data-parallel group)
+        else:
+            nodes = by_domain(self.cluster, key)
+            domains, most = len(nodes), max(map(len, nodes))
+        nics = min(spec.nics_per_node, most)
+        found = self._communicators[key] = Communicator(
+            ranks=n, nodes=domains, generation=gpu.generation,
+            channels=channels(gpu.generation, domains, nics, gpu.nvlink_bandwidth_bytes_per_s),
             amd_host=gpu.generation == "ampere", nvls=gpu.generation in NVLS_GENERATIONS)
+        return found
 
     def _choice(self, kind: Collective, groups: Groups, size_bytes: float) -> Choice | None:
         key = (kind, groups, size_bytes)
@@ -352,6 +363,9 @@ class CollectiveModel:
         if found is None:
             def build(some: Groups) -> tuple[Phase, ...]:
                 acc = LinkLoads(self.router)
+                if algorithm is NcclAlgorithm.RING and isinstance(some, GroupCopies):  # (groups of one size)
+                    ring_copies(acc, some, ring_factor(kind, len(some.base)))
+                    return ((acc, no_latency),)
                 for group in some:
                     if algorithm is NcclAlgorithm.RING:
                         ring_loads(acc, group, ring_factor(kind, len(group)))

@@ -15,6 +15,7 @@ import math
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 
+from simcore.cost.groups import GroupCopies
 from simcore.cost.nccl_tuning import Collective
 from simcore.cost.parameters import COLLECTIVE_LAUNCH_S, COLLECTIVE_STEP_OVERHEAD_S
 from simcore.cost.patterns import FlowPattern, keep_links
@@ -52,6 +53,17 @@ class LinkLoads:
         if src == dst or bytes_per_unit <= 0 or count <= 0:
             return
         self._append(src, dst, step, count, bytes_per_unit)
+
+    def pair_runs(self, a: int, b: int, step: int, count: int, bytes_per_unit: float) -> bool:
+        """Hops a + i * step -> b + i * step, then back, for i < count, as that many hop() pairs would add them
+        to these loads while they are empty: the two runs the hops join into. False (nothing added) where the
+        hops would not join so (loads not empty, fewer than two pairs, a step that does not divide the block)."""
+        if self.runs or count < 2 or a == b or bytes_per_unit <= 0 or not step or self._block % abs(step):
+            return False
+        self.runs.extend(((a, b, step, count, bytes_per_unit), (b, a, step, count, bytes_per_unit)))
+        self._joinable = {b - a: 0, a - b: 1}
+        self._loads = None
+        return True
 
     def add(self, link: int, bytes_per_unit: float) -> None:
         """Load one link directly (NVLink SHARP's switch traffic)."""
@@ -164,6 +176,32 @@ def ring_loads(acc: LinkLoads, gpus: Sequence[int], coef: float) -> int:
         for i in range(n):
             acc.hop(order[i], order[(i + 1) % n], coef / channels)
     return n
+
+
+def ring_copies(acc: LinkLoads, groups: Sequence[Sequence[int]], coef: float) -> None:
+    """ring_loads(acc, group, coef) for every group of `groups` in order (the same hops, the same runs). Copies of
+    one group of one GPU per domain, equally spaced (a GroupCopies: every tensor rank's data-parallel group, the
+    tied embedding's pair in every replica) are checked once, not copy by copy; a ring of two in every copy is
+    added as the two runs its hops join into."""
+    if not isinstance(groups, GroupCopies) or len(groups) < 2:
+        for group in groups:
+            ring_loads(acc, group, coef)
+        return
+    base, offsets = groups.base, groups.offsets
+    n = len(base)
+    if n < 2:
+        return
+    step = base[1] - base[0]
+    if step < acc.cluster.spec.domain_gpus or base != tuple(range(base[0], base[0] + n * step, step)):
+        for group in groups:
+            ring_loads(acc, group, coef)
+        return
+    if n == 2 and acc.pair_runs(base[0], base[1], offsets.step, len(offsets), coef):
+        return
+    first, second, last = base[0], base[1], base[-1]
+    for offset in offsets:  # (ring_loads's equally spaced case, copy by copy)
+        acc.run(first + offset, second + offset, step, n - 1, coef)
+        acc.hop(last + offset, first + offset, coef)
 
 
 def tree_loads(acc: LinkLoads, gpus: Sequence[int]) -> int:

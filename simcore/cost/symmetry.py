@@ -16,22 +16,31 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from simcore.cost.groups import GroupCopies
 from simcore.cost.link_loads import Phase
 from simcore.cost.patterns import FlowPattern
 from simcore.cost.translation import Counted
 from topology.graph import Cluster
 from topology.links import PerLink
 
-Groups = tuple[tuple[int, ...], ...]
+Groups = tuple[tuple[int, ...], ...] | GroupCopies
 
 
-def domain_copies(cluster: Cluster, groups: Groups) -> tuple[int, tuple[int, ...]] | None:
+def domain_copies(cluster: Cluster, groups: Groups) -> tuple[int, Sequence[int]] | None:
     """(c, offsets) when the groups are the first c groups (all inside the first member's NVLink domain) and
     copies of them moved by `offsets` GPUs (whole domains, each copy into a domain of its own; offsets[0] = 0),
     in that order; None otherwise, or on a cluster whose links are not all alike."""
     if not cluster.index.uniform or not groups or not groups[0]:
         return None
     domain = cluster.spec.domain_gpus
+    if isinstance(groups, GroupCopies) and len(groups) > 1:
+        home = groups.base[0] // domain
+        if not all(g // domain == home for g in groups.base):
+            return None  # the first group leaves its domain
+        if groups.offsets.step % domain:
+            return domain_copies(cluster, tuple(groups))
+        # copies whole domains apart: the first group alone in its domain, each copy in a domain of its own
+        return 1, groups.offsets
     first = groups[0]
     home = first[0] // domain
     c = 0
@@ -62,7 +71,10 @@ def kept_copies(one: FlowPattern, shifts: Sequence[int], capacity: PerLink, extr
     levels: dict[float, list[tuple[int, float]]] = {}
     for link, w in zip(one.links, one.loads):
         levels.setdefault(-w / capacity[link], []).append((link, w))
-    ordered = sorted(shifts)[:extra]
+    if isinstance(shifts, range):  # (the `extra` lowest, without listing every copy)
+        ordered = sorted(shifts[:extra] if shifts.step > 0 else shifts[-extra:])
+    else:
+        ordered = sorted(shifts)[:extra]
     top: dict[int, float] = {}
     for ratio in sorted(levels):
         if len(top) >= extra:
@@ -85,6 +97,7 @@ def kept_phases(cluster: Cluster, groups: Groups, build: Callable[[Groups], tupl
         c, offsets = copies
         ones = [acc.pattern(latency_of) for acc, latency_of in build(groups[:c])]
         if all(link < cluster.index.nic_base and link in primary for one in ones for link in one.links):
-            shifts = [4 * offset for offset in offsets]
+            shifts = (range(0, 4 * offsets.stop, 4 * offsets.step) if isinstance(offsets, range)
+                      else [4 * offset for offset in offsets])
             return tuple(kept_copies(one, shifts, capacity, extra) for one in ones)
     return tuple(acc.kept(primary, capacity, extra, latency_of, memo) for acc, latency_of in build(groups))

@@ -85,7 +85,8 @@ def _folded(weight: float, counts: Iterable[int]) -> dict[int, float]:
     return out
 
 
-Counted = tuple[dict[int, float], float]  # kept links' loads, worst hop latency
+# kept links' loads, worst hop latency, and whether the pattern loads at most one direction of each link
+Counted = tuple[dict[int, float], float, bool]
 
 
 def counted_pattern(router: Router, runs: Sequence[Run], block: int, primary: set[int], capacity: PerLink,
@@ -94,10 +95,18 @@ def counted_pattern(router: Router, runs: Sequence[Run], block: int, primary: se
     """keep_links(pattern of `runs`, primary, capacity, extra), the pattern's latency latency_of(worst hop
     latency), counted per translation class (block from block_of). With `memo`, a pattern that is another's
     moved by whole blocks (the same sends from every pipeline stage, say) is that one's, moved: every link moves
-    by its class's stride, which keeps the links' order (each class keeps its own range of ids)."""
+    by its class's stride, which keeps the links' order (each class keeps its own range of ids).
+
+    A pattern whose hops are another's reversed (the backward sends of the forward ones) is that one's with every
+    link turned round (id ^ 1: the two directions of a link are ids 2k and 2k + 1), where that one loads at most
+    one direction of each link and every hop joins GPUs of the same local index on their nodes: then the route
+    back is the route there turned round (topology/routing.py: the same rail, so no PXN proxy, and the same spine,
+    chosen from both ends' ports and that rail), of the same links' kinds added in the mirrored order, hence the
+    same latency; both directions of a link have the same capacity; and turning round keeps the order of the
+    links' ids, so the same links are the most loaded."""
     blocks = Blocks(router, block)
     if memo is None:
-        kept, worst = _count(router, blocks, runs, primary, capacity, extra)
+        kept, worst, _one_way = _count(router, blocks, runs, primary, capacity, extra)
     else:
         lowest = min(min(src, dst, src + (count - 1) * step, dst + (count - 1) * step)
                      for src, dst, step, count, _w in runs) // block
@@ -109,7 +118,13 @@ def counted_pattern(router: Router, runs: Sequence[Run], block: int, primary: se
         key = (block, extra, moved, moved_primary)
         found = memo.get(key)
         if found is None:
-            found = memo[key] = _count(router, blocks, moved, set(moved_primary), capacity, extra)
+            gpn = router.cluster.spec.gpus_per_node
+            back = memo.get((block, extra, tuple((dst, src, step, count, w) for src, dst, step, count, w in moved),
+                             frozenset(link ^ 1 for link in moved_primary)))
+            if back is not None and back[2] and all((dst - src) % gpn == 0 for src, dst, *_rest in moved):
+                found = memo[key] = ({link ^ 1: load for link, load in back[0].items()}, back[1], True)
+            else:
+                found = memo[key] = _count(router, blocks, moved, set(moved_primary), capacity, extra)
         kept = {}
         for link, load in found[0].items():
             c, b, stride = blocks.canon(link)
@@ -151,33 +166,48 @@ def _count(router: Router, blocks: Blocks, runs: Sequence[Run], primary: set[int
                     joined.append((first, times))
             hops[key] = joined
     worst = 0.0
-    spans: dict[int, list[list[tuple[int, int]]]] = {}  # class link -> [(first block, blocks)] of its hops
+    # class link -> the block ranges [first, end) of the hops through it (each moved to the link's block)
+    spans: dict[int, list[tuple[int, int]]] = {}
     stride_of: dict[int, int] = {}
-    canon = blocks.canon
+    canon_of: dict[int, tuple[int, int, int]] = {}  # (a link is on many canonical hops' paths: canon it once)
+    canon, route = blocks.canon, router.route_and_latency
+    # A hop back (d -> s over the same blocks as s -> d) between GPUs of the same local index takes the route
+    # there turned round (counted_pattern's docstring): its links are those ids ^ 1, in the same blocks.
+    gpn = router.cluster.spec.gpus_per_node
+    turns = all((dst - src) % gpn == 0 for src, dst, *_rest in runs)
+    turned: set[tuple[int, int]] = set()
     for (s, d), ranges in hops.items():
-        path, latency = router.route_and_latency(s, d)
+        if (s, d) in turned:
+            continue
+        back = turns and hops.get((d, s)) == ranges
+        if back:
+            turned.add((d, s))
+        path, latency = route(s, d)
         if latency > worst:
             worst = latency
         for link in path:
-            c, b, stride = canon(link)
-            stride_of[c] = stride
-            shifted = ranges if b == 0 else [(first + b, times) for first, times in ranges]
-            found = spans.get(c)
-            if found is None:
-                spans[c] = [shifted]
-            else:
-                found.append(shifted)
+            got = canon_of.get(link)
+            if got is None:
+                got = canon_of[link] = canon(link)
+                stride_of[got[0]] = stride_of[got[0] ^ 1] = got[2]
+            c, b = got[0], got[1]
+            moved = [(first + b, first + b + times) for first, times in ranges]
+            for cls in ((c, c ^ 1) if back else (c,)):
+                found = spans.get(cls)
+                if found is None:
+                    spans[cls] = moved[:]
+                else:
+                    found.extend(moved)
     pieces: dict[int, list[tuple[int, int, int]]] = {}  # class link -> [(first block, end block, hops)]
-    for c, chunks in spans.items():
-        if len(chunks) == 1 and len(chunks[0]) == 1:  # one hop's range (most links)
-            first, times = chunks[0][0]
-            pieces[c] = [(first, first + times, 1)]
+    for c, found in spans.items():
+        if len(found) == 1:  # one hop's range (most links)
+            first, end = found[0]
+            pieces[c] = [(first, end, 1)]
             continue
         edges: dict[int, int] = {}
-        for chunk in chunks:
-            for first, times in chunk:
-                edges[first] = edges.get(first, 0) + 1
-                edges[first + times] = edges.get(first + times, 0) - 1
+        for first, end in found:
+            edges[first] = edges.get(first, 0) + 1
+            edges[end] = edges.get(end, 0) - 1
         level, start, out = 0, 0, []
         for b in sorted(edges):
             if level:
@@ -192,7 +222,11 @@ def _count(router: Router, blocks: Blocks, runs: Sequence[Run], primary: set[int
     heads: list[tuple[float, int, int, int, int]] = []  # (ratio, first link, stride, blocks, hops)
     for c, parts in pieces.items():
         stride, cap = stride_of[c], capacity[c]
-        heads.extend((-folded[n] / cap, c + a * stride, stride, end - a, n) for a, end, n in parts)
+        if len(parts) == 1:
+            a, end, n = parts[0]
+            heads.append((-folded[n] / cap, c + a * stride, stride, end - a, n))
+        else:
+            heads.extend((-folded[n] / cap, c + a * stride, stride, end - a, n) for a, end, n in parts)
     candidates = [(ratio, head + i * stride, n) for ratio, head, stride, span, n in nsmallest(extra, heads)
                   for i in range(min(span, extra))]
     kept = {link: folded[n] for _ratio, link, n in nsmallest(extra, candidates)}
@@ -201,4 +235,14 @@ def _count(router: Router, blocks: Blocks, runs: Sequence[Run], primary: set[int
         for a, end, n in pieces.get(c, ()):
             if a <= b < end:
                 kept[link] = folded[n]
-    return kept, worst
+    return kept, worst, _one_way(pieces)
+
+
+def _one_way(pieces: dict[int, list[tuple[int, int, int]]]) -> bool:
+    """Does the pattern load at most one direction of each link (ids 2k and 2k + 1: classes c and c ^ 1 in the
+    same block)?"""
+    for c, parts in pieces.items():
+        other = pieces.get(c ^ 1) if not c & 1 else None
+        if other is not None and any(a < end_b and b < end for a, end, _n in parts for b, end_b, _m in other):
+            return False
+    return True

@@ -13,6 +13,7 @@ replicas sharing the links.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from simcore.cost.chunk import ChunkCost, Workload
@@ -25,6 +26,7 @@ from simcore.cost.context_parallel import (
     split_at_attention,
 )
 from simcore.cost.fp8 import WEIGHT_QUANTIZE_BYTES, fp8_gemm_weights
+from simcore.cost.groups import tensor_parallel_groups
 from simcore.cost.interference import comm_load, slowdown
 from simcore.cost.kernels import (
     ATTENTION_CORE,
@@ -129,7 +131,7 @@ def _kernels(model: ModelShape, layer: LayerType, layout: Layout, gpu: GpuSpec, 
 
 
 def _layer_cost(model: ModelShape, layer: LayerType, layout: Layout, kernels: _Kernels,
-                collectives: CollectiveModel | None, groups: list[tuple[int, ...]], free: bool,
+                collectives: CollectiveModel | None, groups: Sequence[tuple[int, ...]], free: bool,
                 gpu: GpuSpec, params: CostParameters) -> _LayerCost:
     """The layer's kernels plus its tensor-parallel collectives on one rank's groups."""
     b, t, sp = layout.microbatch_size, layout.tp, layout.sequence_parallel
@@ -190,7 +192,7 @@ def _moe_layer_cost(cost: _LayerCost, model: ModelShape, layer: LayerType, layou
                                         gpu.hbm_bandwidth_bytes_per_s, cost.gemm_fraction))
 
 
-def _tp_time(model: CollectiveModel | None, groups: list[tuple[int, ...]], size: float, sp: bool) -> float:
+def _tp_time(model: CollectiveModel | None, groups: Sequence[tuple[int, ...]], size: float, sp: bool) -> float:
     if len(groups[0]) < 2:
         return 0.0
     assert model is not None, "tensor-parallel time needs a collective model (or free communication)"
@@ -221,11 +223,11 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
     logit_fwd, logit_bwd = ops_time(logit_ops, gpu, params), ops_time(_bwd(logit_ops), gpu, params)
     logit_weight = weight_share(_bwd(logit_ops), gpu, params) * logit_bwd
 
-    def tp_groups(rank: int) -> list[tuple[int, ...]]:
+    def tp_groups(rank: int) -> Sequence[tuple[int, ...]]:
         # Free communication needs no groups (nor a placement or a network: memory planning costs layouts so).
         if free or placement is None:
             return []
-        return [placement.tp_group(d, rank, c) for c in range(layout.cp) for d in range(layout.dp)]
+        return tensor_parallel_groups(placement, rank, range(layout.dp))
 
     # Kernel times once per layer type; tensor-parallel time per rank, on its real groups (cached by the model).
     kernels = {layer: _kernels(model, layer, layout, gpu, params) for layer, _ in model.layer_stacks()}
@@ -369,7 +371,7 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
                     float(vocab_params * layout.grad_reduce_bytes) if copies else 0.0)
 
 
-def _one(model: CollectiveModel | None, kind: Collective, groups: list[tuple[int, ...]], size: float) -> float:
+def _one(model: CollectiveModel | None, kind: Collective, groups: Sequence[tuple[int, ...]], size: float) -> float:
     if len(groups[0]) < 2:
         return 0.0
     assert model is not None, "tensor-parallel time needs a collective model (or free communication)"

@@ -36,6 +36,8 @@ class Placement:
         data-parallel and context-parallel rank (DP x CP), data-parallel rank innermost."""
         s_dp = self.strides[0]
         first = self.gpu(0, tp_rank, pp_rank)
+        if self.cp == 1:
+            return tuple(range(first, first + self.dp * s_dp, s_dp))
         return tuple(g for c in range(self.cp)
                      for g in range(first + c * self.cp_stride, first + c * self.cp_stride + self.dp * s_dp, s_dp))
 

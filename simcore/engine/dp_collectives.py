@@ -7,9 +7,10 @@ It knows nothing of streams or ranks' schedules: the streams (simcore/engine/str
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from simcore.cost.collectives import Collective, CollectiveModel
+from simcore.cost.groups import data_parallel_groups
 from simcore.cost.interference import CommLoad, comm_load
 from simcore.cost.patterns import FlowPattern
 from simcore.domain.placement import Placement
@@ -37,7 +38,7 @@ class DataParallelCollectives:
         phases = () if self.free else self.phases(rank, kind, size_bytes)
         self.clock.call_urgently(self._phase, phases, 0, size_bytes, complete)
 
-    def run_groups(self, groups: tuple[tuple[int, ...], ...], kind: Collective, size_bytes: float,
+    def run_groups(self, groups: Sequence[Sequence[int]], kind: Collective, size_bytes: float,
                    complete: Callable[[], None]) -> None:
         """Run a collective of `kind` on `size_bytes` over the given GPU groups at once (e.g. the tied
         embedding's copies across pipeline stages), then call `complete()`."""
@@ -68,17 +69,16 @@ class DataParallelCollectives:
         key = (rank, kind, size_bytes)
         found = self._loads.get(key)
         if found is None:
-            groups = [self.placement.dp_group(t, rank) for t in range(self.placement.tp)]
+            group = self.placement.dp_group(0, rank)
             seconds = sum(p.latency_s + size_bytes / p.isolated_rate(self.model.capacity)
                           for p in self.phases(rank, kind, size_bytes))
-            found = self._loads[key] = comm_load(kind, len(groups[0]), size_bytes, seconds,
-                                                 self.model.communicator(groups[0]).channels, self.sm_share)
+            found = self._loads[key] = comm_load(kind, len(group), size_bytes, seconds,
+                                                 self.model.communicator(group).channels, self.sm_share)
         return found
 
     def label(self, rank: int, kind: Collective, size_bytes: float) -> str:
         """NCCL's choice for the collective, as the trace names it ("tree/LL"); empty unless `auto`."""
-        groups = [self.placement.dp_group(t, rank) for t in range(self.placement.tp)]
-        choice = self.model.choice(kind, groups, size_bytes)
+        choice = self.model.choice(kind, data_parallel_groups(self.placement, rank), size_bytes)
         return "" if choice is None else choice.label
 
     def _phase(self, phases: tuple[FlowPattern, ...], index: int, size_bytes: float,

@@ -8,6 +8,7 @@ pipeline communication (`pp`)."""
 from __future__ import annotations
 
 from simcore.cost.collectives import Collective
+from simcore.cost.groups import stage_groups
 from simcore.cost.workload import Workload
 from simcore.domain.placement import Placement
 from simcore.engine.clock import Clock, Event
@@ -39,10 +40,8 @@ class EmbeddingSync:
         record.comm_bytes["pp"] += size
         arrived = self._arrived[replica] = self._arrived.get(replica, 0) + 1
         if arrived == len(ranks):
-            place = self.placement
-            replicas = range(place.dp) if self.mirrored else [replica]
-            groups = tuple(tuple(place.gpu(d, t, r, c) for r in ranks)
-                           for d in replicas for c in range(place.cp) for t in range(place.tp))
+            replicas = range(self.placement.dp) if self.mirrored else range(replica, replica + 1)
+            groups = stage_groups(self.placement, ranks, replicas)
             started = self.clock.now
 
             def complete() -> None:

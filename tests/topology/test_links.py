@@ -97,5 +97,9 @@ def test_a_link_that_does_not_exist_is_a_key_error() -> None:
 def test_building_is_constant_in_the_cluster_size() -> None:
     big = build_cluster(spec_of(1 << 20))
     assert not big.made  # no table, node list or graph was built
-    path = Router(big).route(0, (1 << 20) - 1)
-    assert len(path) == 8 and set(big.latency) == set(path) and not big.made  # PXN, spine: figures of those links only
+    path, latency = Router(big).route_and_latency(0, (1 << 20) - 1)
+    assert len(path) == 8 and not big.latency and not big.made  # PXN, spine: routed without reading a figure
+    expected = 0.0
+    for link in path:  # (the route's latency: its links' figures added from the source)
+        expected += big.latency[link]
+    assert latency == expected and set(big.latency) == set(path) and not big.made  # figures of those links only

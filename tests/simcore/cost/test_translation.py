@@ -10,10 +10,11 @@ import dataclasses
 
 import pytest
 
+import simcore.cost.translation as translation
 from simcore.cost.collectives import Collective, CollectiveModel, effective_capacity, ring_factor
 from simcore.cost.link_loads import LinkLoads, ring_loads, step_latency, worst_hop
 from simcore.cost.patterns import keep_links
-from simcore.cost.translation import block_of
+from simcore.cost.translation import Counted, block_of
 from simcore.domain.layout import CollectiveAlgorithm
 from simcore.domain.placement import place
 from topology import NODE_PRESETS, Fabric, Router, build_cluster, sized
@@ -124,6 +125,23 @@ def test_pairs_far_apart_are_counted_too(name: str) -> None:
     kept_both_ways(spec, build, 8, lambda cluster, router: set(router.route(*groups[0])))
 
 
+@pytest.mark.parametrize("name", ["rail-128-nodes", "fat-tree-128-nodes", "one-nic-per-node"])
+@pytest.mark.parametrize("shift", [1, 3])
+def test_pairs_far_apart_across_local_indices_are_counted_too(name: str, shift: int) -> None:
+    # rings of two between GPUs of different local indices: the way back is not the way there turned round (PXN
+    # takes the other node's proxy), so each way is routed
+    spec = SPECS[name]
+    far = spec.num_gpus // 2
+    groups = [(g, g + far + shift) for g in range(0, far - shift)]
+
+    def build(acc: LinkLoads) -> None:
+        for group in groups:
+            ring_loads(acc, group, ring_factor(Collective.ALL_REDUCE, 2))
+
+    kept_both_ways(spec, build, 8, lambda cluster, router: set(router.route(*groups[0])) | set(router.route(
+        groups[0][1], groups[0][0])))
+
+
 def test_mixed_weights_and_small_clusters_are_added_hop_by_hop() -> None:
     router = Router(build_cluster(spec_of(128 * 8)))
     acc = LinkLoads(router)
@@ -183,7 +201,7 @@ def test_patterns_whole_blocks_apart_are_moved_from_the_first_counted(name: str)
     capacity = effective_capacity(cluster)
     dp, tp, pp = spec.num_gpus // (8 * 4), 8, 4  # "tp,dp,pp": the stages are whole blocks apart
     placement = place(dp, tp, pp, "tp,dp,pp", spec.num_gpus)
-    memo: dict[tuple[object, ...], tuple[dict[int, float], float]] = {}
+    memo: dict[tuple[object, ...], Counted] = {}
     for src, dst in [(0, 1), (1, 2), (2, 3), (3, 2), (2, 1), (1, 0)]:
         acc = LinkLoads(router)
         for t in range(tp):
@@ -191,7 +209,49 @@ def test_patterns_whole_blocks_apart_are_moved_from_the_first_counted(name: str)
         primary = set(router.route(placement.gpu(0, 0, src), placement.gpu(0, 0, dst)))
         expected = keep_links(acc.pattern(worst_hop), primary, capacity, 4)
         assert acc.kept(primary, capacity, 4, worst_hop, memo) == expected, (src, dst)
-    assert len(memo) == 2  # one count forward, one backward
+    assert len(memo) == 2  # one count forward, one backward (the forward one turned round)
+
+
+@pytest.mark.parametrize("name", SPECS)
+@pytest.mark.parametrize("order", PLACEMENTS)
+def test_patterns_turned_round_are_the_first_counted_turned_round(name: str, order: str,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The backward sends from the forward ones' count (links turned round, id ^ 1) where the forward ones load
+    one direction of each link, and counted afresh where they load both (a ring over nodes loads each NIC both
+    ways): the same as hop by hop either way."""
+    spec = SPECS[name]
+    cluster = build_cluster(spec)
+    router = Router(cluster)
+    capacity = effective_capacity(cluster)
+    dp, tp, pp = layout_for(spec)
+    placement = place(dp, tp, pp, order, spec.num_gpus)
+    counts: list[int] = []
+    count = translation._count
+
+    def counting(*args: object) -> Counted:
+        counts.append(1)
+        return count(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(translation, "_count", counting)
+    memo: dict[tuple[object, ...], Counted] = {}
+    step = placement.strides[0]
+    sends = [[(placement.gpu(0, t, src), placement.gpu(0, t, dst)) for t in range(tp)] for src, dst in [(1, 2), (2, 1)]]
+    ring = [(g, g + step) for g in range(0, tp * placement.strides[1], placement.strides[1])]
+    rings = [ring, [(b, a) for a, b in ring]]
+    turned = []
+    for pattern in (*sends, *rings):
+        counts.clear()
+        acc = LinkLoads(router)
+        for a, b in pattern:
+            acc.run(a, b, step, dp - 1, 1.0)
+        if block_of(router, acc.runs) is None:
+            return  # (placements whose sends are not counted by class: test_pipeline_sends_... covers them)
+        primary = set(router.route(*pattern[0]))
+        expected = keep_links(acc.pattern(worst_hop), primary, capacity, 4)
+        assert acc.kept(primary, capacity, 4, worst_hop, memo) == expected
+        turned.append(not counts)
+    if name == "rail-128-nodes" and order == "tp,dp,pp":
+        assert turned == [False, True, False, False], turned  # the ring's links are loaded both ways: counted again
 
 
 def hop_by_hop(router: Router, hops: list[tuple[int, int, float]]) -> dict[int, float]:
