@@ -49,7 +49,7 @@ from dataclasses import replace
 from simcore.domain.layout import Fidelity
 from simcore.engine.context_parallel import CpTotals
 from simcore.engine.pass_work import PassTotals
-from simcore.engine.periods import K_SIDE, Cut, aligned, consistent, plan_cut, schedule_lists
+from simcore.engine.periods import FULL_EVERY, K_SIDE, Cut, aligned, consistent, plan_cut, schedule_lists
 from simcore.engine.pipeline import Engine, EngineConfig, EngineResult, Progress
 from simcore.engine.recorder import ALL_CATEGORIES, ALL_KINDS, RankRecord, Span
 
@@ -106,24 +106,22 @@ class Watch:
         _a, b, n = self._bounds[rank]
         e = self.engine
         key = self._key(iteration, record)
-        added = RankRecord(record.gpu, record.pipeline_rank)  # what the passes added, not in the record yet
-        totals.add_to(added)
-        cp.add_to(added)
-        vector = [e.clock.now, float(e.events_total()), float(e.passes_done), float(e.clock.pending()),
-                  float(e.net.in_flight())]
-        vector += [x + y for x, y in zip(_record_vector(record), _record_vector(added), strict=True)]
+        full = n >= FULL_EVERY  # every period start taken in full before the cuts are fixed, or its time alone
         if iteration in self.armed:
             tops = self.tops[key]
             if len(tops) <= 2 * K_SIDE:
-                tops.append(vector)
+                if not full and len(tops) == K_SIDE:
+                    self.cuts[key] = i
+                tops.append(_vector(e, record, totals, cp))
             return
         recent = self._recent.setdefault(key, [])
-        recent.append((i, vector))
+        recent.append((i, _vector(e, record, totals, cp) if full else [e.clock.now]))
         if len(recent) > self.settle + 1:
             del recent[0]
         paced, steady = self._paced.setdefault(iteration, {}), self._steady.setdefault(iteration, {})
-        period = vector[0] - recent[-2][1][0] if len(recent) > 1 else 0.0
-        tol = self._tolerances(vector[:5], period, n)[0]
+        now = recent[-1][1][0]
+        period = now - recent[-2][1][0] if len(recent) > 1 else 0.0
+        tol = self._tolerances([now, 0.0, 0.0, 0.0, 0.0], period, n)[0]
         if len(recent) == self.settle + 1 and all(_close(y[1][0] - x[1][0], period, tol)
                                                   for x, y in zip(recent, recent[1:])):
             paced[key[1]] = period
@@ -134,7 +132,7 @@ class Watch:
                                       f"at different periods ({step!r} against {period!r} s)")
         else:
             paced.pop(key[1], None)
-        if key[1] in paced and self._settled([v for _i, v in recent], n):
+        if key[1] in paced and (not full or self._settled([v for _i, v in recent], n)):
             steady[key[1]] = period
             # every rank steady at one period: a rank that runs ahead at a shorter period of its own (ZB-V's
             # ranks without the loss, until the slack of their order runs out) has not settled yet
@@ -144,8 +142,8 @@ class Watch:
             steady.pop(key[1], None)
         # A cut here or later must leave K periods of the stretch after it, and one more: the other ranks' cuts
         # may come up to a period later, and their checked periods see this rank through the events, calls and
-        # flows they count.
-        if (b - i) // n < K_SIDE + 1:
+        # flows they count. (A short period's cut comes K periods after the cuts are fixed.)
+        if (b - i) // n < (1 if full else 2) * K_SIDE + 1:
             raise NotPeriodic(f"record {key[1]}: the steady state was not reached {SETTLING}")
 
     def _tolerances(self, vector: list[float], step: float, length: int) -> list[float]:
@@ -169,16 +167,34 @@ class Watch:
         return all(_close(a, b, tol) for other in steps[:-1] for a, b, tol in zip(other, last, tolerances, strict=True))
 
     def _arm(self, iteration: int) -> None:
-        """Fix every rank's cut at its latest period start (all within one period of each other)."""
+        """Fix every rank's cut: a long period's at its latest period start (all within one period of each
+        other), the K periods before it those just taken in full; a short period's K period starts on, the 2K + 1
+        from now on taken in full (its starts so far were timed alone: a snapshot costs about what a few passes
+        do, and the last stages of a deep pipeline wait for most of its fill)."""
         self.armed.add(iteration)
         for key, recent in self._recent.items():
             if key[0] == iteration:
-                self.cuts[key] = recent[-1][0]
-                self.tops[key] = [vector for _i, vector in recent[-K_SIDE - 1:]]
+                if len(recent[-1][1]) > 1:
+                    self.cuts[key] = recent[-1][0]
+                    self.tops[key] = [vector for _i, vector in recent[-K_SIDE - 1:]]
+                else:
+                    self.tops[key] = []
 
 
 # the vector's bytes: after the clock, the four counts, the time categories and the communication busy times
 _BYTES = (5 + len(ALL_CATEGORIES) + len(ALL_KINDS), 5 + len(ALL_CATEGORIES) + 2 * len(ALL_KINDS))
+
+
+def _vector(e: Engine, record: RankRecord, totals: PassTotals, cp: CpTotals) -> list[float]:
+    """A period start in full: the clock, the engine's events, passes finished, pending calls and flows in flight,
+    and the rank's record with what its passes added so far (`totals`, `cp`)."""
+    added = RankRecord(record.gpu, record.pipeline_rank)  # what the passes added, not in the record yet
+    totals.add_to(added)
+    cp.add_to(added)
+    vector = [e.clock.now, float(e.events_total()), float(e.passes_done), float(e.clock.pending()),
+              float(e.net.in_flight())]
+    vector += [x + y for x, y in zip(_record_vector(record), _record_vector(added), strict=True)]
+    return vector
 
 
 def _record_vector(record: RankRecord) -> list[float]:

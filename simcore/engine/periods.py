@@ -19,6 +19,10 @@ What the smaller iteration's stretch keeps, on its shortest rank (the rest is le
   pending calls and flows they count.
 - At least MIN_KEPT_PASSES passes: a short period (1F1B's and ZB-H1's 2 passes) settles over several, and a few
   more of them cost little (ZB-H1 and DualPipe at pp 8 need 8 to 10 periods of 2 passes).
+- A period of fewer than FULL_EVERY passes keeps K + 1 more: its starts are timed alone until every rank's
+  times are paced, and only then taken in full (the K before the cut and the K after), since taking one costs
+  about what a few passes do and the last stages of a deep pipeline are paced long before its first (the 1T
+  example's 64 stages: taking every other pass's start in full made its run half again as long).
 A try that fails because the pipeline had not settled is run again keeping more (`keep`). Interleaved 1F1B's
 period is pp microbatches (2 v pp passes a rank), and its stretch holds about m/pp - 2 of them: at m/pp = 12 ten,
 of which four are left out; at m/pp of 8 or less nothing can be (its stretch is too short for the check).
@@ -38,6 +42,10 @@ from simcore.engine.pipeline import EngineConfig
 K_SIDE = 2  # periods checked on each side of the cut
 FILL_AND_PHASE = 2  # periods kept beyond the 2K checked: one for the fill, one after, for the ranks' phases
 MIN_KEPT_PASSES = 20  # on the shortest stretch's rank: a short period settles over several
+# Passes a period from which each period start of a rank's stretch is taken in full (the K that show it settled
+# are then the K checked before its cut); a shorter period's starts are timed alone until every rank is paced
+# (simcore/engine/periodic.py's Watch).
+FULL_EVERY = 8
 MIN_SAVED_PASSES = 16  # on each rank: fewer passes to leave out are not worth the check
 
 
@@ -201,6 +209,8 @@ def kept_periods(keep: int, length: int, lead: int) -> int:
     (keep - 1) x (K + 1) more, and from the third on the lead (the latest stretch's start, in periods), for a
     pipeline that settles late."""
     kept = max(2 * K_SIDE + FILL_AND_PHASE, -(-MIN_KEPT_PASSES // length)) + (keep - 1) * (K_SIDE + 1)
+    if length < FULL_EVERY:  # a short period's starts are timed until every rank is paced: K + 1 more
+        kept += K_SIDE + 1
     return kept + lead if keep > 2 else kept
 
 
