@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from periodic_checks import REL, assert_same
 
 from api_schemas import load_request_file
 from service.convert import to_scenario
@@ -25,29 +26,10 @@ from topology.health import Health, SlowGpu
 MODEL = model_from_fields({"architecture": "decoder_only", "num_layers": 8, "hidden_size": 1024,
                            "num_attention_heads": 16, "vocab_size": 1024, "seq_length": 512})
 CLUSTER = sized(NODE_PRESETS["dgx-a100"], 16)
-REL = 1e-12
 
 
 def _pair(scenario: Scenario) -> tuple[Outcome, Outcome]:
     return simulate(scenario), simulate(replace(scenario, extrapolate=False))
-
-
-def _assert_same(extrapolated: Outcome, full: Outcome) -> None:
-    a, b = extrapolated.metrics, full.metrics
-    scale = REL * b.iteration_time_s * len(b.stages)
-    assert a.iteration_time_s == pytest.approx(b.iteration_time_s, rel=REL, abs=0)
-    assert a.tokens_per_s == pytest.approx(b.tokens_per_s, rel=REL, abs=0)
-    assert a.bubble_fraction == pytest.approx(b.bubble_fraction, rel=REL, abs=scale)
-    for key, value in b.time_breakdown_s.items():
-        assert a.time_breakdown_s[key] == pytest.approx(value, rel=REL, abs=scale), key
-    for key, value in b.communication_s.items():
-        assert a.communication_s[key] == pytest.approx(value, rel=REL, abs=scale), key
-    for key, value in b.communication_bytes.items():
-        assert a.communication_bytes[key] == pytest.approx(value, rel=REL, abs=0), key
-    for sa, sb in zip(a.stages, b.stages, strict=True):
-        assert sa.bubble_s == pytest.approx(sb.bubble_s, rel=REL, abs=scale)
-        assert sa.busy_fraction == pytest.approx(sb.busy_fraction, rel=REL, abs=REL)
-    assert extrapolated.events == full.events
 
 
 @pytest.mark.parametrize(("schedule", "m", "v"), [
@@ -62,7 +44,7 @@ def test_every_schedule_extrapolates_to_the_full_simulation(schedule: Schedule, 
                     virtual_stages=v, zero_stage=1, overlap_grad_reduce=True)
     extrapolated, full = _pair(Scenario(MODEL, CLUSTER, layout))
     assert extrapolated.extrapolated_periods > 0 and full.extrapolated_periods == 0
-    _assert_same(extrapolated, full)
+    assert_same(extrapolated, full)
 
 
 def test_zb_v_extrapolates_once_its_ranks_share_one_period() -> None:
@@ -75,7 +57,7 @@ def test_zb_v_extrapolates_once_its_ranks_share_one_period() -> None:
                     zero_stage=1, overlap_grad_reduce=True)
     extrapolated, full = _pair(Scenario(MODEL, CLUSTER, layout))
     assert extrapolated.extrapolated_periods > 100 and full.extrapolated_periods == 0
-    _assert_same(extrapolated, full)
+    assert_same(extrapolated, full)
 
 
 def test_gpipe_has_no_single_steady_stretch_and_is_simulated_in_full() -> None:
@@ -91,7 +73,7 @@ def test_sharded_data_parallelism_and_full_fidelity(fidelity: Fidelity) -> None:
     layout = Layout(dp=2, tp=2, pp=4, microbatch_size=1, global_batch_size=96, zero_stage=3)
     extrapolated, full = _pair(Scenario(MODEL, CLUSTER, layout, fidelity=fidelity))
     assert extrapolated.extrapolated_periods > 0
-    _assert_same(extrapolated, full)
+    assert_same(extrapolated, full)
 
 
 def test_post_validation_extrapolates_both_iterations() -> None:
@@ -99,7 +81,7 @@ def test_post_validation_extrapolates_both_iterations() -> None:
                     optimizer_post_validation=True)
     extrapolated, full = _pair(Scenario(MODEL, CLUSTER, layout))
     assert extrapolated.extrapolated_periods > 0
-    _assert_same(extrapolated, full)
+    assert_same(extrapolated, full)
 
 
 def test_the_check_refuses_replicas_at_different_periods_and_the_run_falls_back() -> None:
@@ -178,7 +160,7 @@ def test_the_1t_example_extrapolates_most_of_its_periods_within_the_full_runs_ro
     scenario = to_scenario(load_request_file("examples/gpt-1t-3072-a100.yaml"))
     extrapolated, full = _pair(scenario)
     assert extrapolated.extrapolated_periods == 436  # of 512 microbatches' periods (1F1B on 64 stages)
-    _assert_same(extrapolated, full)
+    assert_same(extrapolated, full)
     a, b = extrapolated.metrics, full.metrics
     assert a.iteration_time_s == pytest.approx(b.iteration_time_s, rel=1e-13)  # the full run rounds per event
     assert abs(a.communication_s["pp"] - b.communication_s["pp"]) / b.communication_s["pp"] < 5e-12

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from periodic_checks import assert_same
 
 from simcore.cost.workload import build_workload
 from simcore.domain.layout import Fidelity, Layout, Schedule
@@ -25,12 +26,11 @@ from simcore.engine.periods import (
     schedule_lists,
 )
 from simcore.engine.pipeline import EngineConfig
-from simcore.simulate import Outcome, Scenario, build_network, simulate
+from simcore.simulate import Scenario, build_network, simulate
 from topology import NODE_PRESETS, sized
 
 MODEL = model_from_fields({"architecture": "decoder_only", "num_layers": 32, "hidden_size": 1024,
                            "num_attention_heads": 16, "vocab_size": 1024, "seq_length": 512})
-REL = 1e-12
 
 
 def _scenario(pp: int, groups: int, v: int = 2, dp: int = 1) -> Scenario:
@@ -48,25 +48,6 @@ def _config(scenario: Scenario) -> EngineConfig:
     return EngineConfig(layout, placement, workload, network.collectives, Fidelity.REPRESENTATIVE)
 
 
-def _assert_same(extrapolated: Outcome, full: Outcome) -> None:
-    a, b = extrapolated.metrics, full.metrics
-    scale = REL * b.iteration_time_s * len(b.stages)  # sums of per-event durations carry the full run's rounding
-    assert a.iteration_time_s == pytest.approx(b.iteration_time_s, rel=REL, abs=0)
-    assert a.tokens_per_s == pytest.approx(b.tokens_per_s, rel=REL, abs=0)
-    assert a.bubble_fraction == pytest.approx(b.bubble_fraction, rel=REL, abs=scale)
-    assert a.time_breakdown_s.keys() == b.time_breakdown_s.keys()
-    for key, value in b.time_breakdown_s.items():
-        assert a.time_breakdown_s[key] == pytest.approx(value, rel=REL, abs=scale), key
-    for key, value in b.communication_s.items():
-        assert a.communication_s[key] == pytest.approx(value, rel=REL, abs=scale), key
-    for key, value in b.communication_bytes.items():
-        assert a.communication_bytes[key] == pytest.approx(value, rel=REL, abs=0), key
-    for sa, sb in zip(a.stages, b.stages, strict=True):
-        assert sa.bubble_s == pytest.approx(sb.bubble_s, rel=REL, abs=scale)
-        assert sa.busy_fraction == pytest.approx(sb.busy_fraction, rel=REL, abs=REL)
-    assert extrapolated.events == full.events
-
-
 @pytest.mark.parametrize(("pp", "v"), [(8, 2), (8, 4), (16, 2)])
 def test_twelve_microbatch_groups_extrapolate_to_the_full_run(pp: int, v: int) -> None:
     scenario = _scenario(pp, 12, v)
@@ -74,7 +55,7 @@ def test_twelve_microbatch_groups_extrapolate_to_the_full_run(pp: int, v: int) -
     # Each rank's stretch holds 10 periods of pp microbatches: 2K + FILL_AND_PHASE kept, the other 4 put back.
     assert extrapolated.extrapolated_periods == 10 - 2 * K_SIDE - FILL_AND_PHASE == 4
     assert full.extrapolated_periods == 0
-    _assert_same(extrapolated, full)
+    assert_same(extrapolated, full)
 
 
 def test_the_cut_of_twelve_groups_at_pp_8() -> None:
@@ -104,7 +85,7 @@ def test_replicas_extrapolate_alike_in_full_fidelity() -> None:
     scenario = replace(_scenario(8, 12, dp=2), fidelity=Fidelity.FULL)
     extrapolated, full = simulate(scenario), simulate(replace(scenario, extrapolate=False))
     assert extrapolated.extrapolated_periods == 4
-    _assert_same(extrapolated, full)
+    assert_same(extrapolated, full)
 
 
 def test_smaller_lists_and_columns_are_built_once_per_shape() -> None:
