@@ -31,7 +31,7 @@ STEPS: list[list[str]] = [
     ["examples/failures-at-scale/goodput.py"],
     ["examples/decoder-vs-encoder-decoder/report.py"],  # searches its best/ layouts again
     ["examples/pictures.py"],  # draws some of them (decoder-vs-encoder-decoder's timelines)
-    ["examples/dp-scaling/scaling.py"],
+    ["examples/dp-scaling/scaling.py", "--write"],
     ["examples/fp8/report.py"],
     ["examples/cost-to-train/plan.py"],
     ["examples/stragglers/report.py"],

@@ -7,14 +7,20 @@ numbers (Megatron-LM images/tables.tex @5281919420, copied in /work/shared/refer
 Then the two factors apart, as the 2020 table gives both: TP efficiency (one replica of a model over the 1-GPU
 run) and DP efficiency (128 replicas over one replica of the same model). Every one of these eight runs is a
 calibration row (megatron20-dgxa100-*): the cost model was fitted on them, so agreement here is not a test of
-prediction; `clustersim validate` judges the rows it was not fitted on.
+prediction; `clustersim validate` judges the rows it was not fitted on. Last, the DP efficiency each DP run would
+have with its gradient all-reduce overlapped with backward (`overlap_grad_reduce: true`, what Megatron-LM's
+`--DDP-impl torch` does) beside the shipped after-backward reduction (its `local` DDP), so the README can say what
+neither choice gives. With --write the printed tables go into README.md (--check: exit 1 if README.md does not
+carry the current ones).
 
-Usage, from the repository root:  .venv/bin/python examples/dp-scaling/scaling.py
+Usage, from the repository root:  .venv/bin/python examples/dp-scaling/scaling.py [--write | --check]
 """
 
 from __future__ import annotations
 
+import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from api_schemas import load_request_file
@@ -22,6 +28,8 @@ from service.convert import to_scenario
 from simcore.simulate import simulate
 
 HERE = Path(__file__).resolve().parent
+README = HERE / "README.md"
+BEGIN, END = "<!-- figures: written by scaling.py -->", "<!-- end of figures -->"
 
 # file stem -> (published iteration ms, published TFLOP/s per GPU, published weak-scaling efficiency or None)
 PUBLISHED: dict[str, tuple[float, float, float | None]] = {
@@ -72,29 +80,65 @@ def run_all() -> list[dict[str, float | str | None]]:
     return rows
 
 
-def main() -> None:
-    started = time.perf_counter()
-    rows = run_all()
+def overlapped_dp_efficiency() -> dict[str, float]:
+    """Per model: DP efficiency with the DP run's gradient all-reduce overlapped with backward."""
+    out: dict[str, float] = {}
+    for dp_run, replica in REPLICA_OF.items():
+        one = simulate(to_scenario(load_request_file(str(HERE / f"{replica}.yaml")))).metrics
+        scenario = to_scenario(load_request_file(str(HERE / f"{dp_run}.yaml")))
+        many = simulate(replace(scenario, layout=replace(scenario.layout, overlap_grad_reduce=True))).metrics
+        out[replica.split("-")[0]] = many.hardware_tflops_per_gpu / one.hardware_tflops_per_gpu
+    return out
+
+
+def render(rows: list[dict[str, float | str | None]], overlapped: dict[str, float]) -> str:
+    """The three tables: every run, TP and DP efficiency apart, and DP efficiency after backward or overlapped."""
     header = (f"{'run':<11} {'GPUs':>5} {'iter s':>7} {'pub s':>6} {'model TF':>9} {'hw TF':>7} "
               f"{'pub TF':>7} {'eff':>6} {'pub eff':>7}")
-    print(header)
-    print("-" * len(header))
+    lines = [header, "-" * len(header)]
     for row in rows:
         pub_ms, pub_tf, pub_eff = PUBLISHED[str(row["run"])]
         pub_eff_text = f"{pub_eff:.1%}" if pub_eff is not None else "-"
-        print(f"{row['run']:<11} {row['gpus']:>5} {row['iteration_s']:>7.3f} {pub_ms / 1000:>6.3f} "
-              f"{row['model_tflops']:>9.1f} {row['hardware_tflops']:>7.1f} {pub_tf:>7.1f} "
-              f"{row['efficiency']:>6.1%} {pub_eff_text:>7}")
-    print(f"\n{'model':<6} {'TP eff':>7} {'pub':>7} {'diff':>6} {'DP eff':>7} {'pub':>7} {'diff':>6}")
-    for f in factors(rows):
+        lines.append(f"{row['run']:<11} {row['gpus']:>5} {row['iteration_s']:>7.3f} {pub_ms / 1000:>6.3f} "
+                     f"{row['model_tflops']:>9.1f} {row['hardware_tflops']:>7.1f} {pub_tf:>7.1f} "
+                     f"{row['efficiency']:>6.1%} {pub_eff_text:>7}")
+    lines.append(f"\n{'model':<6} {'TP eff':>7} {'pub':>7} {'diff':>6} {'DP eff':>7} {'pub':>7} {'diff':>6}")
+    found = factors(rows)
+    for f in found:
         tp, tp_pub, dp, dp_pub = (float(f[k]) for k in ("tp_eff", "tp_eff_pub", "dp_eff", "dp_eff_pub"))
-        print(f"{f['model']:<6} {tp:>7.1%} {tp_pub:>7.1%} {100 * (tp - tp_pub):>+6.1f} "
-              f"{dp:>7.1%} {dp_pub:>7.1%} {100 * (dp - dp_pub):>+6.1f}")
+        lines.append(f"{f['model']:<6} {tp:>7.1%} {tp_pub:>7.1%} {100 * (tp - tp_pub):>+6.1f} "
+                     f"{dp:>7.1%} {dp_pub:>7.1%} {100 * (dp - dp_pub):>+6.1f}")
+    lines.append(f"\n{'model':<6} {'pub DP':>7} {'after':>7} {'diff':>6} {'overlap':>7} {'diff':>6}")
+    for f in found:
+        dp, dp_pub, over = float(f["dp_eff"]), float(f["dp_eff_pub"]), overlapped[str(f["model"])]
+        lines.append(f"{f['model']:<6} {dp_pub:>7.1%} {dp:>7.1%} {100 * (dp - dp_pub):>+6.1f} "
+                     f"{over:>7.1%} {100 * (over - dp_pub):>+6.1f}")
+    return "\n".join(lines)
+
+
+def with_figures(text: str, block: str) -> str:
+    """README.md's text with `block` between the markers."""
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    return f"{head}{BEGIN}\n```\n{block}\n```\n{END}{tail}"
+
+
+def main(argv: list[str]) -> int:
+    started = time.perf_counter()
+    block = render(run_all(), overlapped_dp_efficiency())
+    print(block)
     elapsed = time.perf_counter() - started
     print(f"\nefficiency = hardware TFLOP/s per GPU / that of {BASELINE}; TP eff = one replica / {BASELINE}; "
-          f"DP eff = 128 replicas / one replica of the same model; published TFLOP/s count recomputation "
-          f"(hardware FLOPs). All eight runs are calibration rows. Simulated in {elapsed:.1f} s.")
+          f"DP eff = 128 replicas / one replica of the same model (after: the all-reduce after backward, as "
+          f"shipped; overlap: overlapped with backward); published TFLOP/s count recomputation (hardware FLOPs). "
+          f"All eight runs are calibration rows. Simulated in {elapsed:.1f} s.")
+    text = README.read_text(encoding="utf-8")
+    if "--check" in argv:
+        return 0 if with_figures(text, block) == text else 1
+    if "--write" in argv:
+        README.write_text(with_figures(text, block), encoding="utf-8")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main(sys.argv[1:]))
