@@ -17,6 +17,7 @@ from typing import Any
 
 from api_schemas import load_request_file
 from service.convert import to_response, to_scenario
+from service.generated import between_markers
 from simcore import Layout, Scenario, model_from_fields, simulate
 from simcore.calibration import modern
 from simcore.calibration.validate import load_reference, run_validation, scenario_for
@@ -236,9 +237,7 @@ def render() -> str:
 
 def with_checks(text: str, block: str, markers: tuple[str, str] = (BEGIN, END)) -> str:
     """README.md's text with `block` between the markers."""
-    head, rest = text.split(markers[0], 1)
-    _, tail = rest.split(markers[1], 1)
-    return f"{head}{markers[0]}\n{block}\n{markers[1]}{tail}"
+    return between_markers(text, block, *markers)
 
 
 def compare_example() -> str:

@@ -21,3 +21,14 @@ def write_or_check(path: Path, text: str, argv: list[str], command: str) -> int:
     path.write_text(text, encoding="utf-8")
     print(text)
     return 0
+
+
+def between_markers(text: str, block: str, begin: str, end: str) -> str:
+    """`text` with what lies between the lines `begin` and `end` replaced by `block`; ValueError naming the marker
+    that is missing."""
+    for marker in (begin, end):
+        if marker not in text:
+            raise ValueError(f"no marker {marker!r}")
+    head, rest = text.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{begin}\n{block}\n{end}{tail}"

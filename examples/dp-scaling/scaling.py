@@ -25,6 +25,7 @@ from pathlib import Path
 
 from api_schemas import load_request_file
 from service.convert import to_scenario
+from service.generated import between_markers
 from simcore.simulate import simulate
 
 HERE = Path(__file__).resolve().parent
@@ -117,10 +118,8 @@ def render(rows: list[dict[str, float | str | None]], overlapped: dict[str, floa
 
 
 def with_figures(text: str, block: str) -> str:
-    """README.md's text with `block` between the markers."""
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    return f"{head}{BEGIN}\n```\n{block}\n```\n{END}{tail}"
+    """README.md's text with `block` (as a code block) between the markers."""
+    return between_markers(text, f"```\n{block}\n```", BEGIN, END)
 
 
 def main(argv: list[str]) -> int:

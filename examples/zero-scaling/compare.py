@@ -12,6 +12,7 @@ from pathlib import Path
 
 from api_schemas import load_request_file
 from service.convert import to_scenario
+from service.generated import between_markers
 from simcore.simulate import simulate
 
 HERE = Path(__file__).resolve().parent
@@ -61,9 +62,7 @@ def render(results: dict[str, dict[int, tuple[float, float, bool, float, float]]
 
 
 def with_figures(text: str, block: str) -> str:
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    return f"{head}{BEGIN}\n{block}\n{END}{tail}"
+    return between_markers(text, block, BEGIN, END)
 
 
 def main(argv: list[str]) -> int:

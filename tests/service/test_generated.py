@@ -1,4 +1,5 @@
-"""service.generated.write_or_check: writes the text, or with --check reports a stale file without touching it."""
+"""service.generated: write_or_check writes the text, or with --check reports a stale file without touching it;
+between_markers replaces what lies between two marker lines and nothing else."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from service.generated import write_or_check
+from service.generated import between_markers, write_or_check
 
 
 def test_write_then_check_then_stale(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -24,3 +25,12 @@ def test_write_then_check_then_stale(tmp_path: Path, capsys: pytest.CaptureFixtu
 def test_check_of_a_missing_file_is_stale(tmp_path: Path) -> None:
     assert write_or_check(tmp_path / "README.md", "x", ["--check"], "python report.py") == 1
     assert not (tmp_path / "README.md").exists()
+
+
+def test_between_markers_replaces_only_the_block() -> None:
+    text = "intro\n<!-- a -->\nold\nlines\n<!-- b -->\noutro\n"
+    assert between_markers(text, "new", "<!-- a -->", "<!-- b -->") == "intro\n<!-- a -->\nnew\n<!-- b -->\noutro\n"
+    fresh = between_markers(text, "new", "<!-- a -->", "<!-- b -->")
+    assert between_markers(fresh, "new", "<!-- a -->", "<!-- b -->") == fresh  # writing twice changes nothing
+    with pytest.raises(ValueError, match="<!-- c -->"):
+        between_markers(text, "new", "<!-- c -->", "<!-- b -->")
