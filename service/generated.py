@@ -32,3 +32,15 @@ def between_markers(text: str, block: str, begin: str, end: str) -> str:
     head, rest = text.split(begin, 1)
     _, tail = rest.split(end, 1)
     return f"{head}{begin}\n{block}\n{end}{tail}"
+
+
+def write_or_check_between(path: Path, block: str, begin: str, end: str, argv: list[str]) -> int:
+    """With `--check` in argv: 0 if `path` carries `block` between the markers, else 1. With `--write`: put it
+    there and return 0. Otherwise leave `path` alone and return 0."""
+    text = path.read_text(encoding="utf-8")
+    fresh = between_markers(text, block, begin, end)
+    if "--check" in argv:
+        return 0 if fresh == text else 1
+    if "--write" in argv:
+        path.write_text(fresh, encoding="utf-8")
+    return 0

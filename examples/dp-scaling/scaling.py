@@ -25,7 +25,7 @@ from pathlib import Path
 
 from api_schemas import load_request_file
 from service.convert import to_scenario
-from service.generated import between_markers
+from service.generated import between_markers, write_or_check_between
 from simcore.simulate import simulate
 
 HERE = Path(__file__).resolve().parent
@@ -117,9 +117,14 @@ def render(rows: list[dict[str, float | str | None]], overlapped: dict[str, floa
     return "\n".join(lines)
 
 
+def fenced(block: str) -> str:
+    """The tables as the README shows them: a code block."""
+    return f"```\n{block}\n```"
+
+
 def with_figures(text: str, block: str) -> str:
     """README.md's text with `block` (as a code block) between the markers."""
-    return between_markers(text, f"```\n{block}\n```", BEGIN, END)
+    return between_markers(text, fenced(block), BEGIN, END)
 
 
 def main(argv: list[str]) -> int:
@@ -131,12 +136,7 @@ def main(argv: list[str]) -> int:
           f"DP eff = 128 replicas / one replica of the same model (after: the all-reduce after backward, as "
           f"shipped; overlap: overlapped with backward); published TFLOP/s count recomputation (hardware FLOPs). "
           f"All eight runs are calibration rows. Simulated in {elapsed:.1f} s.")
-    text = README.read_text(encoding="utf-8")
-    if "--check" in argv:
-        return 0 if with_figures(text, block) == text else 1
-    if "--write" in argv:
-        README.write_text(with_figures(text, block), encoding="utf-8")
-    return 0
+    return write_or_check_between(README, fenced(block), BEGIN, END, argv)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from api_schemas import load_request_file
 from service.convert import to_scenario
-from service.generated import between_markers
+from service.generated import between_markers, write_or_check_between
 from simcore.simulate import simulate
 
 HERE = Path(__file__).resolve().parent
@@ -68,12 +68,7 @@ def with_figures(text: str, block: str) -> str:
 def main(argv: list[str]) -> int:
     block = render(figures())
     print(block)
-    text = README.read_text(encoding="utf-8")
-    if "--check" in argv:
-        return 0 if with_figures(text, block) == text else 1
-    if "--write" in argv:
-        README.write_text(with_figures(text, block), encoding="utf-8")
-    return 0
+    return write_or_check_between(README, block, BEGIN, END, argv)
 
 
 if __name__ == "__main__":

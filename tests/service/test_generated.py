@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from service.generated import between_markers, write_or_check
+from service.generated import between_markers, write_or_check, write_or_check_between
 
 
 def test_write_then_check_then_stale(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -34,3 +34,14 @@ def test_between_markers_replaces_only_the_block() -> None:
     assert between_markers(fresh, "new", "<!-- a -->", "<!-- b -->") == fresh  # writing twice changes nothing
     with pytest.raises(ValueError, match="<!-- c -->"):
         between_markers(text, "new", "<!-- c -->", "<!-- b -->")
+
+
+def test_write_or_check_between_writes_only_when_asked(tmp_path: Path) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text("a\n<!-- a -->\nold\n<!-- b -->\n", encoding="utf-8")
+    assert write_or_check_between(readme, "new", "<!-- a -->", "<!-- b -->", []) == 0
+    assert "old" in readme.read_text(encoding="utf-8")  # neither flag: nothing written
+    assert write_or_check_between(readme, "new", "<!-- a -->", "<!-- b -->", ["--check"]) == 1
+    assert write_or_check_between(readme, "new", "<!-- a -->", "<!-- b -->", ["--write"]) == 0
+    assert readme.read_text(encoding="utf-8") == "a\n<!-- a -->\nnew\n<!-- b -->\n"
+    assert write_or_check_between(readme, "new", "<!-- a -->", "<!-- b -->", ["--check"]) == 0
