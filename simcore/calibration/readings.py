@@ -5,6 +5,10 @@ validate fills a source's unstated settings one way for all its rows (simcore/ca
 and why); a reading here changes that for a whole group at once and is only reported, never used to judge or fit
 a row, and never chosen per row.
 
+Narayanan'21 Table 1: validate runs each row as its authors' launch script did (simcore/calibration/
+launch_scripts.py); the other reading is the source's defaults alone, what validate ran before those scripts were
+read (microbatch 1, plain 1F1B, the gradient all-reduce after backward).
+
 NeMo T5-3B (NeMo-Framework-Launcher README @80353286, sec. 7.2/7.3): the rows name apex's distributed Adam, the
 launcher's t5 configs of 2023. The same six figures entered the launcher's README on 2022-09-01 (commit 53591656,
 chart 3B_T5_throughput_2208), when t5/3b.yaml set `optim: fused_adam` with `megatron_amp_O2` and
@@ -23,6 +27,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from simcore.calibration.validate import load_reference, measured_time, scenario_for
+from simcore.domain.layout import Schedule
 from simcore.simulate import Scenario, simulate
 
 
@@ -34,6 +39,13 @@ class Reading:
     layout: tuple[tuple[str, Any], ...] = ()
 
 
+NARAYANAN_GROUP = "narayanan21-t1-"
+NARAYANAN_READINGS = (
+    Reading("the authors' launch scripts (as validate runs them)"),
+    Reading("the source's defaults alone: microbatch 1, 1F1B, all-reduce after backward",
+            (("microbatch_size", 1), ("overlap_grad_reduce", False), ("schedule", Schedule.ONE_F_ONE_B),
+             ("virtual_stages", 1))),
+)
 T5_GROUP = "nemo-t5-3b-"
 T5_READINGS = (
     Reading("distributed Adam, reduction after backward (as validate runs them)"),

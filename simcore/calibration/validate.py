@@ -5,17 +5,22 @@ copy of the project's reference set) or from `--reference FILE`. The cost model 
 (Megatron 2020 and Megatron-Core 2024) and judged on the others (the Narayanan'21 table and the NeMo T5-3B
 scaling rows); the means cover only rows that were not fitted.
 
-What each source leaves unstated is filled in the same way for every row of that source, never per row; a field
-a row gives itself (its `layout`'s zero_stage, recompute, microbatch_size, precision) is taken before any source
-default. Which sources the cost model was fitted on is data: simcore/cost/fitted.py (FITTED_SOURCES) names
-them, and every case carries `calibration` accordingly.
+What each source leaves unstated is filled in the same way for every row of that source, never per row; a field a
+row gives itself (its `layout`'s zero_stage, recompute, microbatch_size, precision, overlap_grad_reduce) is taken
+first, then what the source's own launch script set for that run, where it published one
+(simcore/calibration/launch_scripts.py, matched by the run's shape), then the source's defaults. Which sources the
+cost model was fitted on is data: simcore/cost/fitted.py (FITTED_SOURCES) names them, and every case carries
+`calibration` accordingly.
 - Narayanan'21 (Megatron-LM, 2021): full recomputation (their FLOP count assumes it), standard attention,
-  1F1B, microbatch 1 (not published), no sequence parallelism (it came later), fp16, and the gradient
-  all-reduce after backward, not overlapped with it: Megatron-LM's `local` DDP of 2021 all-reduces its
-  contiguous gradient buffer once the backward pass is over (overlap_grad_reduce came with Megatron-Core).
-  The two ZeRO-3 baseline rows (Table 2) give their own zero_stage; the paper's ZeRO-3 is DeepSpeed's of the
-  time: `zero_implementation: deepspeed_2021` (simcore/cost/sharding.py). Its host time per op of a list-based
-  collective (HOST_OP_2021_S) is fitted on these two rows, which are therefore marked as calibration rows.
+  no sequence parallelism (it came later), fp16. Table 1's rows take what the authors' launch scripts set per run
+  (simcore/calibration/launch_scripts.py: Megatron-LM examples/sc21/run_table_1.sh): the microbatch, PyTorch's
+  DDP (gradient all-reduce overlapped with the last microbatch's backward) for the runs without pipeline
+  parallelism and Megatron's `local` DDP (the all-reduce once backward is over) for the pipelined ones, and the
+  interleaved schedule where the script gives layers per virtual stage; without a script entry: 1F1B,
+  microbatch 1 and the `local` DDP. The two ZeRO-3 baseline rows (Table 2) give their own zero_stage; the paper's
+  ZeRO-3 is DeepSpeed's of the time: `zero_implementation: deepspeed_2021` (simcore/cost/sharding.py). Its host time
+  per op of a list-based collective (HOST_OP_2021_S) is fitted on these two rows, which are therefore marked as
+  calibration rows.
 - Megatron 2020 (tables.tex): full recomputation (the published TFLOP/s count it), standard attention,
   sequence 1024, the whole per-replica batch (16 on DGX A100, 8 on DGX-2) as one microbatch (Megatron-LM of
   2020 had no gradient accumulation), fp16, and the gradient all-reduce after backward (its `local` DDP).
@@ -58,10 +63,10 @@ from dataclasses import dataclass, replace
 from importlib import resources
 from typing import Any
 
-from simcore.calibration import modern, zero_bubble
+from simcore.calibration import launch_scripts, modern, zero_bubble
 from simcore.cost.parameters import FITTED, FITTED_SOURCES, CostParameters
 from simcore.cost.sharding import FITTED_ROWS
-from simcore.domain.layout import Layout, Precision, Recompute, ZeroImplementation
+from simcore.domain.layout import Layout, Precision, Recompute, Schedule, ZeroImplementation
 from simcore.domain.model import model_from_fields
 from simcore.simulate import Scenario, simulate
 from topology.cluster_spec import NODE_PRESETS, ClusterSpec, sized
@@ -152,13 +157,18 @@ def scenario_for(case: dict[str, Any]) -> Scenario:
     if c["gpu"] not in NODE_BY_GPU:
         raise ValueError(f"GPU {c['gpu']} is not in the catalog")
     defaults = SOURCES[source]
+    script = launch_scripts.settings_for(source, m, lay)
     model = model_from_fields(_model_fields(m, defaults.attention))
     node: ClusterSpec = NODE_PRESETS[NODE_BY_GPU[c["gpu"]]]
     cluster = sized(node, int(c["num_gpus"]))
     dp, tp, pp = int(lay["dp"]), int(lay["tp"]), int(lay["pp"])
     global_batch = int(lay["global_batch"])
-    # The row's own fields first, then the source's defaults.
-    microbatch = int(lay.get("microbatch_size", global_batch // dp if defaults.whole_batch_microbatch else 1))
+    # The row's own fields first, then its run's launch script, then the source's defaults.
+    if script is not None:
+        default_microbatch = script.microbatch_size
+    else:
+        default_microbatch = global_batch // dp if defaults.whole_batch_microbatch else 1
+    microbatch = int(lay.get("microbatch_size", default_microbatch))
     if global_batch % (dp * microbatch):
         raise ValueError(f"the global batch ({global_batch}) is not a whole number of microbatches of "
                          f"dp x microbatch = {dp} x {microbatch} samples")
@@ -167,9 +177,14 @@ def scenario_for(case: dict[str, Any]) -> Scenario:
         precision = defaults.precision  # absent, or a description such as "fp16/bf16 mixed"
     sp = defaults.sequence_parallel and tp > 1
     zero = int(lay.get("zero_stage", defaults.zero_stage))
+    overlap = script.overlap_grad_reduce if script is not None else defaults.overlap_grad_reduce
+    schedule, chunks = Schedule.ONE_F_ONE_B, 1
+    if script is not None and script.layers_per_virtual_stage is not None:
+        schedule, chunks = Schedule.INTERLEAVED_1F1B, int(m["layers"]) // pp // script.layers_per_virtual_stage
     layout = Layout(dp=dp, tp=tp, pp=pp, microbatch_size=microbatch, global_batch_size=global_batch,
+                    virtual_stages=chunks, schedule=schedule,
                     recompute=Recompute(lay.get("recompute", defaults.recompute)), sequence_parallel=sp,
-                    tp_comm_overlap=sp, overlap_grad_reduce=defaults.overlap_grad_reduce,
+                    tp_comm_overlap=sp, overlap_grad_reduce=bool(lay.get("overlap_grad_reduce", overlap)),
                     zero_stage=zero, precision=Precision(precision),
                     zero_implementation=defaults.zero3 if zero == 3 else ZeroImplementation.MEGATRON)
     return Scenario(model, cluster, layout)
