@@ -4,7 +4,8 @@ moves results (each step is a script a test checks the output of):
 1. with --fit: the cost model's fitted parameters (bench/fit_cost_model.py; minutes); HOST_OP_2021_S
    (simcore/cost/sharding.py) is refitted by hand with bench/fit_zero3_host.py, which prints it;
 2. the golden results (bench/golden_results.py --write-tests);
-3. the README's accuracy table (bench/accuracy_table.py) and its Other checks (bench/readme_checks.py);
+3. the README's accuracy table (bench/accuracy_table.py), its Other checks (bench/readme_checks.py) and its
+   search results (bench/readme_search.py);
 4. every example's README and pictures (their own scripts);
 5. the README's Python API example output (run the example, paste what it prints).
 
@@ -29,6 +30,7 @@ STEPS: list[list[str]] = [
     ["bench/golden_results.py", "--write-tests"],
     ["bench/accuracy_table.py"],
     ["bench/readme_checks.py"],  # README.md's "Other checks" figures
+    ["bench/readme_search.py"],  # README.md's search results
     ["examples/failures-at-scale/goodput.py"],
     ["examples/decoder-vs-encoder-decoder/report.py"],  # searches its best/ layouts again
     ["examples/pictures.py"],  # draws some of them (decoder-vs-encoder-decoder's timelines)

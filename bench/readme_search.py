@@ -1,0 +1,118 @@
+"""Write the search results quoted in README.md's "Search and sweeps" section from the current code, between
+their markers: the GPT-3 175B problem's generated and pruned layouts and its best layout among a bounded number
+of candidates, GPT-100B against T5-100B, and the search around the published 1T layout. Every search here is
+bounded by a candidate count, never by time, so what it finds depends on the code alone (the machine's speed,
+which `bench/search_speed.py` measures, is not figured here). tests/test_readme_search.py fails when README.md
+does not carry what this renders.
+
+Run:  python bench/readme_search.py [--check]      (--check: write nothing; exit 1 if README.md is stale)
+"""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from api_schemas.search import load_search_file
+from service.generated import write_or_check_between
+from service.search import run_search
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+MARKERS = ("<!-- search-results: written by python bench/readme_search.py; do not edit by hand -->",
+           "<!-- end of search results -->")
+GPT3 = ROOT / "examples" / "search" / "gpt3-175b-1024-a100.search.json"
+ONE_T = ROOT / "examples" / "gpt-1t-3072-a100.yaml"
+ONE_T_CANDIDATES = 20
+ENCODER_DECODER_CANDIDATES = 40
+WORKERS = 2
+
+
+def _wrap(bullet: str) -> str:
+    return textwrap.fill(bullet, width=116, subsequent_indent="  ", break_on_hyphens=False)
+
+
+def _layout(entry: dict[str, Any]) -> str:
+    """A ranked layout as the README reads it."""
+    lay = entry["layout"]
+    parts = [f"DP {lay['dp']} x TP {lay['tp']}" + (f" x PP {lay['pp']}" if lay["pp"] > 1 else " without PP"),
+             f"microbatch {lay['microbatch_size']}"]
+    if lay["pp"] > 1:
+        schedule = {"1f1b": "1F1B", "gpipe": "GPipe", "interleaved_1f1b": "interleaved 1F1B"}.get(
+            lay["schedule"], lay["schedule"])
+        parts.append(schedule + (f" (v = {lay['virtual_stages']})" if lay.get("virtual_stages", 1) > 1 else ""))
+    parts.append(f"ZeRO {lay['zero_stage']}")
+    if lay.get("recompute", "none") != "none":
+        parts.append(f"{lay['recompute']} recomputation")
+    if lay.get("sequence_parallel"):
+        parts.append("sequence parallelism")
+    return ", ".join(parts)
+
+
+def _counts(search: dict[str, Any]) -> str:
+    return (f"{search['generated']:,} layouts generated, {search['pruned']:,} discarded "
+            f"({search['discarded']['invalid']:,} break a layout rule, {search['discarded']['memory']:,} do not fit)")
+
+
+def gpt3() -> str:
+    whole = run_search({"model": {"preset": "gpt3-175b"}, "cluster": {"preset": "dgx-a100", "num_nodes": 128},
+                        "global_batch_size": 1536}, max_candidates=1, top_k=1, workers=1)
+    narrowed = run_search(load_search_file(str(GPT3)), workers=WORKERS)
+    best = narrowed["best"]
+    return (f"- GPT-3 175B on 1024 A100s, global batch 1536 (the problem `bench/search_speed.py` times): "
+            f"{_counts(whole['search'])}, {whole['search']['feasible']:,} feasible. "
+            f"`clustersim search examples/search/gpt3-175b-1024-a100.search.json` (TP 4 or 8, selective or full "
+            f"recomputation: {narrowed['search']['feasible']:,} feasible, the first "
+            f"{narrowed['search']['simulated']} in the estimate's order simulated): best {_layout(best)}: "
+            f"{best['tokens_per_s']:,.0f} tokens/s, MFU {100 * best['mfu']:.1f}%.")
+
+
+def encoder_decoder() -> str:
+    found = {}
+    for preset in ("gpt-100b", "t5-100b"):
+        found[preset] = run_search({"model": {"preset": preset}, "cluster": {"preset": "dgx-a100", "num_nodes": 128},
+                                    "global_batch_size": 1536,
+                                    "space": {"tp": [4, 8], "recompute": ["selective", "full"]},
+                                    "bounds": {"max_candidates": ENCODER_DECODER_CANDIDATES, "top_k": 1}},
+                                   workers=WORKERS)["best"]
+    gpt, t5 = found["gpt-100b"], found["t5-100b"]
+    return (f"- Searching GPT-100B and T5-100B on 1024 A100s (global batch 1536, TP 4 or 8, selective or full "
+            f"recompute, {ENCODER_DECODER_CANDIDATES} candidates each) agrees with "
+            f"`examples/decoder-vs-encoder-decoder/`: GPT's best is {_layout(gpt)}, MFU {100 * gpt['mfu']:.1f}%; "
+            f"T5's is {_layout(t5)}, MFU {100 * t5['mfu']:.1f}% ({gpt['mfu'] / t5['mfu']:.2f}x). "
+            "tests/service/test_search_encoder_decoder.py checks the direction.")
+
+
+def one_t() -> str:
+    result = run_search(load_search_file(str(ONE_T)), max_candidates=ONE_T_CANDIDATES, workers=WORKERS)
+    best, base = result["best"], result["baseline"]
+    exposed = best["exposed_communication_s"]
+    share = sum(exposed.values()) / best["iteration_time_s"]
+    most = max(exposed, key=exposed.get).upper()
+    return (f"- `clustersim search examples/gpt-1t-3072-a100.yaml --max-candidates {ONE_T_CANDIDATES}`: "
+            f"{_counts(result['search'])}, {result['search']['simulated']} simulated. Best: {_layout(best)}: "
+            f"{best['tokens_per_s']:,.0f} tokens/s, MFU {100 * best['mfu']:.1f}% (bubble "
+            f"{100 * best['bubble_fraction']:.1f}%, exposed communication {100 * share:.1f}% of the iteration, "
+            f"mostly {most}; "
+            f"{best['memory']['headroom_gib']:.1f} GiB headroom), {best['tokens_per_s'] / base['tokens_per_s']:.2f}x "
+            f"the published {_layout(base)} ({base['tokens_per_s']:,.0f} tokens/s, MFU {100 * base['mfu']:.1f}%).")
+
+
+def render() -> str:
+    return "\n".join(_wrap(bullet) for bullet in (gpt3(), encoder_decoder(), one_t()))
+
+
+def main(argv: list[str]) -> int:
+    """Without --check, write the block (it renders the searches once either way)."""
+    block = render()
+    flags = argv if "--check" in argv else [*argv, "--write"]
+    code = write_or_check_between(README, block, *MARKERS, flags)
+    print(("README.md's search results are stale" if code else "README.md carries the current search results")
+          if "--check" in argv else f"wrote the search results into {README.name}")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
