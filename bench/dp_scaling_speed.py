@@ -2,7 +2,7 @@
 pipeline (global batch 64 x dp), with DP 1, 8, 64 and 256 (64 to 16,384 GPUs). Each simulation is timed whole in
 one process (building the cluster's graph and routes, the workload, the engine run), rounds interleaved so that
 the sizes share the machine's load; prints each size's median wall and CPU time, its events and extrapolated
-periods, and the ratio to DP 1. The speed issue's goal: DP 256 at most 1.5x DP 1. Each round also simulates every
+periods, and the ratio to DP 1. The goal: DP 256 at most 1.5x DP 1. Each round also simulates every
 size again on a network built before (its routes and collective patterns already made): the CPU time left is
 the workload, pass lists and engine run, so the difference to the first time is what building the network and
 the patterns costs.

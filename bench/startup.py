@@ -3,7 +3,7 @@
 `python -c "import simpy, json"` (the yardstick: a bare interpreter with a small library), each run N times
 (default 5) interleaved in one bench run so that they share the machine's load; prints each median, its CPU time
 (user + system, the steadier figure on a shared machine) and the ratios.
-The speed issue's goals: simulate at most 6x the yardstick, --help under 0.15 s.
+The goals: simulate at most 6x the yardstick, --help under 0.15 s.
 
 Python as a user runs it: with its bytecode cache (an installed package's modules are compiled once, at install
 or on first import, then read from __pycache__). An environment that sets PYTHONDONTWRITEBYTECODE (so that no

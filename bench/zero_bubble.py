@@ -18,7 +18,7 @@ from simcore.calibration.validate import load_reference
 from simcore.domain.layout import Schedule
 from simcore.simulate import simulate
 
-# What the issue accepts: the per-stage times within 15%, the speed-ups in these ranges.
+# The targets: the per-stage times within 15%, the speed-ups in these ranges.
 PASS_TIME_TOLERANCE = 0.15
 SPEEDUP_RANGES = {"zb_h1": (1.03, 1.20), "zb_h2": (1.05, 1.35)}
 

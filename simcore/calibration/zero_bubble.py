@@ -6,10 +6,10 @@ What the paper leaves unstated is filled the same way for every row, from the au
 GeLU, the input and output embeddings shared (no --untie-embeddings-and-output-weights), standard attention (no
 --use-flash-attn), fp16, no sequence parallelism, recomputation or distributed optimizer, sequence 1024, and
 --allow-padding-num-layers: the first and the last stage hold one layer fewer than the others (section 5.1), as
-`stage_layers` when the layers so divide. Not published, assumed as the issue says: the GPT-2 vocabulary (50,257
+`stage_layers` when the layers so divide. Not published, assumed: the GPT-2 vocabulary (50,257
 tokens) and DGX A100 nodes' 8 x 200 Gbit/s NICs (the paper's RoCE rate is not stated). Pure pipeline parallelism
 (dp = tp = 1). The paper's zero-bubble rows are not in the file: bench/zero_bubble.py compares the simulated
-speed-ups with the ranges the issue gives.
+speed-ups with their target ranges.
 """
 
 from __future__ import annotations

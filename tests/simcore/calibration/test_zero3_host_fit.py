@@ -21,7 +21,7 @@ def test_the_constant_is_the_fit() -> None:
     worst = {x: max(abs(e) for e in fit.errors(x)) for x in (HOST_OP_2021_S - 1e-7, HOST_OP_2021_S,
                                                                HOST_OP_2021_S + 1e-7)}
     assert worst[HOST_OP_2021_S] <= min(worst.values())
-    assert worst[HOST_OP_2021_S] < 15.0  # the bound for both rows
+    assert worst[HOST_OP_2021_S] < 15.0  # the bound both rows are held to
 
 
 def test_validate_marks_the_two_rows_as_fitted() -> None:

@@ -1,6 +1,6 @@
 """The Zero Bubble paper's setups (simcore/calibration/zero_bubble.py, bench/zero_bubble.py): 1F1B iteration
 times against the published rows, per-stage pass times against the profiled ones, and the zero-bubble speed-ups
-in the issue's ranges."""
+in their target ranges (bench/zero_bubble.py)."""
 
 from __future__ import annotations
 

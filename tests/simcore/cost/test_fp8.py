@@ -135,7 +135,7 @@ def test_published_fp8_speed_ups_within_0_08(bf16_id: str, fp8_id: str) -> None:
 
 
 def in_scope(case: dict) -> bool:
-    """The issue's rows: training runs tagged fp8, hardware-b200 or hardware-gb200, without CP or experts."""
+    """The FP8 and Blackwell rows: training runs tagged fp8, hardware-b200 or hardware-gb200, without CP or experts."""
     tags = set(case.get("feature", []))
     lay, model = case["layout"], case["model"]
     return (case.get("kind") == "training" and bool(tags & {"fp8", "hardware-b200", "hardware-gb200"})

@@ -52,7 +52,7 @@ def workload_of(model: ModelShape, cluster: ClusterSpec, layout: Layout) -> Work
 ONE_GPU_NODES = dataclasses.replace(DGX_H100, gpus_per_node=1, nics_per_node=1, num_gpus=2)
 
 
-# -- the closed form of the issue -----------------------------------------------------------------------------
+# -- the closed form --------------------------------------------------------------------------------------
 def test_llama3_8b_cp2_kv_bytes_closed_form_and_hidden_ring() -> None:
     """Llama-3-8B, CP 2 x DP 4 on one DGX H100 at 8K tokens, BF16: each rank sends (cp-1)/cp x 2 x s x b x
     kv_heads x head_dim x 2 bytes per layer per microbatch in forward, twice that in backward (dK/dV come back),
