@@ -170,6 +170,13 @@ class LayoutIn(BaseModel):
         description="overlap tensor-parallel collectives with the GEMMs (Megatron-Core --tp-comm-overlap); "
         "needs sequence_parallel",
     )
+    async_tensor_model_parallel_allreduce: StrictBool = Field(
+        default=False,
+        description="hide each column-parallel projection's input-gradient all-reduce (reduce-scatter with "
+        "sequence_parallel) under its weight-gradient GEMM in backward, as Megatron-LM has since 2021-09 "
+        "(--no-async-tensor-model-parallel-allreduce turns it off), Megatron-Core and apex/NeMo do; off: every "
+        "tensor-parallel collective on the critical path (Megatron-LM before)",
+    )
     encoder_pipeline_stages: Size | None = Field(
         default=None, description="encoder_decoder only: pipeline stages holding the encoder; default: chosen by "
         "pipeline_partition (balanced: to balance stage cost; even: in proportion to the layer counts)"

@@ -35,7 +35,10 @@ cost model was fitted on is data: simcore/cost/fitted.py (FITTED_SOURCES) names 
   TP-communication overlap (the configs do not turn them on; the changelog lists sequence parallelism for GPT
   and BERT only), the distributed optimizer (apex distributed_fused_adam: optimizer state sharded, gradients
   reduce-scattered once per step in its fp32 state dtype, parameters all-gathered after the step: ZeRO 1
-  timing) with overlap_grad_sync False (set in the yaml: the reduction waits for the end of backward), bf16.
+  timing) with overlap_grad_sync False (set in the yaml: the reduction waits for the end of backward), bf16,
+  and apex's asynchronous input-gradient all-reduce of the column-parallel projections, which NeMo turns on
+  whenever TP > 1 without sequence parallelism (simcore/cost/tp_async.py; Megatron-Core's rows have it too, under
+  their TP-communication overlap). Megatron 2020 and Narayanan'21 predate it (Megatron-LM, September 2021).
   T5 rows: encoder and decoder share the word embedding and the output layer reuses it (share_token_embeddings,
   share_decoder_tokens_head_embeddings); the vocabulary, published only as "~29k BertWordPieceCase", is that
   tokenizer's 28,996 word pieces plus the 100 sentinel tokens, padded to a multiple of 128 x TP: 29,184; the
@@ -89,6 +92,7 @@ class SourceDefaults:
     precision: str
     whole_batch_microbatch: bool = False  # one microbatch of the whole per-replica batch (no accumulation)
     zero3: ZeroImplementation = ZeroImplementation.MEGATRON  # whose ZeRO 3 the source's ZeRO 3 rows ran
+    async_tp: bool = False  # column-parallel input-gradient collectives under the weight gradients (tp_async.py)
 
 
 # Per source (the id's prefix).
@@ -96,8 +100,8 @@ SOURCES = {
     "narayanan21": SourceDefaults("standard", "full", False, False, 0, "fp16",
                                   zero3=ZeroImplementation.DEEPSPEED_2021),
     "megatron20": SourceDefaults("standard", "full", False, False, 0, "fp16", whole_batch_microbatch=True),
-    "mcore24": SourceDefaults("flash", "none", True, True, 1, "bf16"),
-    "nemo": SourceDefaults("standard", "none", False, False, 1, "bf16"),
+    "mcore24": SourceDefaults("flash", "none", True, True, 1, "bf16", async_tp=True),
+    "nemo": SourceDefaults("standard", "none", False, False, 1, "bf16", async_tp=True),
 }
 
 # Padded vocabulary of a tokenizer a row names instead of giving a number (see the module docstring).
@@ -185,6 +189,7 @@ def scenario_for(case: dict[str, Any]) -> Scenario:
                     virtual_stages=chunks, schedule=schedule,
                     recompute=Recompute(lay.get("recompute", defaults.recompute)), sequence_parallel=sp,
                     tp_comm_overlap=sp, overlap_grad_reduce=bool(lay.get("overlap_grad_reduce", overlap)),
+                    async_tensor_model_parallel_allreduce=defaults.async_tp,
                     zero_stage=zero, precision=Precision(precision),
                     zero_implementation=defaults.zero3 if zero == 3 else ZeroImplementation.MEGATRON)
     return Scenario(model, cluster, layout)

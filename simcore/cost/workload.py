@@ -43,6 +43,7 @@ from simcore.cost.moe import ExpertComm, expert_comm, expert_reduce_ratio
 from simcore.cost.moe_kernels import backward_ops, dispatch_split, sequence_time, transformer_layer_ops
 from simcore.cost.parameters import FITTED, CostParameters
 from simcore.cost.partition import layer_partition
+from simcore.cost.tp_async import column_weight_gradients, hidden_backward_s
 from simcore.cost.weight_gradients import weight_share
 from simcore.domain.layout import Layout, Precision, Recompute
 from simcore.domain.model import LayerType, ModelShape
@@ -102,6 +103,7 @@ class _Kernels:
     ring: AttentionRing | None = None  # context parallelism: the attention core's ring (its time is in the above)
     pre: tuple[float, float] = (0.0, 0.0)  # with a ring: (forward, backward) s of the kernels before the core
     post: tuple[float, float] = (0.0, 0.0)  # and after it
+    column_wgrad: tuple[tuple[str, float], ...] = ()  # with async TP collectives (simcore/cost/tp_async.py)
 
 
 def _kernels(model: ModelShape, layer: LayerType, layout: Layout, gpu: GpuSpec, params: CostParameters) -> _Kernels:
@@ -115,11 +117,12 @@ def _kernels(model: ModelShape, layer: LayerType, layout: Layout, gpu: GpuSpec, 
     backward = ops_time(backward_ops(ops), gpu, params)
     # The weight-gradient GEMMs run outside the attention core: the same with or without a ring.
     backward_weight = weight_share(backward_ops(ops), gpu, params) * backward
+    column = column_weight_gradients(ops, gpu, params) if layout.async_tensor_model_parallel_allreduce else ()
     if layout.cp == 1:
         return _Kernels(
             forward=sequence_time(ops, gpu, params), backward=backward, backward_weight=backward_weight,
             core=ops_time(tuple(op for op in ops if op.name in ATTENTION_CORE), gpu, params),
-            gemm_forward=gemm_forward, gemm_backward=gemm_backward)
+            gemm_forward=gemm_forward, gemm_backward=gemm_backward, column_wgrad=column)
     whole = replace(layer, seq=layer.seq * layout.cp)
     ring = attention_ring(replace(model, seq_length=whole.seq), whole, layout, gpu, params)
     before, after = split_at_attention(ops)
@@ -127,7 +130,7 @@ def _kernels(model: ModelShape, layer: LayerType, layout: Layout, gpu: GpuSpec, 
     post = (sequence_time(after, gpu, params), ops_time(backward_ops(after), gpu, params))
     return _Kernels(forward=pre[0] + ring.forward_s + post[0], backward=pre[1] + ring.backward_s + post[1],
                     backward_weight=backward_weight, core=ring.forward_s, gemm_forward=gemm_forward,
-                    gemm_backward=gemm_backward, ring=ring, pre=pre, post=post)
+                    gemm_backward=gemm_backward, ring=ring, pre=pre, post=post, column_wgrad=column)
 
 
 def _layer_cost(model: ModelShape, layer: LayerType, layout: Layout, kernels: _Kernels,
@@ -142,6 +145,7 @@ def _layer_cost(model: ModelShape, layer: LayerType, layout: Layout, kernels: _K
     blocks = 3 if layer.cross_seq else 2
     tp_fwd = tp_bwd = blocks * one_tp
     bytes_fwd = bytes_bwd = blocks * _tp_bytes(t, message)
+    encoder_dgrad = 0.0
     if layer.cross_seq:
         # The encoder output enters the column-parallel key/value projection: its gradient is all-reduced over
         # the tensor ranks in backward (with sequence parallelism it is all-gathered in forward and
@@ -150,9 +154,9 @@ def _layer_cost(model: ModelShape, layer: LayerType, layout: Layout, kernels: _K
         if not free:
             if sp:
                 tp_fwd += _one(collectives, Collective.ALL_GATHER, groups, encoder_out)
-                tp_bwd += _one(collectives, Collective.REDUCE_SCATTER, groups, encoder_out)
-            else:
-                tp_bwd += _one(collectives, Collective.ALL_REDUCE, groups, encoder_out)
+            encoder_dgrad = _one(collectives, Collective.REDUCE_SCATTER if sp else Collective.ALL_REDUCE, groups,
+                                 encoder_out)
+            tp_bwd += encoder_dgrad
         half = _tp_bytes(t, encoder_out) / 2
         bytes_fwd += half if sp else 0.0
         bytes_bwd += half if sp else 2 * half
@@ -160,6 +164,9 @@ def _layer_cost(model: ModelShape, layer: LayerType, layout: Layout, kernels: _K
     # (Megatron-Core's userbuffers): only what the GEMMs cannot cover stays on the critical path.
     exposed_fwd = max(0.0, tp_fwd - kernels.gemm_forward) if layout.tp_comm_overlap else tp_fwd
     exposed_bwd = max(0.0, tp_bwd - kernels.gemm_backward) if layout.tp_comm_overlap else tp_bwd
+    if kernels.column_wgrad and not layout.tp_comm_overlap and not free and one_tp > 0:
+        dgrad = _one(collectives, Collective.REDUCE_SCATTER, groups, message) if sp else one_tp
+        exposed_bwd -= hidden_backward_s(kernels.column_wgrad, dgrad, encoder_dgrad)
     # The GEMMs that hide them run slower while the collectives' channels hold SMs (simcore/cost/interference.py):
     # a GEMM beside T seconds of communication takes T x (s - 1) / s longer, s the slowdown.
     slowed = 0.0

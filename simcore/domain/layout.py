@@ -104,6 +104,9 @@ class Layout:
     overlap_grad_reduce: bool = False
     placement: str = "tp,cp,dp,pp"
     tp_comm_overlap: bool = False  # Megatron-Core's --tp-comm-overlap: TP collectives hidden under the GEMMs
+    # Megatron's asynchronous input-gradient collectives of column-parallel projections, hidden under their
+    # weight-gradient GEMMs in backward (simcore/cost/tp_async.py); off: every TP collective on the critical path.
+    async_tensor_model_parallel_allreduce: bool = False
     precision: Precision = Precision.BF16
     pipeline_partition: Partition | None = None  # how layers are cut into stages; None: cost/partition.py's default
     encoder_pipeline_stages: int | None = None  # encoder-decoder: stages holding the encoder; None: chosen

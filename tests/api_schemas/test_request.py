@@ -77,6 +77,7 @@ FULL_REQUEST: dict[str, Any] = {
         "overlap_grad_reduce": True,
         "placement": "tp,pp,dp",
         "tp_comm_overlap": True,
+        "async_tensor_model_parallel_allreduce": True,
         "encoder_pipeline_stages": 1,
         "pipeline_partition": "even",
         "precision": "bf16",
@@ -161,6 +162,7 @@ def test_minimal_request_gets_the_contract_defaults() -> None:
         "bf16",
     )
     assert not layout.sequence_parallel and not layout.overlap_grad_reduce
+    assert not layout.async_tensor_model_parallel_allreduce  # Megatron-LM before 2021-09: every TP collective exposed
     assert layout.encoder_pipeline_stages is None
     options = request.options
     assert (options.fidelity, options.trace, options.seed, options.collective_algorithm) == (
@@ -243,10 +245,9 @@ def test_ints_are_strict(value: Any) -> None:
 
 
 @pytest.mark.parametrize("value", ["yes", 1, "true"])
-def test_bools_are_strict(value: Any) -> None:
-    assert errors_of(with_field("layout", "sequence_parallel", value)) == [
-        FieldError("layout.sequence_parallel", "must be true or false")
-    ]
+@pytest.mark.parametrize("name", ["sequence_parallel", "async_tensor_model_parallel_allreduce"])
+def test_bools_are_strict(value: Any, name: str) -> None:
+    assert errors_of(with_field("layout", name, value)) == [FieldError(f"layout.{name}", "must be true or false")]
 
 
 def test_floats_take_ints_but_not_strings_bools_or_infinity() -> None:

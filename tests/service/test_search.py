@@ -151,6 +151,10 @@ def test_layout_json_round_trips_through_the_request_schema() -> None:
     doc = {"model": SMALL["model"], "cluster": SMALL["cluster"], "layout": layout_json(layout)}
     assert adapters.to_scenario(SimulationRequest.model_validate(doc)).layout == layout
     assert to_space(search_request_from(SMALL).space) == Space()
+    asynchronous = replace(layout, async_tensor_model_parallel_allreduce=True)
+    doc["layout"] = layout_json(asynchronous)
+    assert doc["layout"]["async_tensor_model_parallel_allreduce"] is True
+    assert adapters.to_scenario(SimulationRequest.model_validate(doc)).layout == asynchronous
 
 
 # -- CLI -------------------------------------------------------------------------------------------------------
