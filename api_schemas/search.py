@@ -109,6 +109,9 @@ class SearchSpaceIn(BaseModel):
         default=["p2p"], min_length=1, description="how K/V are exchanged, tried where cp > 1")
     overlap_grad_reduce: list[StrictBool] = Field(default=[True], min_length=1)
     tp_comm_overlap: list[StrictBool] = Field(default=[False], min_length=1)
+    async_tensor_model_parallel_allreduce: list[StrictBool] = Field(
+        default=[False], min_length=1, description="Megatron's asynchronous TP input-gradient all-reduce; tried "
+        "where tp > 1")
     precision: list[Literal["bf16", "fp16", "fp8"]] = Field(
         default=["bf16"], min_length=1, description="fp8 needs a GPU with FP8 tensor cores (Hopper or later)")
     fp8_recipe: list[Literal["tensorwise", "rowwise", "mxfp8", "blockwise"]] = Field(

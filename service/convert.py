@@ -281,6 +281,7 @@ def to_space(space: SearchSpaceIn) -> Space:
         placement=tuple(space.placement) if space.placement is not None else None,
         cp=ints(space.cp), cp_comm=tuple(CpComm(c) for c in space.cp_comm),
         overlap_grad_reduce=tuple(space.overlap_grad_reduce), tp_comm_overlap=tuple(space.tp_comm_overlap),
+        async_tensor_model_parallel_allreduce=tuple(space.async_tensor_model_parallel_allreduce),
         precision=tuple(Precision(p) for p in space.precision),
         fp8_recipe=tuple(Fp8Recipe(r) for r in space.fp8_recipe),
         max_microbatch_size=space.max_microbatch_size, max_virtual_stages=space.max_virtual_stages,

@@ -76,6 +76,8 @@ def describe(layout: Layout) -> str:
     parts.append(f"recompute {layout.recompute}")
     if layout.sequence_parallel:
         parts.append("SP" + (" + TP overlap" if layout.tp_comm_overlap else ""))
+    if layout.async_tensor_model_parallel_allreduce and layout.tp > 1 and not layout.tp_comm_overlap:
+        parts.append("async TP")
     if layout.fp8 is not None:
         parts.append(f"fp8 {layout.fp8}")
     if layout.cp > 1 and layout.cp_comm != "p2p":

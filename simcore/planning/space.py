@@ -13,7 +13,8 @@ Generated from the request (every list can be narrowed or widened by the request
   with its rules (simcore/domain/layout.py) and its memory (simcore/cost/memory.py);
 - ZeRO 0-3 when dp > 1 (ZeRO with dp 1 shards nothing), recomputation none / selective / full, sequence
   parallelism off and on when tp > 1, and every order of the placement that maps ranks to different GPUs;
-- overlap_grad_reduce on, tp_comm_overlap off, bf16 (the request's space can list others);
+- overlap_grad_reduce on, tp_comm_overlap off, async_tensor_model_parallel_allreduce off (tried only where tp > 1),
+  bf16 (the request's space can list others);
 - for a mixture-of-experts model, ep: every divisor of tp * cp * dp that divides num_experts, and expert_tp 1 (the
   request's space can list others; a listed value that breaks a rule is reported with it); dense models: 1.
 
@@ -49,6 +50,7 @@ class Space:
     placement: tuple[str, ...] | None = None
     overlap_grad_reduce: tuple[bool, ...] = (True,)
     tp_comm_overlap: tuple[bool, ...] = (False,)
+    async_tensor_model_parallel_allreduce: tuple[bool, ...] = (False,)  # tried where tp > 1
     precision: tuple[Precision, ...] = (Precision.BF16,)
     fp8_recipe: tuple[Fp8Recipe, ...] = (Fp8Recipe.TENSORWISE,)  # tried where precision is fp8
     cp: tuple[int, ...] | None = None
@@ -103,7 +105,8 @@ def space_bound(model: ModelShape, num_gpus: int, gpus_per_node: int, space: Spa
                len(space.recompute) if space.recompute is not None else len(RECOMPUTE_ORDER),
                len(space.sequence_parallel) if space.sequence_parallel is not None else 2,
                len(space.placement) if space.placement is not None else len(PLACEMENTS),
-               len(space.overlap_grad_reduce), len(space.tp_comm_overlap), len(_precisions(space)))
+               len(space.overlap_grad_reduce), len(space.tp_comm_overlap),
+               len(space.async_tensor_model_parallel_allreduce), len(_precisions(space)))
     bound = tps * pps * mbs * schedules
     for count in choices:
         bound *= count
@@ -221,11 +224,14 @@ def _family_members(model: ModelShape, dp: int, tp: int, pp: int, batch: int, sp
                 overlaps = space.tp_comm_overlap
                 if not sp:  # tp_comm_overlap needs sequence parallelism: without it, off (if the space allows it)
                     overlaps = (False,) if False in overlaps else overlaps
+                # Asynchronous TP collectives change nothing without TP: one value then.
+                asynchronous = space.async_tensor_model_parallel_allreduce[:1 if tp == 1 else None]
+                overlaps_async = tuple(product(overlaps, asynchronous))
                 for mb in mbs:
                     for schedule, v in schedules:
                         for placement in placements:
                             for grad_overlap in space.overlap_grad_reduce:
-                                for tp_overlap in overlaps:
+                                for tp_overlap, tp_async in overlaps_async:
                                     for precision, recipe in _precisions(space):
                                         for cp_comm, (ep, etp) in parallel:
                                             yield Layout(
@@ -234,4 +240,5 @@ def _family_members(model: ModelShape, dp: int, tp: int, pp: int, batch: int, sp
                                                 zero_stage=zero, recompute=recompute,
                                                 overlap_grad_reduce=grad_overlap, placement=placement,
                                                 tp_comm_overlap=tp_overlap, precision=precision, fp8_recipe=recipe,
+                                                async_tensor_model_parallel_allreduce=tp_async,
                                                 cp=cp, cp_comm=cp_comm, ep=ep, expert_tp=etp)

@@ -68,3 +68,17 @@ def test_encoder_decoder_models_are_not_interleaved() -> None:
     t5 = model_from_fields(MODEL_PRESETS["t5-base"])
     layouts = list(enumerate_layouts(t5, 16, 8, 64, Space(tp=(1,))))
     assert layouts and all(lay.virtual_stages == 1 for lay in layouts)
+
+
+def test_asynchronous_tp_collectives_are_tried_where_there_is_tp() -> None:
+    """Listing both values of async_tensor_model_parallel_allreduce doubles the layouts with TP; without TP the
+    switch changes nothing, so those are generated once."""
+    base = list(enumerate_layouts(GPT_1_3B, 16, 8, 64, Space(tp=(1, 2), pp=(1,))))
+    both = list(enumerate_layouts(GPT_1_3B, 16, 8, 64, Space(tp=(1, 2), pp=(1,),
+                                                               async_tensor_model_parallel_allreduce=(False, True))))
+    assert not any(lay.async_tensor_model_parallel_allreduce for lay in base)
+    assert len(both) == len(set(both))
+    with_tp = [lay for lay in both if lay.tp == 2]
+    assert {lay.async_tensor_model_parallel_allreduce for lay in with_tp} == {False, True}
+    assert len(with_tp) == 2 * sum(1 for lay in base if lay.tp == 2)
+    assert [lay for lay in both if lay.tp == 1] == [lay for lay in base if lay.tp == 1]
