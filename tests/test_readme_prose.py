@@ -3,12 +3,12 @@ moves one fails here, naming the text to update (the generated blocks are tests/
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from bench_scripts import load
 
 from api_schemas import load_request_file
 from service.convert import to_scenario
@@ -51,10 +51,7 @@ def test_the_1t_example_at_full_fidelity(one_t: Outcome) -> None:
 
 def test_the_golden_set_sizes() -> None:
     golden = json.loads((ROOT / "tests" / "golden" / "golden.json").read_text(encoding="utf-8"))
-    spec = importlib.util.spec_from_file_location("golden_results", ROOT / "bench" / "golden_results.py")
-    assert spec is not None and spec.loader is not None
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = load("golden_results")
     quoted(f"simulates {len(golden)} request documents")
     quoted(f"runs the full set of {len(script.documents())} requests")
 
