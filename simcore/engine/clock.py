@@ -1,199 +1,231 @@
-"""The engine's event loop: a clock with a queue of calls, events that many may wait for, signals that one waits
-for, and generator processes. Times in seconds.
+"""The engine's time: one `simpy.Environment`, used through its public API only (Environment, Event, Timeout,
+Process, `schedule`, `step`, `run`). Times in seconds.
 
-Order (SimPy's, kept so that results stay the same to the bit): entries run by time; at one instant the urgent
-ones first (a process's start), then the others in the order they were scheduled. Ties are resolved by that
-order alone, never by what is scheduled, so every run of a simulation processes the same entries in the same
-order.
+The engine's parts speak to it through `Clock`: a call after a delay (`call_in`, a Timeout), a call at this
+instant after what is due now (`call_soon`, a Timeout of no delay), a call at this instant before that
+(`call_urgently`: where SimPy would start a process); `Event`, a simpy.Event many may wait for; `Signal`, what one
+process waits for; and `start`, which runs one of the engine's generators as a simpy.Process. A user who debugs a
+stuck rank steps the same environment (`clock.env.step()`, `clock.env.run(until=...)`, `clock.env.peek()`) and
+sees the engine's processes (`clock.env.active_process`).
 
-Three queues make that order cheap. A call for a later time goes on a heap keyed (time, sequence number). A call
-for this instant goes on one of two FIFOs: urgent, or "soon" (after what is already due). An entry on the heap
-due now was scheduled before the clock reached now, so before every FIFO entry: the next entry is the urgent
-FIFO's head, else the heap's head if due now (or the soon FIFO is empty), else the soon FIFO's head. In a ZeRO 3
-simulation about 60% of the entries are for this instant (an event succeeded now, a collective started now; 15%
-in the 1T GPT's pipeline), and a FIFO costs less than the heap for them.
+Order (SimPy's): entries run by time; at one instant the urgent ones first (a process's start), then the others in
+the order they were scheduled. Ties are resolved by that order alone, never by what is scheduled, so every run of
+a simulation processes the same entries in the same order (tests/golden holds the results to the bit).
 
-Why the loop is the engine's own and not SimPy's (simpy.Environment): the engine needs nothing of SimPy but the
-order above, SimPy's public API costs more (an Event or Timeout object with its callback list and checks per
-timer, a Process per started collective, for 10^5 to 10^6 entries a simulation), and the alternative that was as
-fast, a simpy.Environment subclass that rewrote run() on SimPy's private fields (_queue, _eid, _now), would break
-with any SimPy release that renamed them. Measured with `python bench/speed_1t.py 3` (the 1T GPT on 3072 A100s,
-259,518 events), five rounds alternating three variants of the engine on the same cost side, on a 2-core
-machine shared with other work; medians of the rounds' medians (CPU time is the steadier figure there):
-- before, the simpy.Environment subclass on private fields:                     CPU 1.16 s, wall 2.36 s
-- SimPy's public API (a Timeout per timed call, a Process per urgent call):      CPU 1.62 s, wall 3.27 s
-- this clock (and the data-parallel streams on it):                             CPU 1.11 s, wall 2.53 s
-Every variant gives the same results to the bit (tests/golden). So the loop is this module's; SimPy stays a
-test dependency: tests/simcore/engine/test_clock.py runs random programs on both and checks the same order.
+What it costs, and what keeps that low. Every timed call is a Timeout with a callback, every process a
+simpy.Process stepping a generator. The calls at one instant that SimPy would make urgent (the starts of the
+processes the data-parallel streams and collectives stand for) come in bursts: a ZeRO 3 step issues dozens at one
+instant. They share one simpy.Process an instant (`_Urgent`): SimPy runs the urgent entries of an instant one after
+another in the order they were made, before anything else, and runs nothing between two of them but other urgent
+entries, so one process that makes them in that order gives the same order, as long as no other process starts in
+between (a `start` closes the burst, and the next urgent call opens a new one). `python bench/speed_1t.py` and
+`python bench/startup.py` measure the whole; the README's "Engine and speed" quotes them.
 """
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable, Generator
-from heapq import heappop, heappush
-from itertools import count
+
+import simpy
+from simpy.core import EmptySchedule
+
+__all__ = ["Clock", "Event", "Process", "Signal", "Step", "start"]
 
 
 class Clock:
-    """The current time `now` (s) and the calls due later. Nothing runs until `run`."""
+    """The current time `now` (s) of `env`, a simpy.Environment, and the engine's calls queued on it. Nothing runs
+    until `run` (or the environment's own `step` / `run`)."""
 
-    __slots__ = ("now", "_heap", "_urgent", "_soon", "_sequence")
+    __slots__ = ("env", "waiting", "_burst")
 
-    def __init__(self) -> None:
-        self.now = 0.0
-        self._heap: list[tuple[float, int, Callable[..., None], tuple[object, ...]]] = []
-        self._urgent: deque[tuple[Callable[..., None], tuple[object, ...]]] = deque()
-        self._soon: deque[tuple[Callable[..., None], tuple[object, ...]]] = deque()
-        self._sequence = count()
+    def __init__(self, env: simpy.Environment | None = None) -> None:
+        # initial_time 0.0, not SimPy's default 0: times read off the clock are floats from the first instant
+        self.env = simpy.Environment(0.0) if env is None else env
+        self.waiting = 0  # entries queued that will run engine code (`pending`)
+        self._burst: _Urgent | None = None  # the urgent calls of this instant not yet made
+
+    @property
+    def now(self) -> float:
+        return self.env.now
 
     def call_in(self, delay: float, fn: Callable[..., None], *args: object) -> None:
         """Call `fn(*args)` after `delay` seconds (>= 0), after every call already due then."""
-        when = self.now + delay
-        if when > self.now:
-            heappush(self._heap, (when, next(self._sequence), fn, args))
-        elif delay >= 0:  # 0, or too small to move the clock: due at this instant
-            self._soon.append((fn, args))
-        else:
+        if not delay >= 0:  # (NaN too; SimPy refuses only negative delays)
             raise ValueError(f"delay must be >= 0 s, got {delay}")
+        self.waiting += 1
+        simpy.Timeout(self.env, delay).callbacks.append(_Call(self, fn, args))
 
     def call_soon(self, fn: Callable[..., None], *args: object) -> None:
-        """Call `fn(*args)` at this instant, after every call already due now (an event succeeded now)."""
-        self._soon.append((fn, args))
+        """Call `fn(*args)` at this instant, after every call already due now (where an event succeeded now is
+        processed)."""
+        self.waiting += 1
+        simpy.Timeout(self.env, 0.0).callbacks.append(_Call(self, fn, args))
 
     def call_urgently(self, fn: Callable[..., None], *args: object) -> None:
         """Call `fn(*args)` at this instant, before the calls `call_soon` and `call_in` made due now, after the
-        urgent ones already made (a process's start)."""
-        self._urgent.append((fn, args))
+        urgent ones already made (where a process started now would begin)."""
+        self.waiting += 1
+        burst = self._burst
+        if burst is None:
+            burst = self._burst = _Urgent(self)
+            self.env.process(burst.run())
+        burst.calls.append((fn, args))
 
     def pending(self) -> int:
-        """How many calls are waiting to be made."""
-        return len(self._heap) + len(self._urgent) + len(self._soon)
+        """How many entries that run engine code are queued (calls, process starts and resumptions, events
+        succeeded and not yet processed)."""
+        return self.waiting
 
     def run(self) -> None:
-        """Process every call, in order, until none is left (calls may schedule more)."""
-        heap, urgent, soon = self._heap, self._urgent, self._soon
-        while True:
-            if urgent:
-                fn, args = urgent.popleft()
-            elif heap and (not soon or heap[0][0] == self.now):
-                self.now, _, fn, args = heappop(heap)
-            elif soon:
-                fn, args = soon.popleft()
-            else:
-                return
-            fn(*args)
+        """Process every entry, in order, until none is left (entries may schedule more)."""
+        try:
+            self.env.run()
+        except Exception as failed:
+            raise _original(failed) from None
 
     def run_observed(self, observer: Callable[[], None], every: int) -> None:
-        """`run`, calling `observer()` after every `every` calls (>= 1) and once at the end: how a caller follows
-        a long simulation (its progress) without adding entries to the queue, so the order stays the same."""
+        """`run`, calling `observer()` after every `every` entries processed (>= 1) and once at the end: how a
+        caller follows a long simulation (its progress) without adding entries to the queue, so the order stays
+        the same."""
         if every < 1:
             raise ValueError(f"every must be >= 1, got {every}")
-        heap, urgent, soon = self._heap, self._urgent, self._soon
+        step = self.env.step
         left = every
-        while True:
-            if urgent:
-                fn, args = urgent.popleft()
-            elif heap and (not soon or heap[0][0] == self.now):
-                self.now, _, fn, args = heappop(heap)
-            elif soon:
-                fn, args = soon.popleft()
-            else:
-                observer()
-                return
-            fn(*args)
-            left -= 1
-            if not left:
-                left = every
-                observer()
+        try:
+            while True:
+                step()
+                left -= 1
+                if not left:
+                    left = every
+                    observer()
+        except EmptySchedule:
+            observer()
+        except Exception as failed:
+            raise _original(failed) from None
 
 
-class Event:
-    """Something any number of callbacks (and processes) may wait for. `succeed()` makes it due at this instant;
-    when it is processed its callbacks run in the order they were added, and it is `processed` (callbacks None)."""
+def _original(failed: Exception) -> Exception:
+    """The exception a process raised, where SimPy re-raises a copy of it (with the original as its cause) once
+    the failed process is processed; any other exception as it is."""
+    cause = failed.__cause__
+    if isinstance(cause, Exception) and type(cause) is type(failed) and cause.args == failed.args:
+        return cause
+    return failed
 
-    __slots__ = ("clock", "callbacks", "triggered")
+
+class _Call:
+    """A callback that makes one call of the engine's (SimPy hands callbacks the event; the engine's calls
+    take their own arguments)."""
+
+    __slots__ = ("clock", "fn", "args")
+
+    def __init__(self, clock: Clock, fn: Callable[..., None], args: tuple[object, ...]) -> None:
+        self.clock, self.fn, self.args = clock, fn, args
+
+    def __call__(self, _event: simpy.Event) -> None:
+        self.clock.waiting -= 1
+        self.fn(*self.args)
+
+
+class _Urgent:
+    """The urgent calls of one instant, made by one simpy.Process in the order they were asked for (the module's
+    docstring says why that is SimPy's order)."""
+
+    __slots__ = ("clock", "calls")
 
     def __init__(self, clock: Clock) -> None:
         self.clock = clock
-        self.callbacks: list[Callable[[], None]] | None = []
-        self.triggered = False  # succeeded (and processed, or due)
+        self.calls: list[tuple[Callable[..., None], tuple[object, ...]]] = []
 
-    @property
-    def processed(self) -> bool:
-        return self.callbacks is None
+    def run(self) -> Generator[simpy.Event, None, None]:
+        clock, calls = self.clock, self.calls
+        i = 0
+        while i < len(calls):  # a call may ask for more: they come after it, as SimPy's would
+            fn, args = calls[i]
+            i += 1
+            clock.waiting -= 1
+            fn(*args)
+        if clock._burst is self:
+            clock._burst = None
+        yield from ()
 
-    def succeed(self) -> None:
+
+class Event(simpy.Event):
+    """Something any number of callbacks (and processes) may wait for: a simpy.Event of the clock's environment.
+    `succeed()` makes it due at this instant; when it is processed its callbacks run in the order they were added
+    (each is handed the event) and it is `processed` (callbacks None)."""
+
+    def __init__(self, clock: Clock) -> None:
+        super().__init__(clock.env)
+        self.clock = clock
+        # a function, not a bound method of the event: an event that never succeeds holds no cycle
+        self.callbacks.append(_processed)
+
+    def succeed(self, value: object = None) -> Event:
         if self.triggered:
             raise RuntimeError("an event succeeds once")
-        self.triggered = True
-        self.clock.call_soon(self._process)
+        self.clock.waiting += 1
+        super().succeed(value)
+        return self
 
-    def _process(self) -> None:
-        callbacks, self.callbacks = self.callbacks, None
-        assert callbacks is not None  # succeeds once, so processed once
-        for callback in callbacks:
-            callback()
+
+def _processed(event: simpy.Event) -> None:
+    """An Event's first callback: its entry has left the queue."""
+    event.clock.waiting -= 1  # type: ignore[attr-defined]
 
 
 class Signal:
     """What one process can wait for (by yielding it), fired at most once: firing it makes the waiter's
-    resumption due at this instant, where an Event succeeded now would be processed. Lighter than an Event: no
-    entry is queued when nobody waits yet."""
+    resumption due at this instant, where an Event succeeded now would be processed. Lighter than an Event: a
+    simpy.Event is made only when a process waits before it fires, and no entry is queued when nobody waits yet
+    (a process that yields a fired signal goes on at once)."""
 
     __slots__ = ("fired", "waiter")
 
     def __init__(self) -> None:
         self.fired = False
-        self.waiter: Callable[[], None] | None = None
+        self.waiter: simpy.Event | None = None  # what the waiting process yielded
 
     def fire(self, clock: Clock) -> None:
         if self.fired:
             raise RuntimeError("a signal fires once")
         self.fired = True
-        if self.waiter is not None:
-            clock.call_soon(self.waiter)
+        waiter = self.waiter
+        if waiter is not None:
             self.waiter = None
+            clock.waiting += 1
+            waiter.succeed()
 
 
-# What a process yields: an event or a signal to wait for, or seconds to wait.
+# What the engine's processes yield: an event or a signal to wait for, or seconds to wait.
 Step = Event | Signal | float
 Process = Generator[Step, None, None]
 
 
-def start(clock: Clock, process: Process) -> None:
-    """Run `process` from an urgent call at this instant on: a yielded number of seconds is waited for; a yielded
-    event or signal is waited for unless it is already processed (or fired), when the process goes on at once."""
-    clock.call_urgently(_Resume(clock, process))
+def start(clock: Clock, process: Process) -> simpy.Process:
+    """Run `process` as a simpy.Process of the clock's environment, from this instant on (SimPy starts it from an
+    urgent entry): a yielded number of seconds is waited for (a Timeout); a yielded event is waited for unless it
+    is already processed, a yielded signal unless it has fired, when the process goes on at once."""
+    clock._burst = None  # urgent calls made from now on come after this start, as SimPy orders them
+    clock.waiting += 1
+    return clock.env.process(_steps(clock, process))
 
 
-class _Resume:
-    """A process's resumption: runs it to its next wait and hands itself to what it waits for. An object rather
-    than a closure, which would refer to itself (a reference cycle left for the garbage collector)."""
-
-    __slots__ = ("clock", "process")
-
-    def __init__(self, clock: Clock, process: Process) -> None:
-        self.clock, self.process = clock, process
-
-    def __call__(self) -> None:
-        process = self.process
-        while True:
-            try:
-                step = next(process)
-            except StopIteration:
-                return
-            if step.__class__ is float:
-                self.clock.call_in(step, self)
-                return
-            if isinstance(step, Signal):
-                if not step.fired:
-                    step.waiter = self
-                    return
-            elif isinstance(step, Event):
-                if step.callbacks is not None:
-                    step.callbacks.append(self)
-                    return
-            else:
-                self.clock.call_in(step, self)
-                return
+def _steps(clock: Clock, process: Process) -> Generator[simpy.Event, None, None]:
+    """The engine's generator `process` as SimPy's: its steps turned into the events SimPy waits for."""
+    env = clock.env
+    clock.waiting -= 1  # started
+    for step in process:
+        if isinstance(step, Signal):
+            if not step.fired:
+                waiter = step.waiter = simpy.Event(env)
+                yield waiter
+                clock.waiting -= 1  # resumed
+        elif isinstance(step, Event):
+            yield step  # SimPy goes on at once where the event is processed
+        else:
+            if not step >= 0:
+                raise ValueError(f"a process waits >= 0 s, got {step}")
+            clock.waiting += 1
+            yield simpy.Timeout(env, step)
+            clock.waiting -= 1

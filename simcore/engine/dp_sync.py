@@ -136,7 +136,7 @@ class GradientSync:
             self._pass_ready[(replica, rank, i)] = jobs
         if job is not None:  # only the last reduction is waited for
             job.done = Event(self.clock)
-            job.done.callbacks.append(done.succeed)  # type: ignore[union-attr]
+            job.done.callbacks.append(_succeeds(done))
         else:
             done.succeed()
         if self.zero in (1, 2) and self.overlap:
@@ -261,6 +261,15 @@ class GradientSync:
         for n in sizes[:-1]:
             self._queue_gather(replica, rank, n, record, None)  # the rank waits for the last one only
         return self._gather(replica, rank, sizes[-1], record)
+
+
+def _succeeds(event: Event) -> Callable[[object], None]:
+    """A callback that succeeds `event` (the rank's last gradient reduction ending ends its reductions)."""
+
+    def callback(_ended: object) -> None:
+        event.succeed()
+
+    return callback
 
 
 def _issued(event: Event) -> Gate:

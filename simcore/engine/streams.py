@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
+from functools import partial
 
 from simcore.cost.collectives import Collective
 from simcore.cost.interference import CommLoad
@@ -163,11 +164,11 @@ class Stream:
             return
         end, last = self.rendezvous.arrive(self.count - 1)
         if last:
-            self.run_collective(job.kind, job.size, self._after_copies(job, end.succeed))
+            self.run_collective(job.kind, job.size, self._after_copies(job, partial(_succeed, end)))
         if end.callbacks is None:  # processed: go on, as a process that yields it would
             self._finish()
         else:
-            end.callbacks.append(self._finish)
+            end.callbacks.append(self._ended)
 
     def _after_copies(self, job: Job, then: Callable[[], None]) -> Callable[[], None]:
         """`then`, or `then` once the job's copy kernels have run after its collective."""
@@ -177,6 +178,9 @@ class Stream:
 
     def _end_event(self) -> None:
         self.clock.call_soon(self._finish)
+
+    def _ended(self, _event: Event) -> None:  # (a callback of the rendezvous's end event)
+        self._finish()
 
     def _finish(self) -> None:
         now, start, job = self.clock.now, self.start, self.job
@@ -193,6 +197,10 @@ class Stream:
         if job.done is not None:
             job.done.succeed()
         self._get()
+
+
+def _succeed(event: Event) -> None:
+    event.succeed()
 
 
 def release_all(stream: Stream, delays: list[tuple[Job, float]]) -> None:

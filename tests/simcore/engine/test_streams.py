@@ -36,7 +36,7 @@ def stream(clock: Clock, collectives: Collectives, rendezvous: Rendezvous | None
 def ends(clock: Clock, events: dict[str, Event]) -> dict[str, float]:
     out: dict[str, float] = {}
 
-    def note(name: str) -> None:
+    def note(name: str, _event: Event) -> None:
         out[name] = clock.now
 
     for name, event in events.items():
