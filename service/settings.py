@@ -85,7 +85,7 @@ class Settings(BaseSettings):
     job_timeout_s: float = Field(default=3600.0, gt=0, description="wall-time limit of one job's simulation")
     inline_timeout_s: float = Field(default=60.0, gt=0, description="wall-time limit of an inline simulation")
     max_job_attempts: int = Field(default=3, ge=1,
-                                  description="starts of a job, counting reruns after a restart, before it fails")
+                                  description="runs of a job whose own process died before it fails")
     worker_memory_mb: int | None = Field(default=None, ge=64,
                                          description="address-space limit of each simulation process; unset: the "
                                          "machine's memory shared by 2 x workers processes (at least 1024)")

@@ -3,7 +3,14 @@
 The store is the truth: a job is queued in SQLite before the API answers 202, the dispatcher claims the oldest
 queued job when a worker is free, and a finished run writes its result and status in one transaction. After a
 crash, `start` queues again whatever was running, so every accepted job finishes (the simulator is
-deterministic: a rerun gives the same result). A job whose request is already in the results cache succeeds
+deterministic: a rerun gives the same result).
+
+A run that ends without an outcome counts against its job only when the job caused it. Its process died while
+the service ran (killed by the out-of-memory killer, a crash): the job's own doing, run again until it has ended
+so `max_attempts` times, then failed `worker_died`. The service crashed or was killed (the job is found running
+at `start`), or its process died of a stop signal: an interruption, run again, up to MAX_INTERRUPTIONS
+interrupted runs (a bound only a job that keeps bringing the whole service down reaches), then failed
+`interrupted`. A graceful stop counts nothing. A job whose request is already in the results cache succeeds
 without simulating. Simulation jobs always record their trace, so GET /v1/jobs/{id}/trace works for each of
 them. A search job (kind "search", from POST /v1/searches) runs the layout search in one worker process and
 stores its result document under its cache key; it has no trace. While a job runs, its process reports its
@@ -31,6 +38,11 @@ __all__ = ["JobManager", "Submission"]
 log = logging.getLogger("clustersim.service")
 
 PRUNE_EVERY_S = 3600.0
+
+MAX_INTERRUPTIONS = 25
+"""Runs of one job that crashes of the service (or stop signals to the run's process) may end before the job
+fails `interrupted`: generous, since no such run is the job's fault; the bound only stops a job that brings the
+service down with it every time (exhausting the machine's memory, say) from doing so forever."""
 
 
 def _error(code: str, message: str, details: list[tuple[str, str]] | None = None) -> str:
@@ -61,13 +73,17 @@ class JobManager:
     """Submits, dispatches, cancels and recovers jobs; all methods run on the event loop's thread."""
 
     def __init__(self, store: Store, pool: WorkerPool, *, workers: int, max_queued: int, timeout_s: float,
-                 max_attempts: int, max_trace_bytes: int = 2**62, retention_s: float = 0.0) -> None:
+                 max_attempts: int, max_trace_bytes: int = 2**62, retention_s: float = 0.0,
+                 max_interruptions: int = MAX_INTERRUPTIONS) -> None:
+        """`max_attempts`: runs of a job whose process died (the job's doing) before it fails; `max_interruptions`:
+        runs that the service's crashes ended before it fails (see the module's docstring)."""
         self._store = store
         self._pool = pool
         self._workers = workers
         self._max_queued = max_queued
         self._timeout_s = timeout_s
         self._max_attempts = max_attempts
+        self._max_interruptions = max_interruptions
         self._max_trace_bytes = max_trace_bytes
         self._retention_s = retention_s
         self._pruner: asyncio.Task[None] | None = None
@@ -87,9 +103,7 @@ class JobManager:
 
     def start(self) -> None:
         """Queue again the jobs a dead process left running, then start dispatching."""
-        requeued, failed = self._store.recover(
-            self._max_attempts,
-            _error("interrupted", f"the service stopped during each of {self._max_attempts} runs of this job"))
+        requeued, failed = self._store.recover(self._max_interruptions, self._interrupted_error())
         if requeued or failed:
             log.warning("recovered jobs after a restart: %d queued again, %d failed", requeued, failed)
         self._dispatcher = asyncio.create_task(self._dispatch(), name="clustersim-dispatcher")
@@ -217,8 +231,29 @@ class JobManager:
         elif outcome.status == "timeout":
             self._store.finish(job.id, "timed_out", _error(
                 "timeout", f"the {job.kind} ran past the wall-time limit of {self._timeout_s:g} s"))
+        elif outcome.status == "error" and outcome.error_type == WORKER_DIED:
+            self._worker_died(job, outcome)
         elif outcome.status == "error":
-            code = {"MemoryError": "out_of_memory", WORKER_DIED: "worker_died"}.get(outcome.error_type,
-                                                                                  "simulation_error")
+            code = {"MemoryError": "out_of_memory"}.get(outcome.error_type, "simulation_error")
             self._store.finish(job.id, "failed", _error(code, f"{outcome.error_type}: {outcome.message}"))
         # cancelled: the DELETE already stored it
+
+    def _interrupted_error(self) -> str:
+        return _error("interrupted", f"the service stopped during each of {self._max_interruptions} runs of this "
+                      "job (crashed or killed; a graceful stop does not count)")
+
+    def _worker_died(self, job: JobRow, outcome: RunResult) -> None:
+        """A run whose process died without answering: counted as an interruption when the service was stopping
+        or the process died of a stop signal, else against the job; queued again until the bound is reached."""
+        if self._stopping or outcome.stopped_from_outside:
+            if job.interruptions + 1 < self._max_interruptions:
+                self._store.rerun(job.id, "interrupted")
+            else:
+                self._store.finish(job.id, "failed", self._interrupted_error())
+        elif job.worker_deaths + 1 < self._max_attempts:
+            log.warning("job %s: %s; running it again (%d of %d runs ended so)", job.id, outcome.message,
+                        job.worker_deaths + 1, self._max_attempts)
+            self._store.rerun(job.id, "worker_died")
+        else:
+            self._store.finish(job.id, "failed", _error("worker_died", (
+                f"{WORKER_DIED}: {outcome.message}; so ended each of the {self._max_attempts} runs of this job")))

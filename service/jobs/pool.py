@@ -26,6 +26,11 @@ __all__ = ["WORKER_DIED", "Drawing", "InlineSlots", "OnProgress", "RunResult", "
 WORKER_DIED = "WorkerDied"
 """The `error_type` of a run whose process ended without answering (killed, out of memory)."""
 
+STOP_SIGNALS = frozenset({signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT})
+"""Signals that ask a process to stop. A simulation process ignores SIGINT and SIGTERM (its service decides when
+a run ends), so dying of one of these means a stop from outside (a terminal's hangup reaching the whole process
+group, say), not something the run did."""
+
 _POLL_S = 0.05
 
 RunStatus = Literal["ok", "invalid", "error", "timeout", "cancelled"]
@@ -46,8 +51,15 @@ class RunResult:
     details: list[tuple[str, str]] = field(default_factory=list)
     error_type: str = ""
     message: str = ""
+    exit_code: int | None = None  # a process that died without answering: its exit status (-N: signal N)
     cpu_seconds: float = 0.0  # ok: the CPU time of its process
     peak_rss_bytes: int = 0  # ok: the process's peak resident memory
+
+    @property
+    def stopped_from_outside(self) -> bool:
+        """The run's process died of a stop signal (STOP_SIGNALS): the run was interrupted, it did not fail."""
+        code = self.exit_code
+        return self.error_type == WORKER_DIED and code is not None and code < 0 and -code in STOP_SIGNALS
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,9 +144,10 @@ class WorkerPool:
                 if receiver.poll(min(_POLL_S, remaining)):
                     try:
                         message = receiver.recv()
-                    except EOFError:
-                        process.join(1)
-                        return RunResult("error", error_type=WORKER_DIED, message=_death(process.exitcode))
+                    except EOFError:  # it has gone: wait for its exit status, which says why (a loaded machine is slow)
+                        process.join(10)
+                        return RunResult("error", error_type=WORKER_DIED, message=_death(process.exitcode),
+                                         exit_code=process.exitcode)
                     if message[0] == "progress":
                         if on_progress is not None:
                             on_progress(float(message[1]))

@@ -5,6 +5,9 @@ with ``synchronous=FULL``, so a crash (even SIGKILL) loses neither. Results are 
 the request (see `service.http.admission`); a job's result is the cache row of its key, with the Chrome trace
 gzip-compressed beside it (zlib in databases written before), read back in chunks (`trace_chunks`) so that no
 trace is held whole in the API process. Old finished jobs and results no job refers to are deleted by `prune`.
+A job counts its runs apart by how they ended: `attempts` (runs started; a run a graceful stop ended is not
+counted), `interruptions` (runs the service's crash or a stop from outside ended: not the job's doing) and
+`worker_deaths` (runs whose own process died while the service ran).
 Times are Unix seconds. One connection, used from the event loop's thread (and from the threads that stream a
 trace, under the same lock).
 """
@@ -35,7 +38,9 @@ CREATE TABLE IF NOT EXISTS jobs (
     started_at REAL,
     finished_at REAL,
     error TEXT,
-    kind TEXT NOT NULL DEFAULT 'simulation'
+    kind TEXT NOT NULL DEFAULT 'simulation',
+    interruptions INTEGER NOT NULL DEFAULT 0,
+    worker_deaths INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS jobs_by_status ON jobs (status, seq);
 CREATE TABLE IF NOT EXISTS results (
@@ -47,7 +52,10 @@ CREATE TABLE IF NOT EXISTS results (
 """
 
 _JOB_COLUMNS = ("seq, id, status, request, cache_key, estimated_events, attempts, cached, created_at, started_at, "
-                "finished_at, error, kind")
+                "finished_at, error, kind, interruptions, worker_deaths")
+
+# The counters a run that ended without an outcome adds to (see `rerun`), by the kind of ending.
+_RERUN_COUNTERS = {"interrupted": "interruptions", "worker_died": "worker_deaths"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +75,8 @@ class JobRow:
     finished_at: float | None
     error: str | None
     kind: str = "simulation"  # "simulation" or "search"
+    interruptions: int = 0  # runs a crash or stop of the service (or a stop signal to the run's process) ended
+    worker_deaths: int = 0  # runs whose own process died without answering while the service ran
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,9 +95,11 @@ TRACE_CHUNK_BYTES = 1 << 16
 
 
 def _row(values: tuple[object, ...]) -> JobRow:
-    seq, id_, status, request, key, events, attempts, cached, created, started, finished, error, kind = values
+    (seq, id_, status, request, key, events, attempts, cached, created, started, finished, error, kind,
+     interruptions, worker_deaths) = values
     return JobRow(int(seq), str(id_), str(status), str(request), str(key), int(events), int(attempts),  # type: ignore[call-overload]
-                  bool(cached), float(created), started, finished, error, str(kind))  # type: ignore[arg-type]
+                  bool(cached), float(created), started, finished, error, str(kind),  # type: ignore[arg-type]
+                  int(interruptions), int(worker_deaths))  # type: ignore[call-overload]
 
 
 class Store:
@@ -109,6 +121,9 @@ class Store:
             columns = {row[1] for row in self._db.execute("PRAGMA table_info(jobs)").fetchall()}
             if "kind" not in columns:
                 self._db.execute("ALTER TABLE jobs ADD COLUMN kind TEXT NOT NULL DEFAULT 'simulation'")
+            for counter in _RERUN_COUNTERS.values():
+                if counter not in columns:
+                    self._db.execute(f"ALTER TABLE jobs ADD COLUMN {counter} INTEGER NOT NULL DEFAULT 0")
 
     def close(self) -> None:
         with self._lock:
@@ -214,18 +229,30 @@ class Store:
 
     def requeue(self, job_id: str) -> None:
         """Put a running job back in the queue (the service is stopping; it runs again after the restart). The
-        interrupted run does not count as an attempt: only runs that a crash ended do (see `recover`)."""
+        interrupted run is not counted at all, not even in `attempts`."""
         with self._transaction() as db:
             db.execute("UPDATE jobs SET status = 'queued', attempts = MAX(attempts - 1, 0) "
                        "WHERE id = ? AND status = 'running'", (job_id,))
 
-    def recover(self, max_attempts: int, error: str) -> tuple[int, int]:
-        """At start-up: jobs left running by a process that died are queued again, unless they have had
-        `max_attempts` runs already (then they fail with `error`). Returns (requeued, failed)."""
+    def rerun(self, job_id: str, ending: str) -> bool:
+        """Queue a running job again after a run that ended without an outcome, counting that run by its
+        `ending`: "interrupted" (not the job's doing) or "worker_died" (its own process died). False if the job
+        was not running (cancelled meanwhile)."""
+        counter = _RERUN_COUNTERS[ending]
         with self._transaction() as db:
+            cur = db.execute(f"UPDATE jobs SET status = 'queued', {counter} = {counter} + 1 "
+                             "WHERE id = ? AND status = 'running'", (job_id,))
+        return cur.rowcount == 1
+
+    def recover(self, max_interruptions: int, error: str) -> tuple[int, int]:
+        """At start-up: a job left running by a process that died was interrupted by that death, not by anything
+        it did, so it is queued again with one more interruption; one whose runs have been interrupted
+        `max_interruptions` times fails with `error` instead. Returns (requeued, failed)."""
+        with self._transaction() as db:
+            db.execute("UPDATE jobs SET interruptions = interruptions + 1 WHERE status = 'running'")
             failed = db.execute("UPDATE jobs SET status = 'failed', error = ?, finished_at = ? "
-                                "WHERE status = 'running' AND attempts >= ?",
-                                (error, time.time(), max_attempts)).rowcount
+                                "WHERE status = 'running' AND interruptions >= ?",
+                                (error, time.time(), max_interruptions)).rowcount
             requeued = db.execute("UPDATE jobs SET status = 'queued' WHERE status = 'running'").rowcount
         return requeued, failed
 

@@ -20,6 +20,7 @@ import contextlib
 import json
 import os
 import resource
+import signal
 import threading
 import traceback
 import zlib
@@ -68,6 +69,15 @@ def _exit_with_server(alive: Connection) -> None:
     threading.Thread(target=watch, name="clustersim-watchdog", daemon=True).start()
 
 
+def _obey_only_the_service() -> None:
+    """Ignore SIGINT and SIGTERM: a run ends when its service ends it (a kill, at a cancel, a time limit or the
+    service's own graceful stop, after which the job runs again) or dies (the watchdog). A Ctrl-C in a terminal
+    reaches the whole process group: handled here it would end the run as a KeyboardInterrupt error, and the
+    job would fail for a stop of the service."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
 def _limit_memory(memory_mb: int | None) -> None:
     if memory_mb is None:
         return
@@ -82,6 +92,7 @@ def noop() -> None:
 def _serve(work: Callable[[], tuple[object, ...]], memory_mb: int | None, conn: Connection,
            alive: Connection) -> None:
     """Run `work` in this process and send its outcome message (or what went wrong) through `conn`."""
+    _obey_only_the_service()
     _exit_with_server(alive)
     try:
         _limit_memory(memory_mb)
