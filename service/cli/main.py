@@ -1,5 +1,6 @@
 """The `clustersim` command line: the parser, and what each exit code means. Exit codes: 0 success, 2 invalid
-input (one line on stderr: a request field and its rule, or a flag the command cannot use), 1 internal error.
+input (one line on stderr: a request field and its rule, or a flag the command cannot use), 1 internal error,
+130 interrupted (Ctrl-C).
 
 Each command lives in its own module and registers itself: simulate and presets (cli/simulate.py), compare
 (cli/compare.py), search and sweep (cli/search.py), validate and serve (cli/serve.py).
@@ -54,6 +55,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except BrokenPipeError:
         return 0
+    except KeyboardInterrupt:  # Ctrl-C: a search's or sweep's workers are already ended (their executor did it)
+        sys.stderr.write("clustersim: interrupted\n")
+        return 130
     except Exception as err:
         # An executor's error comes from a command that imported the executors (search, sweep): a plain simulate
         # does not pay for their import (process pools) just to name the class here.

@@ -6,6 +6,10 @@ so what a search or sweep returns never depends on which worker finished first: 
 executor ran them. Items are submitted a window at a time (twice the workers), so that a search bounded by time
 stops starting new simulations as soon as its time is up.
 
+A local pool's workers end with the process that owns the pool, even when it is killed (simcore.planning.lifeline),
+and a block that ends with an exception (Ctrl-C's KeyboardInterrupt, a task's error) kills them at once rather
+than waiting for the simulations in flight.
+
 An executor that cannot be set up (an unknown kind, Ray not installed, no Ray cluster at the address) or that
 fails while it runs (a worker process died, the Ray cluster went away) raises `ExecutorError`, not `SpecError`:
 nothing is wrong with the scenarios. An exception a task raises itself reaches the caller unchanged.
@@ -13,6 +17,7 @@ nothing is wrong with the scenarios. An exception a task raises itself reaches t
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import threading
@@ -21,6 +26,8 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from types import TracebackType
 from typing import Any, Protocol
+
+from simcore.planning.lifeline import Lifeline, watch_owner
 
 EXECUTORS = ("local", "ray")
 
@@ -121,18 +128,24 @@ def _windowed(submit: Callable[[Any], Any], wait_one: Callable[[list[Any]], tupl
 
 
 class LocalExecutor(_Closing):
-    """A pool of worker processes on this machine (default: one per CPU)."""
+    """A pool of worker processes on this machine (default: one per CPU), each ending with this process."""
 
     name = "local"
 
     def __init__(self, workers: int | None = None) -> None:
         self.workers = max(1, workers or os.cpu_count() or 1)
-        self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context(_start_method()))
+        context = multiprocessing.get_context(_start_method())
+        self._lifeline = Lifeline(context)
+        self._pool = ProcessPoolExecutor(self.workers, mp_context=context, initializer=watch_owner,
+                                         initargs=self._lifeline.initargs())
         try:
             self._pool.submit(_ready).result()  # start the workers now, before the caller starts any thread
         except BrokenProcessPool as err:
-            self._pool.shutdown(wait=False, cancel_futures=True)
+            self.terminate()
             raise ExecutorError(f"the local process pool could not start its workers: {err}") from err
+        except BaseException:  # interrupted while starting: no block will end it
+            self.terminate()
+            raise
 
     def run(self, fn: Callable[[Any], Any], items: Iterator[Any], on_result: Callable[[Any], None],
             stop: Callable[[], bool]) -> None:
@@ -147,7 +160,31 @@ class LocalExecutor(_Closing):
             raise ExecutorError(f"a worker process of the local pool ended abruptly: {err}") from err
 
     def close(self) -> None:
+        """Let the tasks in flight finish, then end the workers."""
         self._pool.shutdown(wait=True, cancel_futures=True)
+        self._lifeline.close()
+
+    def terminate(self) -> None:
+        """End the workers now (SIGKILL), their tasks unfinished."""
+        # The pool has no public way to kill its workers (shutdown waits for the running tasks, or leaves them
+        # running with wait=False), so its own table of them is read: `_processes`, pid -> Process, stable
+        # since Python 3.8.
+        processes = list((getattr(self._pool, "_processes", None) or {}).values())
+        for process in processes:
+            with contextlib.suppress(OSError, ValueError):
+                process.kill()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            with contextlib.suppress(OSError, ValueError, AssertionError):
+                process.join(1.0)
+        self._lifeline.close()
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if kind is None:
+            self.close()
+        else:  # Ctrl-C or a failure: nobody wants the simulations in flight any more
+            self.terminate()
 
 
 class RayExecutor(_Closing):
