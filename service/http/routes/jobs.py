@@ -1,9 +1,12 @@
 """Jobs: POST /v1/jobs accepts a simulation to run in the background; GET lists, reads, and gives the result
-and the Chrome trace of a job; DELETE cancels one. A search job (POST /v1/searches) is read the same way."""
+and the Chrome trace of a job; DELETE cancels one, which stays readable as `cancelled` (a DELETE does not remove
+the job: retention does, with the other finished jobs). A search job (POST /v1/searches) is read the same way.
+The OpenAPI links say so to clients that follow them: from an accepted job to reading and cancelling it, and
+from a cancel to the read that still answers it."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
@@ -17,9 +20,32 @@ from service.http.traces import result_response, trace_response
 
 router = APIRouter(tags=["jobs"], dependencies=AUTHORIZED)
 
+_JOB = "#/paths/~1v1~1jobs~1{job_id}"  # JSON pointer to the path item of one job
+
+
+def _link(method: str, description: str) -> dict[str, Any]:
+    """An OpenAPI link to `method` of the job the response describes (its `id`)."""
+    return {"operationRef": f"{_JOB}/{method}", "parameters": {"job_id": "$response.body#/id"},
+            "description": description}
+
+
+JOB_LINKS: dict[str, Any] = {
+    "GetJob": _link("get", "the job's status, progress and error"),
+    "CancelJob": _link("delete", "cancel the job; it stays readable, as `cancelled`"),
+}
+
+CANCELLED: dict[str, Any] = {
+    "description": "the job, now `cancelled` (a running job's simulation process is killed). A DELETE cancels, it "
+                   "does not remove: GET /v1/jobs/{job_id} goes on answering 200 with this job, status `cancelled` "
+                   "and error code `cancelled` (until the retention deletes it with the other finished jobs); its "
+                   "result is 409 `no_result`, and a second DELETE is 409 `job_finished`",
+    "links": {"GetCancelledJob": _link("get", "the same job, still readable: status `cancelled`")},
+}
+"""The 200 response of DELETE /v1/jobs/{job_id}."""
+
 
 @router.post("/v1/jobs", status_code=202, openapi_extra=body_of(SimulationRequest), response_model=JobStatus,
-             responses={202: accepted_job("accepted; Location names the job"),
+             responses={202: {**accepted_job("accepted; Location names the job"), "links": JOB_LINKS},
                         401: ERROR, 408: ERROR, 413: ERROR, 415: ERROR, 422: ERROR, 429: ERROR})
 async def submit_job(request: Request, svc: ServiceDep) -> JSONResponse:
     """Accept a request as a background job: 202 with the job and a Location header."""
@@ -70,7 +96,8 @@ async def get_job_trace(job_id: str, request: Request, svc: ServiceDep) -> Respo
 
 
 @router.delete("/v1/jobs/{job_id}", response_model=JobStatus,
-               responses={401: ERROR, 404: ERROR, 409: ERROR})
+               responses={200: CANCELLED, 401: ERROR, 404: ERROR, 409: ERROR})
 async def cancel_job(job_id: str, svc: ServiceDep) -> JobStatus:
-    """Cancel a queued or running job (409 if it has finished)."""
+    """Cancel a queued or running job (409 if it has finished). The job is not removed: later reads answer it,
+    with status `cancelled`."""
     return job_status(svc.jobs.cancel(job_id))
