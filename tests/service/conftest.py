@@ -130,7 +130,8 @@ def free_port() -> int:
 class Server:
     """`clustersim serve` in a subprocess; `url` once ready."""
 
-    def __init__(self, database: Path, log: Path, ready_timeout_s: float = 30.0, **env: str) -> None:
+    # Generous: ready in about 3 s on a quiet machine, 22-25 s on a 2-core one at load 7.
+    def __init__(self, database: Path, log: Path, ready_timeout_s: float = 180.0, **env: str) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         environ = {**os.environ, "CLUSTERSIM_DATABASE": str(database), **env}
