@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from topology.cluster_graph import cluster_graph
 from topology.cluster_spec import ClusterSpec
 from topology.links import LinkIndex, LinkValues, Node
 
@@ -55,18 +56,9 @@ class Cluster:
 
     @property
     def graph(self) -> nx.DiGraph:
-        """The cluster as a networkx DiGraph (made on the first call)."""
-        if "graph" not in self.made:
-            import networkx as nx
-
-            g = nx.DiGraph()
-            g.add_nodes_from(self.parts.nodes)
-            g.add_edges_from((u, v, {"bandwidth_bytes_per_s": bw, "latency_s": lat, "kind": kind, "link_id": i})
-                             for i, ((u, v), bw, lat, kind) in enumerate(zip(
-                                 self.link_ends, self.link_bandwidth_bytes_per_s, self.link_latency_s,
-                                 self.link_kind, strict=True)))
-            self.made["graph"] = g
-        return self.made["graph"]
+        """The cluster as a networkx DiGraph (topology/cluster_graph.py), built once per spec in a process; the
+        routes of every simulation are found on it (topology/routing.py)."""
+        return cluster_graph(self.spec)
 
     def _tables(self) -> dict[str, Any]:
         if "ends" not in self.made:

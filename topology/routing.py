@@ -1,35 +1,53 @@
-"""Deterministic routing between GPUs over the cluster graph, as tuples of link ids.
+"""Deterministic routing between GPUs, found on the cluster's networkx graph (topology/cluster_graph.py), as tuples
+of the link ids its edges carry.
 
-Inside an NVLink domain (a node, or the nodes that `nvlink_domain_gpus` joins): GPU -> NVSwitch -> GPU.
-Between domains: GPU -> its NIC -> leaf -> (spine) -> leaf -> the
-destination GPU's NIC -> GPU. The spine is chosen the way a D-mod-k fat-tree router (or deterministic ECMP)
-would: from the source and destination ports, so the same pair always takes the same path and the flows of a
-symmetric pattern spread over the spines.
+Inside an NVLink domain: GPU -> its NVSwitch -> GPU. Between domains: GPU -> its NIC -> leaf -> the switches of a
+shortest path -> leaf -> the destination GPU's NIC -> GPU. Among equal-cost switch paths the choice is the one a
+D-mod-k fat-tree router or deterministic ECMP makes: a hash of the source and destination ports (the NICs'
+`port` and the source NIC's `rail`) modulo the number of paths, the paths in sorted order; so the same pair always
+takes the same path and the flows of a symmetric pattern spread over the spines. Hosts do not forward: the switch
+paths run over leaf and spine (switch) nodes only.
 
-In a rail-optimized fabric a message between GPUs on different rails first crosses NVLink to the GPU of the
-source node that sits on the destination's rail, then leaves through that GPU's NIC and stays on one rail (NCCL's
-PXN, on by default since NCCL 2.12): it never needs a spine inside a scalable unit.
+With PXN (NCCL's default since 2.12; the graph's `pxn`, set for rail-optimized fabrics), a message between GPUs on
+different rails first crosses NVLink to the GPU of the source server that sits at the destination's place (its
+NIC on the destination's rail), then leaves through that GPU's NIC and stays on one rail: it never needs a spine
+inside a scalable unit.
+
+Made fast by the graph's structure, not by going around it: each GPU's ports are read once, the switch paths
+between two leaves are found once per pair of leaves (a search from both ends that stops at the first depth they
+meet), and every route is cached per (src, dst). tests/topology/test_routing.py holds the routes equal to the
+closed forms of the built-in fabrics (tests/topology/arithmetic_router.py) on every pair of small clusters and on
+random pairs of a 16,384-GPU one.
 """
 
 from __future__ import annotations
 
-from topology.cluster_spec import LEAF_DOWN_PORTS, Fabric
+from typing import TYPE_CHECKING, Any
+
 from topology.graph import Cluster, Node
+
+if TYPE_CHECKING:
+    import networkx as nx
+
+SWITCH_KINDS = frozenset({"leaf", "spine", "switch"})  # nodes a switch path may cross
 
 
 class Router:
-    """Routes of one cluster, cached per (src, dst) GPU pair. `route` computes the link ids by arithmetic
-    (topology/links.py); `nodes` names the same path's graph nodes."""
+    """Routes of one cluster on its graph, cached per (src, dst) GPU pair."""
 
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
+        self.graph: nx.DiGraph = cluster.graph
+        self._succ = self.graph.succ
+        self._num_gpus = cluster.spec.num_gpus
+        self._pxn = bool(self.graph.graph.get("pxn", False))
         self._cache: dict[int, tuple[tuple[int, ...], float]] = {}  # src * num_gpus + dst -> (links, latency)
-        spec, index = cluster.spec, cluster.index
-        self._shape = (spec.num_gpus, spec.gpus_per_node, spec.nics_per_node, spec.domain_gpus,
-                       spec.fabric is Fabric.RAIL_OPTIMIZED, index.nic_base, index.spine_base, index.leaves,
-                       cluster.num_spines)
-        # a link's latency is its kind's (topology/links.py, LinkIndex.latency_s): inside a node below nic_base
-        self._latencies = (spec.intra_node_latency_s, spec.inter_node_latency_s)
+        self._ports: dict[int, tuple[Node, Node, Node]] = {}  # GPU -> (its NVSwitch, its NIC, the NIC's leaf)
+        self._switch_paths: dict[tuple[Node, Node], list[tuple[Node, ...]]] = {}
+        self._places: dict[tuple[int, int], int] | None = None  # (server, place on it) -> GPU
+        # a switch's switch neighbours, read off the graph once each: downstream, upstream
+        self._switch_succ = _SwitchNeighbours(self.graph, self._succ)
+        self._switch_pred = _SwitchNeighbours(self.graph, self.graph.pred)
 
     @property
     def routed(self) -> int:
@@ -45,77 +63,158 @@ class Router:
         return self.route_and_latency(src, dst)[1]
 
     def route_and_latency(self, src: int, dst: int) -> tuple[tuple[int, ...], float]:
-        key = src * self._shape[0] + dst
+        key = src * self._num_gpus + dst
         found = self._cache.get(key)
         if found is None:
-            if not (0 <= src < self._shape[0] and 0 <= dst < self._shape[0]):
+            if not (0 <= src < self._num_gpus and 0 <= dst < self._num_gpus):
                 raise KeyError((src, dst))
-            path = self._links(src, dst)
-            latency, (intra, inter), nic_base = 0.0, self._latencies, self._shape[5]
-            for link in path:  # (added link by link from the source, as LinkIndex.latency_s gives them)
-                latency += intra if link < nic_base else inter
-            found = self._cache[key] = (path, latency)
+            succ = self._succ
+            path = self.nodes(src, dst)
+            links, latency = [], 0.0
+            for u, v in zip(path, path[1:]):
+                edge = succ[u][v]
+                links.append(edge["link_id"])
+                latency += edge["latency_s"]  # (added link by link from the source)
+            found = self._cache[key] = (tuple(links), latency)
         return found
-
-    def _links(self, src: int, dst: int) -> tuple[int, ...]:
-        # the ids of topology/links.py, inlined: GPU g of node n (k GPUs on it) has NVLink up 4ng + 2(g - ng)
-        # and PCIe up that + 2k; NIC i's link to its leaf is nic_base + 2i; leaf l to spine s spine_base + 2(sL + l)
-        gpus, gpn, nics, domain, rail, nic_base, spine_base, leaves, spines = self._shape
-        if src == dst:
-            return ()
-        node_a, node_b = src // gpn, dst // gpn
-        local_a, local_b = src - node_a * gpn, dst - node_b * gpn
-        if src // domain == dst // domain:
-            return 4 * node_a * gpn + 2 * local_a, 4 * node_b * gpn + 2 * local_b + 1
-        rail_a, rail_b = local_a % nics, local_b % nics
-        nic_a, nic_b = node_a * nics + rail_a, node_b * nics + rail_b
-        head: tuple[int, ...]
-        proxy = node_a * gpn + local_b
-        if rail and rail_a != rail_b and proxy < gpus and local_b % nics == rail_b:
-            # PXN: NVLink to the source node's GPU on the destination's rail, out through its NIC
-            base = 4 * node_a * gpn
-            on_node = min(gpn, gpus - node_a * gpn)
-            head = (base + 2 * local_a, base + 2 * local_b + 1, base + 2 * local_b + 2 * on_node)
-            nic_a = node_a * nics + rail_b
-        else:
-            head = (4 * node_a * gpn + 2 * local_a + 2 * min(gpn, gpus - node_a * gpn),)
-        tail = (nic_base + 2 * nic_b + 1, 4 * node_b * gpn + 2 * local_b + 2 * min(gpn, gpus - node_b * gpn) + 1)
-        # leaves (topology/links.py, leaf_of_nic): unit x nics + rail in a rail-optimized fabric, else NICs in order
-        if rail:
-            leaf_a = node_a // LEAF_DOWN_PORTS * nics + nic_a % nics
-            leaf_b = node_b // LEAF_DOWN_PORTS * nics + rail_b
-        else:
-            leaf_a, leaf_b = nic_a // LEAF_DOWN_PORTS, nic_b // LEAF_DOWN_PORTS
-        if leaf_a == leaf_b:
-            return (*head, nic_base + 2 * nic_a, *tail)
-        spine = (node_a % LEAF_DOWN_PORTS + node_b % LEAF_DOWN_PORTS + nic_a % nics) % spines  # (_spine, inlined)
-        return (*head, nic_base + 2 * nic_a, spine_base + 2 * (spine * leaves + leaf_a),
-                spine_base + 2 * (spine * leaves + leaf_b) + 1, *tail)
-
-    def _spine(self, nic_a: int, nic_b: int) -> int:
-        nics = self.cluster.spec.nics_per_node
-        port_a = (nic_a // nics) % LEAF_DOWN_PORTS
-        port_b = (nic_b // nics) % LEAF_DOWN_PORTS
-        return (port_a + port_b + nic_a % nics) % self.cluster.num_spines
 
     def nodes(self, src: int, dst: int) -> list[Node]:
         """The graph nodes a message from GPU `src` to GPU `dst` passes, both ends included."""
-        c = self.cluster
+        a, b = ("gpu", src), ("gpu", dst)
         if src == dst:
-            return [("gpu", src)]
-        if c.domain_of(src) == c.domain_of(dst):
-            return [("gpu", src), ("nvswitch", c.domain_of(src)), ("gpu", dst)]
-        path: list[Node] = [("gpu", src)]
-        nic_a, nic_b = c.nic_of(src), c.nic_of(dst)
-        spec = c.spec
-        if spec.fabric is Fabric.RAIL_OPTIMIZED and nic_a % spec.nics_per_node != nic_b % spec.nics_per_node:
-            proxy = c.node_of(src) * spec.gpus_per_node + dst % spec.gpus_per_node
-            if proxy < spec.num_gpus and c.nic_of(proxy) % spec.nics_per_node == nic_b % spec.nics_per_node:
-                path += [("nvswitch", c.domain_of(src)), ("gpu", proxy)]
-                nic_a = c.nic_of(proxy)
-        leaf_a, leaf_b = c.index.leaf_of(nic_a), c.index.leaf_of(nic_b)
-        path += [("nic", nic_a), ("leaf", leaf_a)]
-        if leaf_a != leaf_b:
-            path += [("spine", self._spine(nic_a, nic_b)), ("leaf", leaf_b)]
-        path += [("nic", nic_b), ("gpu", dst)]
-        return path
+            return [a]
+        switch_a, nic_a, leaf_a = self._ports_of(src)
+        switch_b, nic_b, leaf_b = self._ports_of(dst)
+        if switch_a == switch_b:
+            return [a, switch_a, b]
+        head: list[Node] = [a]
+        if self._pxn:
+            nodes = self.graph.nodes
+            rail_b = nodes[nic_b]["rail"]
+            if nodes[nic_a]["rail"] != rail_b:
+                proxy = self._place(nodes[a]["node"], nodes[b]["local"])
+                if proxy is not None:
+                    switch_p, nic_p, leaf_p = self._ports_of(proxy)
+                    if switch_p == switch_a and nodes[nic_p]["rail"] == rail_b:
+                        head += [switch_a, ("gpu", proxy)]
+                        nic_a, leaf_a = nic_p, leaf_p
+        head += [nic_a, leaf_a]
+        tail: list[Node] = [nic_b, b]
+        if leaf_a == leaf_b:
+            return [*head, *tail]
+        paths = self.switch_paths(leaf_a, leaf_b)
+        chosen = paths[self._hash(nic_a, nic_b) % len(paths)]
+        return [*head, *chosen[1:-1], leaf_b, *tail]
+
+    def switch_paths(self, leaf_a: Node, leaf_b: Node) -> list[tuple[Node, ...]]:
+        """Every shortest path between two leaves over switch nodes, in sorted order (found once per pair)."""
+        key = (leaf_a, leaf_b)
+        paths = self._switch_paths.get(key)
+        if paths is None:
+            paths = self._switch_paths[key] = sorted(_shortest_switch_paths(self._switch_succ, self._switch_pred,
+                                                                              leaf_a, leaf_b))
+            if not paths:
+                raise ValueError(f"cluster.topology: no switch path from {_name(leaf_a)} to {_name(leaf_b)}")
+        return paths
+
+    def _hash(self, nic_a: Node, nic_b: Node) -> int:
+        """D-mod-k / ECMP: the source and destination ports and the source's rail."""
+        nodes = self.graph.nodes
+        a, b = nodes[nic_a], nodes[nic_b]
+        return a.get("port", nic_a[1]) + b.get("port", nic_b[1]) + a.get("rail", 0)
+
+    def _ports_of(self, gpu: int) -> tuple[Node, Node, Node]:
+        """(NVSwitch, NIC, the NIC's leaf) of `gpu`, read off its edges once."""
+        found = self._ports.get(gpu)
+        if found is None:
+            nodes, succ = self.graph.nodes, self._succ
+            switch = nic = leaf = None
+            for v in succ[("gpu", gpu)]:
+                kind = nodes[v]["kind"]
+                if kind == "nvswitch":
+                    switch = v
+                elif kind == "nic":
+                    nic = v
+            if nic is not None:
+                leaf = next((v for v in succ[nic] if nodes[v]["kind"] in SWITCH_KINDS), None)
+            found = self._ports[gpu] = (switch, nic, leaf)  # type: ignore[assignment]
+        return found
+
+    def _place(self, server: int, local: int) -> int | None:
+        """The GPU at place `local` of `server`, if there is one."""
+        if self._places is None:
+            self._places = {(attrs["node"], attrs["local"]): key[1] for key, attrs in self.graph.nodes.items()
+                            if attrs["kind"] == "gpu"}
+        return self._places.get((server, local))
+
+
+class _SwitchNeighbours(dict[Node, tuple[Node, ...]]):
+    """A node's neighbours (by `adjacency`: the graph's succ or pred) that are switches, found on first use."""
+
+    def __init__(self, graph: nx.DiGraph, adjacency: Any) -> None:
+        super().__init__()
+        self.nodes, self.adjacency = graph.nodes, adjacency
+
+    def __missing__(self, u: Node) -> tuple[Node, ...]:
+        nodes = self.nodes
+        found = self[u] = tuple(v for v in self.adjacency[u] if nodes[v]["kind"] in SWITCH_KINDS)
+        return found
+
+
+def _shortest_switch_paths(succ: _SwitchNeighbours, pred: _SwitchNeighbours, a: Node,
+                           b: Node) -> list[tuple[Node, ...]]:
+    """All shortest paths from switch `a` to switch `b` through switch nodes: a breadth-first search from each end,
+    one layer at a time (the smaller frontier first), stopped at the first depth where the two meet; then every
+    path through the meeting layer, along the parents each search recorded."""
+    if a == b:
+        return [(a,)]
+    # per end: each reached node's distance from it, and its parents (the nodes one closer to that end)
+    dist_a: dict[Node, int] = {a: 0}
+    dist_b: dict[Node, int] = {b: 0}
+    up_a: dict[Node, list[Node]] = {a: []}
+    up_b: dict[Node, list[Node]] = {b: []}
+    front_a, front_b = [a], [b]
+    meet: list[Node] = []
+    while front_a and front_b and not meet:
+        if len(front_a) <= len(front_b):
+            front_a = _layer(front_a, dist_a, up_a, succ)
+            meet = [x for x in front_a if x in dist_b]
+        else:
+            front_b = _layer(front_b, dist_b, up_b, pred)
+            meet = [x for x in front_b if x in dist_a]
+    paths: list[tuple[Node, ...]] = []
+    for m in meet:
+        for first in _walks(m, up_a):
+            for second in _walks(m, up_b):
+                paths.append((*reversed(first), *second[1:]))
+    return paths
+
+
+def _layer(front: list[Node], dist: dict[Node, int], up: dict[Node, list[Node]],
+           adjacency: _SwitchNeighbours) -> list[Node]:
+    """The next layer of a breadth-first search over switch nodes, recording each new node's distance and all
+    its parents in `front`."""
+    depth = dist[front[0]] + 1
+    layer: list[Node] = []
+    for u in front:
+        for v in adjacency[u]:
+            seen = dist.get(v)
+            if seen is None:
+                dist[v] = depth
+                up[v] = [u]
+                layer.append(v)
+            elif seen == depth:
+                up[v].append(u)
+    return layer
+
+
+def _walks(m: Node, up: dict[Node, list[Node]]) -> list[tuple[Node, ...]]:
+    """The paths from `m` to its search's end, each step to a parent."""
+    parents = up[m]
+    if not parents:
+        return [(m,)]
+    return [(m, *rest) for p in parents for rest in _walks(p, up)]
+
+
+def _name(node: Node) -> str:
+    return f"{node[0]} {node[1]}" if len(node) == 2 else str(node)
