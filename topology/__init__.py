@@ -1,4 +1,4 @@
-"""Hardware catalog, cluster specs, graph builders and routing (networkx only, and only when a graph is asked for)."""
+"""Hardware catalog, cluster specs, the cluster's networkx graph and the routes found on it."""
 
 from topology.cluster_spec import NODE_PRESET_NOTES, NODE_PRESETS, ClusterSpec, Fabric, sized
 from topology.errors import SpecError

@@ -2,10 +2,10 @@
 `nvlink_domain_gpus` joins several nodes' GPUs in one, as a GB200 NVL72 rack does), NICs, leaf and spine switches.
 
 Every directed edge carries `bandwidth_bytes_per_s`, `latency_s`, `kind` (nvlink | pcie | ib) and `link_id`, an
-index into the flat link tables. The simulator needs only the links its flows cross, and their ids and figures
-follow from the spec by arithmetic (topology/links.py), so building a cluster costs the same at 64 GPUs as at
-16,384: the tables, the nodes and `Cluster.graph` (the networkx DiGraph; networkx is imported then) are made
-when first asked for.
+index into the flat link tables. `Cluster.graph` is the networkx DiGraph (topology/cluster_graph.py, built once per
+spec in a process), on which every simulation's routes are found (topology/routing.py). A link's figures also
+follow from the spec by arithmetic (topology/links.py, tested equal to the graph's edges), which is how the cost
+model reads the figures of the links its flows cross; the flat tables are made when first asked for.
 
 Shape of the inter-node fabric (two levels; `LEAF_DOWN_PORTS` NIC ports per leaf):
 - fat_tree: NICs fill leaf switches in node order, so a leaf serves a few whole nodes.

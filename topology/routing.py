@@ -137,8 +137,10 @@ class Router:
                     nic = v
             if nic is not None:
                 leaf = next((v for v in succ[nic] if nodes[v]["kind"] in SWITCH_KINDS), None)
+            if switch is None or nic is None:
+                raise ValueError(f"cluster.topology: gpu {gpu} needs an edge to an nvswitch and to a nic")
             found = self._ports[gpu] = (switch, nic, leaf)  # type: ignore[assignment]
-        return found
+        return found  # type: ignore[return-value]
 
     def _place(self, server: int, local: int) -> int | None:
         """The GPU at place `local` of `server`, if there is one."""

@@ -10,6 +10,7 @@ import dataclasses
 import pytest
 from explicit_graph import explicit_tables
 
+from tests.topology.arithmetic_router import ArithmeticRouter
 from topology import NODE_PRESETS, Fabric, Router, build_cluster, sized
 from topology.cluster_spec import LEAF_DOWN_PORTS, ClusterSpec
 from topology.hardware import GB, GPUS, GpuKind
@@ -94,10 +95,12 @@ def test_a_link_that_does_not_exist_is_a_key_error() -> None:
             cluster.link(u, v)
 
 
-def test_building_is_constant_in_the_cluster_size() -> None:
+def test_the_link_arithmetic_is_constant_in_the_cluster_size() -> None:
+    """A cluster spec and its links' figures cost the same at a million GPUs (the closed-form routes read them
+    without a table; a simulation's routes come from the graph, tests/topology/test_routing.py)."""
     big = build_cluster(spec_of(1 << 20))
-    assert not big.made  # no table, node list or graph was built
-    path, latency = Router(big).route_and_latency(0, (1 << 20) - 1)
+    assert not big.made  # no table or node list was built
+    path, latency = ArithmeticRouter(big).route_and_latency(0, (1 << 20) - 1)
     assert len(path) == 8 and not big.latency and not big.made  # PXN, spine: routed without reading a figure
     expected = 0.0
     for link in path:  # (the route's latency: its links' figures added from the source)
