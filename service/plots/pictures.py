@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from api_schemas import SimulationRequest
 from service.plots.charts import as_document, breakdown_figure, memory_figure
 from service.plots.kinds import KINDS, NEEDS_SPANS
+from service.plots.rows import Row, spans_from
 from service.plots.style import Figure, seconds_label
-from service.plots.timeline import spans_from, timeline_figure
+from service.plots.timeline import timeline_figure, timeline_rows_figure
 
 __all__ = ["KINDS", "NEEDS_SPANS", "describe", "result_figure", "summary"]
 
@@ -42,16 +43,21 @@ def summary(result: Any) -> str:
 
 
 def result_figure(kind: str, result: Any, *, spans: Iterable[Any] | None = None,
-                  request: SimulationRequest | None = None, title: str | None = None) -> Figure:
-    """The picture `kind` (timeline, breakdown or memory) of a result; the timeline needs the recorded spans.
-    The title says what was simulated: `title`, else a line made from `request`."""
+                  request: SimulationRequest | None = None, title: str | None = None,
+                  rows: Sequence[Row] | None = None) -> Figure:
+    """The picture `kind` (timeline, breakdown or memory) of a result; the timeline needs the recorded spans,
+    or the rows made of them (service.plots.rows: `rows_from_chrome_trace` of a saved trace). The title says
+    what was simulated: `title`, else a line made from `request`."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {', '.join(KINDS)}, not '{kind}'")
     title = title or (describe(request) if request is not None else None)
     if kind == "timeline":
+        doc = as_document(result)
+        if rows is not None:
+            return timeline_rows_figure(rows, iteration_time_s=float(doc["iteration_time_s"]), title=title,
+                                        subtitle=summary(doc))
         if spans is None:
             raise ValueError("the timeline needs the simulation's spans (simulate with spans kept)")
-        doc = as_document(result)
         return timeline_figure(spans_from(spans), iteration_time_s=float(doc["iteration_time_s"]),
                                title=title, subtitle=summary(doc))
     if kind == "breakdown":

@@ -1,9 +1,7 @@
 """The pipeline timeline: one row per pipeline stage (its first data-parallel replica), time on x.
 
 Input is the simulation's recorded spans (simcore's `Outcome.spans` when the scenario keeps spans) or a saved
-Chrome trace of them. The engine names its tracks `stage S` (the compute stream), `stage S pp` (sends to the
-next or previous stage) and `stage S dp` / `stage S gather` (DP and ZeRO collectives); under full fidelity
-each replica's compute and collective tracks carry its number (`stage S dpR`, `stage S gatherR`).
+Chrome trace of them, grouped into rows by service.plots.rows.
 
 Each row draws the compute stream as one lane: one box per forward and per backward pass (the recomputation
 and the pass's exposed tensor-parallel collectives drawn inside it), the exposed waits for pipeline and
@@ -14,177 +12,45 @@ read the picture back.
 
 Long runs (more passes a stage than `ELIDE_ABOVE_PASSES`) are drawn in three windows, the start (the pipeline
 filling), one steady-state window from the middle and the end (draining, gradient reduction, optimizer), with
-the elided time marked between them.
+the elided time marked between them. A picture that would still draw more than `MAX_BOXES` boxes (a
+full-fidelity run of thousands of GPUs) is drawn binned instead (service.plots.binned): what it costs to draw
+is then set by the picture's width, not by the number of spans.
 """
 
 from __future__ import annotations
 
 import math
-import re
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import MaxNLocator
 
+from service.plots.binned import COLUMNS, draw_binned
+from service.plots.rows import (
+    COMPUTE,
+    DP,
+    PASS_KINDS,
+    PP,
+    Block,
+    Row,
+    TimelineSpan,
+    rows_from_chrome_trace,
+    rows_of,
+    spans_from,
+    spans_from_chrome_trace,
+)
 from service.plots.style import COLOURS, IDLE_HATCH, LABELS, Figure, new_figure, seconds_label, style
 
-__all__ = ["ELIDE_ABOVE_PASSES", "Block", "Row", "TimelineSpan", "rows_of", "spans_from", "spans_from_chrome_trace",
-           "timeline_figure", "windows"]
+__all__ = ["ELIDE_ABOVE_PASSES", "MAX_BOXES", "Block", "Row", "TimelineSpan", "rows_from_chrome_trace", "rows_of",
+           "spans_from", "spans_from_chrome_trace", "timeline_figure", "timeline_rows_figure", "windows"]
 
 ELIDE_ABOVE_PASSES = 96  # passes a stage; above it the picture shows three windows (about 40 boxes each)
-COMPUTE, PP, DP = "compute", "pp", "dp"
-PASS_KINDS = ("forward", "backward")
-
-_TRACK = re.compile(r"^stage (\d+)(?: (pp|dp|gather)(\d*))?$")
-_PASS = re.compile(r"^(?:(tp recompute|recompute|tp) )?(fwd|bwd)\S* mb(\d+)(?: chunk(\d+))?(?: part \d+)?$")
-_ON_COMPUTE = {"bubble": "idle", "pp_comm": "pp_comm", "dp_comm": "dp_comm", "optimizer": "optimizer"}
-
-
-@dataclass(frozen=True, slots=True)
-class TimelineSpan:
-    """One recorded span: its track (e.g. 'stage 3'), name, category and start and end in seconds."""
-
-    track: str
-    name: str
-    category: str
-    start_s: float
-    end_s: float
-
-
-def spans_from(spans: Iterable[Any]) -> list[TimelineSpan]:
-    """Spans from any objects with the recorder's fields (simcore's Outcome.spans)."""
-    return [TimelineSpan(s.track, s.name, s.category, float(s.start_s), float(s.end_s)) for s in spans]
-
-
-def spans_from_chrome_trace(trace: Any) -> list[TimelineSpan]:
-    """Spans from a Chrome trace (the object with `traceEvents`, or the bare event list) as clustersim writes
-    it: complete ('X') events, microsecond times, thread names as tracks. ValueError says what is wrong."""
-    events = trace.get("traceEvents") if isinstance(trace, Mapping) else trace
-    if not isinstance(events, list):
-        raise ValueError("not a Chrome trace: expected an object with a traceEvents list")
-    names: dict[tuple[Any, Any], str] = {}
-    for event in events:
-        if isinstance(event, Mapping) and event.get("ph") == "M" and event.get("name") == "thread_name":
-            names[(event.get("pid"), event.get("tid"))] = str((event.get("args") or {}).get("name", ""))
-    spans = []
-    for i, event in enumerate(events):
-        if not isinstance(event, Mapping) or event.get("ph") != "X":
-            continue
-        ts, dur = event.get("ts"), event.get("dur")
-        if not isinstance(ts, int | float) or not isinstance(dur, int | float) or dur < 0:
-            raise ValueError(f"traceEvents[{i}]: a complete event needs numbers ts and dur >= 0")
-        track = names.get((event.get("pid"), event.get("tid")), f"thread {event.get('tid')}")
-        spans.append(TimelineSpan(track, str(event.get("name", "")), str(event.get("cat", "")),
-                                  ts * 1e-6, (ts + dur) * 1e-6))
-    if not spans:
-        raise ValueError("the trace has no complete ('X') events to draw")
-    return spans
-
-
-@dataclass(frozen=True, slots=True)
-class Block:
-    """One box of the picture: a lane ('compute', 'pp', 'dp'), a kind (forward, backward, recompute, tp_comm,
-    pp_comm, dp_comm, optimizer, idle, other), seconds, and the pass's microbatch and model chunk."""
-
-    lane: str
-    kind: str
-    start_s: float
-    end_s: float
-    microbatch: int | None = None
-    chunk: int = 0
-    inner: bool = False  # drawn inside its pass's box
-
-    @property
-    def duration_s(self) -> float:
-        return self.end_s - self.start_s
-
-
-@dataclass(frozen=True, slots=True)
-class Row:
-    """One pipeline stage's boxes."""
-
-    stage: int
-    blocks: tuple[Block, ...]
-
-    def count(self, kind: str) -> int:
-        return sum(1 for b in self.blocks if b.kind == kind and not b.inner)
-
-    @property
-    def passes(self) -> int:
-        return self.count("forward") + self.count("backward")
-
-    @property
-    def idle_s(self) -> float:
-        return sum(b.duration_s for b in self.blocks if b.kind == "idle")
-
-
-def _lane(span: TimelineSpan, tracks: dict[str, tuple[int, str | None, str] | None]) -> tuple[int, str] | None:
-    """(stage, lane) of the span, or None for a track that is not drawn (another replica, not a stage).
-    `tracks` caches each track name's parse."""
-    if span.track not in tracks:
-        match = _TRACK.match(span.track)
-        tracks[span.track] = None if match is None else (int(match[1]), match[2], match[3])
-    parsed = tracks[span.track]
-    if parsed is None:
-        return None
-    stage, kind, replica = parsed
-    if kind is None:
-        return stage, COMPUTE
-    if kind == PP:
-        return stage, PP
-    if replica not in ("", "0"):
-        return None
-    if kind == "gather" or replica == "":
-        return stage, DP
-    # Under full fidelity `stage S dp0` names both replica 0's compute stream and its gradient stream; the
-    # compute stream's DP spans are its waits.
-    stream = span.category == "dp_comm" and not span.name.startswith("wait")
-    return stage, DP if stream else COMPUTE
-
-
-def _pass_of(name: str) -> tuple[str, int, int] | None:
-    """(direction 'fwd' or 'bwd', microbatch, chunk) of a span that is part of a pass, from its name."""
-    match = _PASS.match(name)
-    return None if match is None else (match[2], int(match[3]), int(match[4] or 0))
-
-
-def rows_of(spans: Iterable[TimelineSpan]) -> list[Row]:
-    """The stages' boxes, from the recorded spans, stage 0 first. ValueError when no span is a stage's."""
-    lanes: dict[int, dict[str, list[TimelineSpan]]] = {}
-    tracks: dict[str, tuple[int, str | None, str] | None] = {}
-    for span in spans:
-        where = _lane(span, tracks)
-        if where is not None:
-            lanes.setdefault(where[0], {COMPUTE: [], PP: [], DP: []})[where[1]].append(span)
-    if not lanes:
-        raise ValueError("no span belongs to a pipeline stage (tracks named 'stage N')")
-    names: dict[str, tuple[str, int, int] | None] = {}  # span names repeat across stages: parse each once
-    rows = []
-    for stage in sorted(lanes):
-        blocks: list[Block] = []
-        passes: dict[tuple[str, int, int], list[TimelineSpan]] = {}
-        for span in sorted(lanes[stage][COMPUTE], key=lambda s: (s.start_s, s.end_s)):
-            if span.name not in names:
-                names[span.name] = _pass_of(span.name)
-            key = names[span.name]
-            if key is not None:
-                passes.setdefault(key, []).append(span)
-            else:
-                blocks.append(Block(COMPUTE, _ON_COMPUTE.get(span.category, "other"), span.start_s, span.end_s))
-        for (direction, microbatch, chunk), parts in passes.items():
-            kind = "forward" if direction == "fwd" else "backward"
-            blocks.append(Block(COMPUTE, kind, min(p.start_s for p in parts), max(p.end_s for p in parts),
-                                microbatch, chunk))
-            blocks.extend(Block(COMPUTE, p.category, p.start_s, p.end_s, microbatch, chunk, inner=True)
-                          for p in parts if p.category in ("recompute", "tp_comm"))
-        for lane, kind in ((PP, "pp_comm"), (DP, "dp_comm")):
-            blocks.extend(Block(lane, kind, s.start_s, s.end_s) for s in lanes[stage][lane])
-        blocks.sort(key=lambda b: (b.start_s, b.inner, b.end_s, b.lane, b.kind))
-        rows.append(Row(stage, tuple(blocks)))
-    return rows
+# Boxes one picture draws one by one, at most; above it, binned. Each costs about a millisecond to build and save
+# (the 1T example's 14,922, in its three windows, took 17 s on the quiet 2-core development machine); the largest
+# example picture, T5's timeline, has 3,701.
+MAX_BOXES = 4_000
 
 
 def windows(rows: Sequence[Row], end_s: float) -> list[tuple[float, float]]:
@@ -245,6 +111,17 @@ def timeline_figure(spans: Iterable[TimelineSpan], *, iteration_time_s: float | 
     spans = list(spans)
     rows = rows_of(spans)
     end_s = iteration_time_s if iteration_time_s is not None else max(s.end_s for s in spans)
+    return timeline_rows_figure(rows, iteration_time_s=end_s, title=title, subtitle=subtitle)
+
+
+def timeline_rows_figure(rows: Sequence[Row], *, iteration_time_s: float | None = None, title: str | None = None,
+                         subtitle: str | None = None, max_boxes: int = MAX_BOXES) -> Figure:
+    """The pipeline timeline of rows (service.plots.rows); `iteration_time_s` as for `timeline_figure` (default:
+    the last box's end). Drawn binned when it would draw more than `max_boxes` boxes."""
+    if not rows:
+        raise ValueError("no span belongs to a pipeline stage (tracks named 'stage N')")
+    end_s = iteration_time_s if iteration_time_s is not None else max(
+        (b.end_s for row in rows for b in row.blocks), default=0.0)
     picked = windows(rows, end_s)
     shown = sum(b - a for a, b in picked)
     gap = 0.03 * shown if len(picked) > 1 else 0.0
@@ -257,11 +134,15 @@ def timeline_figure(spans: Iterable[TimelineSpan], *, iteration_time_s: float | 
     scale, unit = (1.0, "s") if end_s >= 1.0 else (1e3, "ms")
     rows_in = max(0.24, min(_ROW_IN, 9.0 / len(rows)))
     figure = new_figure(_WIDTH_IN, 1.5 + rows_in * len(rows))
+    points_per_x = _WIDTH_IN * 72 * 0.86 / width_x  # the axes take about 86% of the width
+    binned = _boxes(rows, picked, points_per_x, max_boxes) > max_boxes
     with style():
         ax = figure.add_subplot()
-        points_per_x = _WIDTH_IN * 72 * 0.86 / width_x  # the axes take about 86% of the width
-        for i, row in enumerate(rows):
-            _draw_row(ax, i, row, picked, offsets, points_per_x)
+        if binned:
+            draw_binned(ax, rows, picked, offsets, width_x, _LANE_Y, _INNER_TP)
+        else:
+            for i, row in enumerate(rows):
+                _draw_row(ax, i, row, picked, offsets, points_per_x)
         for k in range(1, len(picked)):
             left = offsets[k] - gap
             elided = picked[k][0] - picked[k - 1][1]
@@ -286,8 +167,26 @@ def timeline_figure(spans: Iterable[TimelineSpan], *, iteration_time_s: float | 
         figure.legend(handles=handles, loc="outside lower center", ncols=len(kinds))
         heading = title or "Pipeline timeline"
         note = "lanes under each stage: pipeline sends, then DP / ZeRO collectives, overlapped or not"
+        if binned:
+            note += (f"\ndrawn binned, too many passes to draw one by one: each of a lane's {COLUMNS} columns shows "
+                     "what fills most of it")
         figure.suptitle(heading + "\n" + (f"{subtitle}; {note}" if subtitle else note), fontsize=9.5)
     return figure
+
+
+def _boxes(rows: Sequence[Row], picked: list[tuple[float, float]], points_per_x: float, stop: int) -> int:
+    """How many boxes `_draw_row` would draw for these rows and windows (those wide enough to show), counted up
+    to `stop` and no further."""
+    count = 0
+    for row in rows:
+        for block in row.blocks:
+            for a, b in picked:
+                width = min(block.end_s, b) - max(block.start_s, a)
+                if width > 0 and (block.kind == "idle" or width * points_per_x >= _INVISIBLE_PT):
+                    count += 1
+        if count > stop:
+            break
+    return count
 
 
 def _draw_row(ax: Any, i: int, row: Row, picked: list[tuple[float, float]], offsets: list[float],
