@@ -22,6 +22,7 @@ from service.http.context import Service
 from service.http.guard import HostGuard, guarded
 from service.http.metrics import MetricsMiddleware
 from service.http.openapi import openapi
+from service.http.pictures import Pictures
 from service.http.routes import comparisons, health, jobs, pages, plots, presets, searches, simulations
 from service.jobs.manager import JobManager
 from service.jobs.pool import InlineSlots, WorkerPool
@@ -51,12 +52,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                               timeout_s=s.job_timeout_s, max_attempts=s.max_job_attempts,
                               max_trace_bytes=s.max_trace_bytes, retention_s=s.retention_days * 86400)
         svc.jobs.start()
+        svc.pictures = Pictures(s.memory_cap_mb(), observer=svc.metrics.run_finished)
+        svc.pictures.start(svc.store, s.database_path())
         svc.ready = True
         try:
             yield
         finally:
             svc.ready = False
             await svc.jobs.stop()
+            await svc.pictures.stop()
             svc.pool.close()
             svc.store.close()
 

@@ -21,7 +21,7 @@ from api_schemas.loading import Syntax
 from service.http.admission import Admitted, AdmittedComparison, AdmittedSearch, admit, admit_comparison, admit_search
 from service.http.errors import ApiError
 from service.http.metrics import Metrics
-from service.http.pictures import PictureCache
+from service.http.pictures import Pictures
 from service.jobs.manager import JobManager
 from service.jobs.pool import InlineSlots, WorkerPool
 from service.jobs.store import Store
@@ -34,15 +34,15 @@ T = TypeVar("T")
 
 
 class Service:
-    """The parts of a running service; `store`, `pool`, `inline` and `jobs` exist once the lifespan started.
-    `metrics` (GET /metrics) and `pictures` (drawn pictures) live as long as the app."""
+    """The parts of a running service; `store`, `pool`, `inline`, `jobs` and `pictures` (drawn pictures) exist
+    once the lifespan started. `metrics` (GET /metrics) lives as long as the app."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.ready = False
         self.metrics = Metrics()
         self.metrics.watch(self.live_figures)
-        self.pictures = PictureCache()
+        self.pictures: Pictures
         self.store: Store
         self.pool: WorkerPool
         self.jobs: JobManager

@@ -134,7 +134,12 @@ async function api(method, path, text, as = "json") {
     headers["Content-Type"] = type;
     init.body = body;
   }
-  const response = await fetch(path, init);
+  let response = await fetch(path, init);
+  // A job's picture not drawn yet answers 202 (it is being drawn): ask again after its Retry-After.
+  while (response.status === 202 && as === "blob") {
+    await sleep(1000 * Math.min(5, Number(response.headers.get("Retry-After")) || 1));
+    response = await fetch(path, init);
+  }
   if (!response.ok) {
     let body = null;
     try { body = await response.json(); } catch (_) { /* not JSON */ }

@@ -1,10 +1,11 @@
 """Pictures over HTTP (GET /v1/jobs/{id}/plot, POST /v1/plots) through a real app: the CLI's pictures, drawn in
-worker processes, under the inline limits and the token; errors in the contract's format."""
+the service's drawing process, under the inline limits and the token; errors in the contract's format."""
 
 from __future__ import annotations
 
 import re
 import struct
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,6 +26,21 @@ YAML = {"content-type": "application/yaml"}
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     with client_for(tmp_path_factory.mktemp("plots") / "plots.db") as c:
         yield c
+
+
+def get_picture(client: TestClient, url: str, timeout_s: float = 60.0) -> Any:
+    """GET a job's picture, asking again after each 202 (its Retry-After, at most a quarter second here) until
+    it is drawn."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        response = client.get(url)
+        if response.status_code != 202:
+            return response
+        body = response.json()
+        assert body["status"] == "drawing" and int(response.headers["retry-after"]) == body["retry_after_s"] >= 1
+        assert response.headers["location"].startswith(url.split("?")[0])
+        assert time.monotonic() < deadline, f"{url} was still being drawn after {timeout_s} s"
+        time.sleep(0.25)
 
 
 def stage_rows(svg: str) -> list[int]:
@@ -72,13 +88,13 @@ def test_a_jobs_pictures(client: TestClient) -> None:
     doc = with_field(request_doc(), "layout.global_batch_size", 16)  # not cached by the other tests
     job = client.post("/v1/jobs", json=doc).json()
     wait_for(client, job["id"], {"succeeded"})
-    timeline = client.get(f"/v1/jobs/{job['id']}/plot")
+    timeline = get_picture(client, f"/v1/jobs/{job['id']}/plot")
     assert timeline.status_code == 200 and timeline.headers["content-type"] == "image/svg+xml"
     assert stage_rows(timeline.text) == list(range(8))
     ids = boxes(timeline.text)
     assert {k for k in ids if re.fullmatch(r"stage0-backward-mb\d+", k)} == {f"stage0-backward-mb{i}"
                                                                              for i in range(16)}
-    memory = client.get(f"/v1/jobs/{job['id']}/plot?kind=memory&format=svg")
+    memory = get_picture(client, f"/v1/jobs/{job['id']}/plot?kind=memory&format=svg")
     assert memory.status_code == 200 and "Memory per GPU" in memory.text
     # the same request inline: the same picture, from the same code
     inline = client.post("/v1/plots?kind=memory", json=doc)
