@@ -2,12 +2,13 @@
 
 A document declared JSON (``syntax="json"``, what the service does for ``Content-Type: application/json``) is
 read as JSON only; one declared YAML as YAML only; an undeclared one (a file) as YAML, then as JSON if YAML
-cannot read it (tab indentation). Beyond plain YAML and JSON: a key given twice is an error (a silently
-overridden field is a hidden typo), field names must be strings (YAML reads a bare ``on:`` as a bool), ``1e9``
-is a number, as in JSON, and JSON's ``NaN`` and ``Infinity`` are not. What any document may hold is bounded so
-that reading it costs little whatever it is: at most `MAX_DEPTH` nested mappings and lists (checked before the
-JSON parser runs, and as YAML is composed), at most `MAX_ALIASES` YAML aliases, and no string with a lone UTF-16
-surrogate (a surrogate pair written as two escapes, as ``json.dumps`` writes an emoji, is one character).
+cannot read it (and as JSON at once when it is a "{" mapping holding a tab: JSON indented with tabs). Beyond
+plain YAML and JSON: a key given twice is an error (a silently overridden field is a hidden typo), field names
+must be strings (YAML reads a bare ``on:`` as a bool), ``1e9`` is a number, as in JSON, and JSON's ``NaN`` and
+``Infinity`` are not. What any document may hold is bounded so that reading it costs little whatever it is: at
+most `MAX_DEPTH` nested mappings and lists (checked before the JSON parser runs, and as YAML is composed), at
+most `MAX_ALIASES` YAML aliases, and no string with a lone UTF-16 surrogate (a surrogate pair written as two
+escapes, as ``json.dumps`` writes an emoji, is one character).
 This module is the package's only I/O.
 """
 
@@ -39,8 +40,9 @@ _STR_TAG = "tag:yaml.org,2002:str"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
-# libyaml's scanner and parser when PyYAML was built with it (about four times faster), with PyYAML's own
-# composer, constructor and resolver on top so that the limits below apply as the document is composed.
+# libyaml's scanner and parser when PyYAML was built with it (tens of times faster on a large document), with
+# PyYAML's own composer, constructor and resolver on top so that the limits below apply as the document is
+# composed. PyYAML exports the C parser only from its cyaml module.
 class _PyParser(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser):
     def __init__(self, text: str) -> None:
         yaml.reader.Reader.__init__(self, text)
@@ -48,7 +50,12 @@ class _PyParser(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser):
         yaml.parser.Parser.__init__(self)
 
 
-_Parser: Any = getattr(yaml, "CParser", None) or _PyParser
+try:
+    from yaml.cyaml import CParser  # type: ignore[attr-defined]  # the stubs export only the loaders
+
+    _Parser: Any = CParser
+except ImportError:  # PyYAML built without libyaml
+    _Parser = _PyParser
 
 
 class _Loader(yaml.composer.Composer, _Parser, yaml.constructor.SafeConstructor, yaml.resolver.Resolver):
@@ -127,6 +134,42 @@ def _check_keys(node: yaml.Node, path: str, seen: set[int]) -> None:
             _check_keys(item, _join(path, index), seen)
 
 
+# libyaml refuses a \u escape of a UTF-16 surrogate, which is how JSON writes a character beyond U+FFFF (an
+# emoji: "\ud83d\ude00"), and so how a YAML document made by a JSON encoder holds one. Each such pair (one
+# whose backslash is not itself escaped) becomes the one \U escape YAML has for the character; a lone surrogate
+# stays and is refused by name (_yaml_rule). The same text in a plain or single-quoted scalar, where a backslash
+# escapes nothing, becomes the \U text: a pair there is almost surely that character written for JSON.
+_SURROGATE_PAIR = re.compile(r"\\u([dD][89abAB][0-9a-fA-F]{2})\\u([dD][c-fC-F][0-9a-fA-F]{2})")
+_LONE_SURROGATE = re.compile(r"[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def _pairs_joined(text: str) -> str:
+    """The text with each escaped surrogate pair as one \\U escape (for libyaml; PyYAML's own parser reads both)."""
+    if _Parser is _PyParser or "\\u" not in text:
+        return text
+
+    def joined(pair: re.Match[str]) -> str:
+        start = pair.start()
+        while start > 0 and text[start - 1] == "\\":
+            start -= 1
+        if (pair.start() - start) % 2:  # an escaped backslash, then a "u"
+            return pair.group()
+        code = 0x10000 + ((int(pair[1], 16) - 0xD800) << 10) + (int(pair[2], 16) - 0xDC00)
+        return f"\\U{code:08x}"
+
+    return _SURROGATE_PAIR.sub(joined, text)
+
+
+def _yaml_rule(error: yaml.YAMLError, text: str, source: str, what: str) -> str:
+    """The rule a document broke, from the YAML parser's error."""
+    mark = getattr(error, "problem_mark", None)
+    problem = getattr(error, "problem", None) or str(error)
+    index = getattr(mark, "index", -1)
+    if "escape" in problem and text[index - 2:index] == "\\u" and _LONE_SURROGATE.match(text, index):
+        return f"holds a lone UTF-16 surrogate (an unpaired escape between \\ud800 and \\udfff){_where(mark)}"
+    return " ".join(f"{source} is not valid {what}: {problem}{_where(mark)}".split())
+
+
 def _load_yaml(text: str) -> Any:
     loader = _Loader(text)
     try:
@@ -171,12 +214,17 @@ _JSON_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{},:]', re.DOTALL)
 
 def _json_shape_within(text: str) -> None:
     """Refuse JSON text nesting past MAX_DEPTH (brackets outside strings) or with more than MAX_VALUES values,
-    before json parses it: a token at a time, stopping at the first limit passed, so that at most about
-    2 x MAX_VALUES tokens are looked at whatever the text (and a service's other threads keep running)."""
-    depth = values = 0
+    before json parses it: a token at a time, stopping at the first limit passed, or where the text stops being
+    JSON (a closer with nothing open, two strings with nothing between them: the parser then says where), so
+    that at most about 3 x MAX_VALUES tokens are looked at whatever the text (and a service's other threads keep
+    running)."""
+    depth = values = strings = 0
     for token in _JSON_TOKEN.finditer(text):
         char = token.group()[0]
         if char == '"':
+            strings += 1
+            if strings > values + 1:  # every string but a lone top-level one follows a [, , or : of its own
+                return
             continue
         if char in "[{":
             depth += 1
@@ -184,6 +232,8 @@ def _json_shape_within(text: str) -> None:
                 raise RequestError.for_field(WHOLE_REQUEST, f"nests more than {MAX_DEPTH} levels deep")
         elif char in "]}":
             depth -= 1
+            if depth < 0:
+                return
             continue
         values += 1
         if values > MAX_VALUES:
@@ -281,17 +331,18 @@ def _describe(value: Any) -> str:
 
 
 def _read(text: str, source: str, syntax: Syntax | None) -> Any:
-    if syntax == "json":
+    # An undeclared document that opens a mapping with "{" and holds a tab is JSON indented with tabs, which
+    # YAML 1.1 refuses (PyYAML's own reader does; libyaml reads it, and would read a JSON syntax error in it as
+    # some other YAML): read as JSON, so that an error is the JSON one, with its line.
+    if syntax == "json" or (syntax is None and "\t" in text and text.lstrip().startswith("{")):
         return _load_json(text, source)
+    as_yaml = _pairs_joined(text)
     try:
-        return _load_yaml(text)
+        return _load_yaml(as_yaml)
     except yaml.YAMLError as yaml_error:
         if syntax == "yaml" or not text.lstrip().startswith("{"):
-            mark = getattr(yaml_error, "problem_mark", None)
-            problem = getattr(yaml_error, "problem", None) or str(yaml_error)
             what = "YAML" if syntax == "yaml" else "YAML or JSON"
-            rule = f"{source} is not valid {what}: {problem}{_where(mark)}"
-            raise RequestError.for_field(WHOLE_REQUEST, " ".join(rule.split())) from None
+            raise RequestError.for_field(WHOLE_REQUEST, _yaml_rule(yaml_error, as_yaml, source, what)) from None
     except ValueError as err:  # an integer of thousands of digits
         raise RequestError.for_field(WHOLE_REQUEST, f"{source} cannot be read: {err}") from None
     return _load_json(text, source)

@@ -1,5 +1,5 @@
-"""Request plumbing shared by the routes: the bounded body read, result responses, and the job status
-document.
+"""Request plumbing shared by the routes: the bounded body read (its size counted and its shape scanned as it
+arrives, service.http.bodyshape), result responses, and the job status document.
 """
 
 from __future__ import annotations
@@ -14,8 +14,11 @@ from fastapi import Request
 from fastapi.responses import JSONResponse
 from starlette.requests import ClientDisconnect
 
+from api_schemas import FieldError, RequestError
+from api_schemas.errors import WHOLE_REQUEST
 from api_schemas.loading import Syntax
-from service.http.errors import ApiError
+from service.http.bodyshape import BodyShape
+from service.http.errors import ApiError, invalid
 from service.http.models import JobStatus, job_links
 from service.jobs.store import JobRow
 from service.settings import Settings
@@ -49,14 +52,26 @@ def body_syntax(request: Request) -> Syntax | None:
             return "yaml"
     raise ApiError(415, "unsupported_media_type",
                    f"Content-Type {declared[:100]!r} is not read here: send UTF-8 application/json or "
-                   "application/yaml", extra={"accepted": ACCEPTED_TYPES})
+                   "application/yaml", [FieldError("header.content-type", "must be UTF-8 application/json (or "
+                                                   "+json), or a YAML type: " + ", ".join(ACCEPTED_TYPES))],
+                   extra={"accepted": ACCEPTED_TYPES})
 
 
-async def read_body(request: Request, limit_bytes: int, timeout_s: float = 30.0) -> bytes:
+# The most bytes of a chunk scanned at once: between slices the event loop serves other requests (/healthz), so
+# that even a chunk dense with what the scan steps over one at a time holds it for a few milliseconds at most.
+_SCAN_SLICE_BYTES = 16_384
+
+
+async def read_body(request: Request, limit_bytes: int, timeout_s: float = 30.0,
+                    shape: BodyShape | None = None) -> bytes:
     """The whole body, or 413 as soon as it is known to exceed `limit_bytes`, 408 when it has not all arrived
-    within `timeout_s`, 400 (not an internal error) when the client disconnects before sending it all."""
+    within `timeout_s`, 400 (not an internal error) when the client disconnects before sending it all. With a
+    `shape`, each chunk is scanned as it arrives; a body that breaks one of its rules is 422 once it has all
+    arrived (the rest is read without scanning, so that the client gets the answer on a connection it can read),
+    before any parser sees it."""
     def too_large() -> ApiError:
         return ApiError(413, "body_too_large", f"the request body is over the limit of {limit_bytes} bytes",
+                        [FieldError("body", f"must be at most {limit_bytes} bytes (CLUSTERSIM_MAX_BODY_BYTES)")],
                         extra={"limit": limit_bytes})
 
     declared = request.headers.get("content-length", "")
@@ -70,21 +85,39 @@ async def read_body(request: Request, limit_bytes: int, timeout_s: float = 30.0)
                 if size > limit_bytes:
                     raise too_large()
                 chunks.append(chunk)
+                if shape is not None:
+                    await _scan(shape, chunk)
     except TimeoutError:
         raise ApiError(408, "body_timeout", f"the request body did not arrive within {timeout_s:g} s",
-                       headers={"Connection": "close"}) from None
+                       [FieldError("body", f"must arrive within {timeout_s:g} s of the headers "
+                                   "(CLUSTERSIM_BODY_TIMEOUT_S)")], headers={"Connection": "close"}) from None
     except ClientDisconnect:
         log.info("client disconnected during the upload of %s %s", request.method, request.url.path)
         raise ApiError(400, "client_disconnected", "the client disconnected before sending the whole body",
+                       [FieldError("body", "must arrive whole (the connection closed first)")],
                        headers={"Connection": "close"}) from None
+    if shape is not None and shape.refusal is not None:
+        raise invalid(RequestError.for_field(WHOLE_REQUEST, shape.refusal))
     return b"".join(chunks)
+
+
+async def _scan(shape: BodyShape, chunk: bytes) -> None:
+    """Feed `chunk` to `shape` a slice at a time, letting the event loop run between slices."""
+    for start in range(0, len(chunk), _SCAN_SLICE_BYTES):
+        if shape.refusal is not None:
+            return
+        if start:
+            await asyncio.sleep(0)
+        shape.feed(chunk[start:start + _SCAN_SLICE_BYTES] if len(chunk) > _SCAN_SLICE_BYTES else chunk)
 
 
 async def read_document(request: Request, settings: Settings) -> tuple[bytes, Syntax | None]:
     """The body of a route that reads a document and how to read it: 415 by its Content-Type before anything
-    is read, then `read_body` under the settings' size and time limits."""
+    is read, then `read_body` under the settings' size and time limits, its shape scanned as it arrives (422
+    for a body nested, wide or indented past what the parsers accept; service.http.bodyshape)."""
     syntax = body_syntax(request)
-    return await read_body(request, settings.max_body_bytes, settings.body_timeout_s), syntax
+    body = await read_body(request, settings.max_body_bytes, settings.body_timeout_s, BodyShape(syntax))
+    return body, syntax
 
 
 def wants_trace(job: JobRow) -> bool:
