@@ -18,7 +18,8 @@ processes the data-parallel streams and collectives stand for) come in bursts: a
 instant. They share one simpy.Process an instant (`_Urgent`): SimPy runs the urgent entries of an instant one after
 another in the order they were made, before anything else, and runs nothing between two of them but other urgent
 entries, so one process that makes them in that order gives the same order, as long as no other process starts in
-between (a `start` closes the burst, and the next urgent call opens a new one). `python bench/speed_1t.py` and
+between (a `start` closes the burst, and the next urgent call opens a new one). Where nothing at all is due at the
+instant of the first (`env.peek()` later), a Timeout of no delay is as early, and costs a third of a process. `python bench/speed_1t.py` and
 `python bench/startup.py` measure the whole; the README's "Engine and speed" quotes them.
 """
 
@@ -68,7 +69,14 @@ class Clock:
         burst = self._burst
         if burst is None:
             burst = self._burst = _Urgent(self)
-            self.env.process(burst.run())
+            env = self.env
+            if env.peek() > env.now:
+                # Nothing is due at this instant yet: an entry of this instant made now comes before every other
+                # one made here from now on, so a Timeout of no delay is as early as an urgent process start.
+                burst.normal = True
+                simpy.Timeout(env, 0.0).callbacks.append(burst.fire)
+            else:
+                env.process(burst.run())
         burst.calls.append((fn, args))
 
     def pending(self) -> int:
@@ -128,16 +136,18 @@ class _Call:
 
 
 class _Urgent:
-    """The urgent calls of one instant, made by one simpy.Process in the order they were asked for (the module's
-    docstring says why that is SimPy's order)."""
+    """The urgent calls of one instant, made in the order they were asked for by one simpy.Process (the module's
+    docstring says why that is SimPy's order), or, where nothing else was due at that instant when the first was
+    asked for, by one Timeout of no delay (`normal`)."""
 
-    __slots__ = ("clock", "calls")
+    __slots__ = ("clock", "calls", "normal")
 
     def __init__(self, clock: Clock) -> None:
         self.clock = clock
         self.calls: list[tuple[Callable[..., None], tuple[object, ...]]] = []
+        self.normal = False
 
-    def run(self) -> Generator[simpy.Event, None, None]:
+    def make(self) -> None:
         clock, calls = self.clock, self.calls
         i = 0
         while i < len(calls):  # a call may ask for more: they come after it, as SimPy's would
@@ -147,7 +157,13 @@ class _Urgent:
             fn(*args)
         if clock._burst is self:
             clock._burst = None
+
+    def run(self) -> Generator[simpy.Event, None, None]:
+        self.make()
         yield from ()
+
+    def fire(self, _event: simpy.Event) -> None:
+        self.make()
 
 
 class Event(simpy.Event):
@@ -206,6 +222,10 @@ def start(clock: Clock, process: Process) -> simpy.Process:
     """Run `process` as a simpy.Process of the clock's environment, from this instant on (SimPy starts it from an
     urgent entry): a yielded number of seconds is waited for (a Timeout); a yielded event is waited for unless it
     is already processed, a yielded signal unless it has fired, when the process goes on at once."""
+    burst = clock._burst
+    if burst is not None and burst.normal:
+        # the start would come before that burst's calls, which were asked for first
+        raise RuntimeError("a process starts at an instant whose urgent calls were not made yet")
     clock._burst = None  # urgent calls made from now on come after this start, as SimPy orders them
     clock.waiting += 1
     return clock.env.process(_steps(clock, process))

@@ -319,3 +319,21 @@ def test_an_error_in_a_process_ends_the_run_as_itself() -> None:
     with pytest.raises(Stopped, match="at one second"):
         clock.run()
     assert clock.now == 1.0
+
+
+def test_a_burst_ahead_of_an_empty_instant_is_a_timeout_and_refuses_a_start_after_it() -> None:
+    """Where nothing is due at the instant of an urgent call, its burst is a Timeout of no delay (as early as a
+    process start there); a process started after it would come first, so that is refused."""
+    clock = Clock()
+    log: list[str] = []
+
+    def at_one() -> None:
+        clock.call_urgently(log.append, "urgent")
+        clock.call_soon(log.append, "soon")
+        clock.call_urgently(log.append, "urgent 2")
+        with pytest.raises(RuntimeError, match="urgent calls"):
+            start(clock, iter(()))
+
+    clock.call_in(1.0, at_one)
+    clock.run()
+    assert log == ["urgent", "urgent 2", "soon"]
