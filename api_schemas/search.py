@@ -75,6 +75,8 @@ def _distinct(values: list[Any] | None) -> list[Any] | None:
 
 # The most values one list of the search space may hold (a space's size is the product of its lists').
 MAX_CHOICES = 64
+# A size tried: at most 2^53, as every integer of a request (a larger one is not exact as a JSON number).
+SpaceSize = Annotated[StrictInt, Field(ge=1, le=2**53)]
 
 
 def _choices(description: str | None = None) -> Any:
@@ -88,12 +90,12 @@ class SearchSpaceIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    dp: list[Size] | None = _choices()
-    tp: list[Size] | None = _choices("default: the divisors of the GPU count up to the GPUs of a node")
-    pp: list[Size] | None = _choices("default: the divisors of GPUs / tp up to the number of layers")
-    virtual_stages: list[Size] | None = _choices(
+    dp: list[SpaceSize] | None = _choices()
+    tp: list[SpaceSize] | None = _choices("default: the divisors of the GPU count up to the GPUs of a node")
+    pp: list[SpaceSize] | None = _choices("default: the divisors of GPUs / tp up to the number of layers")
+    virtual_stages: list[SpaceSize] | None = _choices(
         "for interleaved_1f1b; default: 2..max_virtual_stages where pp * v divides the layers")
-    microbatch_size: list[Size] | None = _choices(
+    microbatch_size: list[SpaceSize] | None = _choices(
         "default: the divisors of global batch / dp up to max_microbatch_size")
     schedule: list[Literal["gpipe", "1f1b", "interleaved_1f1b", "zb_h1", "zb_h2", "zb_v", "dualpipe"]] | None = (
         _choices())
@@ -102,7 +104,7 @@ class SearchSpaceIn(BaseModel):
     sequence_parallel: list[StrictBool] | None = _choices()
     placement: list[StrictStr] | None = _choices(
         "default: every order that maps ranks differently")
-    cp: list[Size] | None = _choices(
+    cp: list[SpaceSize] | None = _choices(
         "context parallelism; default: for a flash-attention model that is not encoder-decoder, the divisors of "
         "GPUs / tp that keep seq_length / (2 cp) whole; else 1")
     cp_comm: list[Literal["p2p", "all_gather"]] = Field(
@@ -120,11 +122,11 @@ class SearchSpaceIn(BaseModel):
     max_virtual_stages: Annotated[StrictInt, Field(ge=1, le=64)] = 8
     min_free_memory_gib: NonNegativeFloat = Field(
         default=0.0, description="discard layouts that leave less than this free per GPU")
-    num_nodes: list[Size] | None = _choices(
+    num_nodes: list[SpaceSize] | None = _choices(
         "cluster sizes to try, in whole nodes of the request's cluster; default: the request's size alone")
-    ep: list[Size] | None = _choices(
+    ep: list[SpaceSize] | None = _choices(
         "expert parallelism (MoE); default: every divisor of tp * dp that divides num_experts (1 for a dense model)")
-    expert_tp: list[Size] | None = _choices("the experts' tensor parallelism (MoE); default [1]")
+    expert_tp: list[SpaceSize] | None = _choices("the experts' tensor parallelism (MoE); default [1]")
 
     @field_validator("*", mode="after")
     @classmethod

@@ -96,7 +96,12 @@ class Settings(BaseSettings):
     @classmethod
     def _sqlite_only(cls, value: str) -> str:
         if "://" in value and not value.startswith("sqlite://"):
-            raise ValueError("only SQLite is supported: give a file path or a sqlite:/// URL")
+            raise ValueError("CLUSTERSIM_DATABASE: only SQLite is supported: give a file path or a sqlite:/// URL")
+        if value.strip() in ("", "sqlite://", "sqlite:///"):
+            # SQLAlchemy reads an empty sqlite URL as a database in memory, which would lose every job and
+            # result when the service stops: a path must be given.
+            raise ValueError(f"CLUSTERSIM_DATABASE: {value.strip() or 'an empty value'} names no file; give a path, "
+                             "a sqlite:///relative/path or a sqlite:////absolute/path URL")
         return value
 
     def memory_cap_mb(self) -> int:
@@ -112,9 +117,10 @@ class Settings(BaseSettings):
                       memory_bytes=self.memory_cap_mb() * MIB, max_trace_bytes=self.max_trace_bytes)
 
     def database_path(self) -> str:
-        """The SQLite file path: ``database`` itself, or the path of a ``sqlite:///`` URL."""
+        """The SQLite file path: ``database`` itself, or the path of a ``sqlite:///`` URL (never empty: see
+        the validator)."""
         value = self.database
         for prefix in ("sqlite:///", "sqlite://"):
             if value.startswith(prefix):
-                return value[len(prefix):] or ":memory:"
+                return value[len(prefix):]
         return value

@@ -34,7 +34,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         settings = Settings(**{name: value for name, value in given.items() if value is not None})
     except ValidationError as err:
         first = err.errors()[0]
-        sys.stderr.write(f"clustersim: invalid setting: {'.'.join(map(str, first['loc']))}: {first['msg']}\n")
+        message = first["msg"].removeprefix("Value error, ")
+        sys.stderr.write(f"clustersim: invalid setting: {'.'.join(map(str, first['loc']))}: {message}\n")
         return 2
     uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=args.log_level,
                 timeout_graceful_shutdown=10, limit_concurrency=settings.max_connections)

@@ -3,8 +3,10 @@
 `ApiError` is what the service raises for a refused request; the handlers installed by `install` turn it, what
 the job manager refuses (service.jobs.errors), and FastAPI's own errors (a bad query parameter, an unknown
 route), into that JSON. A request error from the request documents (`RequestError`) or the domain (`SpecError`,
-made a RequestError by service.convert.request_error) is a 422 naming the field and the rule. This module is
-the one place where an error becomes a response.
+made a RequestError by service.convert.request_error) is a 422 naming the field and the rule. Every error names
+at least one (field, rule): one raised without details gets the part of the request its status is about
+(``header.authorization`` for a 401, ``body`` for a 408, ...) with its message as the rule. This module is the
+one place where an error becomes a response.
 """
 
 from __future__ import annotations
@@ -28,6 +30,11 @@ __all__ = ["ApiError", "from_job_error", "install", "invalid", "invalid_details"
 
 log = logging.getLogger("clustersim.service")
 
+# What a status is about when an error names no field itself: a header, the path, the body, or the service.
+_FIELDS = {401: "header.authorization", 403: "header.origin", 404: "path", 405: "method", 406: "header.accept",
+           408: "body", 409: "path", 413: "request", 415: "header.content-type", 429: "queue", 500: "request",
+           503: "service"}
+
 _CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
           405: "method_not_allowed", 408: "request_timeout", 409: "conflict", 413: "too_large",
           415: "unsupported_media_type", 422: "invalid_request", 429: "too_many_requests", 500: "internal_error",
@@ -37,7 +44,8 @@ _CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_f
 class ApiError(Exception):
     """A refused request: HTTP status, a stable code, a one-line message and (field, rule) details.
 
-    `extra` adds keys beside code/message/details (e.g. a 413's ``estimated_events`` and ``limit``).
+    `extra` adds keys beside code/message/details (e.g. a 413's ``estimated_events`` and ``limit``). Without
+    `details`, the one detail is the field the status is about (_FIELDS) and the message as its rule.
     """
 
     def __init__(self, status: int, code: str, message: str, details: Iterable[FieldError] = (),
@@ -47,7 +55,7 @@ class ApiError(Exception):
         self.status = status
         self.code = code
         self.message = message
-        self.details = list(details)
+        self.details = list(details) or [FieldError(_FIELDS.get(status, "request"), message)]
         self.extra = dict(extra or {})
         self.headers = dict(headers or {})
 
@@ -80,18 +88,23 @@ def from_job_error(err: JobError) -> ApiError:
     if isinstance(err, JobNotFound):
         return ApiError(404, "not_found", str(err), [FieldError("job_id", "no such job")])
     if isinstance(err, JobNotFinished):
+        rule = "must have succeeded" + ("; it has not finished yet" if err.waiting else f"; it is {err.status}")
         return ApiError(409, "not_finished" if err.waiting else "no_result",
                         str(err) + ("; poll GET /v1/jobs/{id}" if err.waiting else ""),
-                        extra={"job_status": err.status})
+                        [FieldError("job_id", rule)], extra={"job_status": err.status})
     if isinstance(err, JobFinished):
-        return ApiError(409, "job_finished", f"{err}; only a queued or running job can be cancelled")
+        return ApiError(409, "job_finished", f"{err}; only a queued or running job can be cancelled",
+                        [FieldError("job_id", f"must be queued or running to be cancelled; it is {err.status}")])
     if isinstance(err, NoTrace) and err.kind != "simulation":
         return ApiError(409, "no_trace", f"job {job_id} is a {err.kind} job; only simulation jobs have a trace",
+                        [FieldError("job_id", f"must be a simulation job; it is a {err.kind} job")],
                         extra={"job_kind": err.kind})
     if isinstance(err, NoTrace):
-        return ApiError(409, "no_trace", str(err))
+        return ApiError(409, "no_trace", str(err), [FieldError("job_id", "must have a stored trace")])
     if isinstance(err, QueueFull):
-        return ApiError(429, "queue_full", f"{err}; retry later", headers={"Retry-After": "5"})
+        return ApiError(429, "queue_full", f"{err}; retry later",
+                        [FieldError("queue", f"at most {err.queued} jobs may wait for a worker "
+                                    "(CLUSTERSIM_MAX_QUEUED_JOBS); retry later")], headers={"Retry-After": "5"})
     raise TypeError(f"no response for {type(err).__name__}")
 
 
@@ -141,15 +154,21 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     code = _CODES.get(exc.status_code, "error")
     message = exc.detail if isinstance(exc.detail, str) else code.replace("_", " ")
     headers = dict(exc.headers or {})
-    if exc.status_code == 405:
+    details = []
+    if exc.status_code == 404:
+        details = [FieldError("path", f"no route {request.url.path[:200]}; the routes are in /openapi.json")]
+    elif exc.status_code == 405:
         headers["Allow"] = _allowed_methods(request)
-    return ApiError(exc.status_code, code, message, headers=headers).response()
+        details = [FieldError("method", f"must be one of {headers['Allow']} on this path")]
+    return ApiError(exc.status_code, code, message, details, headers=headers).response()
 
 
 async def _unexpected(request: Request, exc: Exception) -> Response:
     # A bug, never a client's fault: log it, answer in the contract's format without internals.
     log.exception("internal error on %s %s", request.method, request.url.path)
-    return ApiError(500, "internal_error", "internal error; the server log has the details").response()
+    return ApiError(500, "internal_error", "internal error; the server log has the details",
+                    [FieldError("request", "could not be answered: a fault of the service, not of the request")]
+                    ).response()
 
 
 def install(app: FastAPI, routers: Iterable[APIRouter] = ()) -> None:
