@@ -8,7 +8,8 @@ process's. It exits as soon as the service dies, even by SIGKILL (it waits on a 
 service). A drawing that runs past its time limit, or a process that dies or runs out of memory, costs only
 that drawing: the process is ended and the next drawing starts a new one.
 
-`PictureProcess` is the service's side; its methods block and are called from one thread at a time.
+`PictureProcess` is the service's side; its methods block and are called from one thread at a time, except
+`interrupt`, which any thread may call.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ class PictureProcess:
         self._process: Any = None
         self._conn: Connection | None = None
         self._alive: Connection | None = None
+        self._interrupted = threading.Event()
 
     def warm(self) -> None:
         """Start the process now (it imports matplotlib, about a second of CPU) unless it runs already."""
@@ -66,7 +68,9 @@ class PictureProcess:
     def draw(self, kind: str, formats: Sequence[str], request_json: str, result_json: str, trace: bytes | None,
              timeout_s: float, deliver: Callable[[str, bytes], None]) -> DrawOutcome:
         """Draw picture `kind` of a stored result in each of `formats`, calling `deliver(format, bytes)` as each
-        is saved; the process is ended if it runs past `timeout_s` seconds."""
+        is saved; the process is ended if it runs past `timeout_s` seconds, or once `interrupt` is called."""
+        if self._interrupted.is_set():
+            return DrawOutcome("error", "Interrupted", "the service is stopping")
         self.warm()
         assert self._conn is not None
         deadline = time.monotonic() + timeout_s
@@ -74,6 +78,9 @@ class PictureProcess:
             self._conn.send(("draw", kind, tuple(formats), request_json, result_json, trace))
             while True:
                 remaining = deadline - time.monotonic()
+                if self._interrupted.is_set():
+                    self._stop()
+                    return DrawOutcome("error", "Interrupted", "the service is stopping")
                 if remaining <= 0:
                     self._stop()
                     return DrawOutcome("timeout")
@@ -94,6 +101,10 @@ class PictureProcess:
             self._stop()
             return DrawOutcome("error", "WorkerDied", f"the drawing process ended (exit code {exitcode}) before "
                                "answering")
+
+    def interrupt(self) -> None:
+        """End the drawing under way within a poll (50 ms), and refuse every later one: the service stops."""
+        self._interrupted.set()
 
     def close(self) -> None:
         """End the process."""

@@ -151,6 +151,8 @@ class Pictures:
         return self._kept
 
     async def stop(self) -> None:
+        """End the drawing under way, if any, and the process; pictures waited for are cancelled."""
+        self._process.interrupt()
         for task in self._tasks:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -1,8 +1,14 @@
-"""The drawn pictures' cache: the most recently used kept, within a count and a byte budget."""
+"""The drawn pictures' caches: in memory the most recently used, within a count and a byte budget; in the
+database beside their results, as long as the results stay and the same versions would draw them."""
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
+
+from service.http.picture_store import PictureStore
 from service.http.pictures import PictureCache
+from service.jobs.store import Store
 
 
 def test_the_least_recently_used_picture_goes_first() -> None:
@@ -25,3 +31,28 @@ def test_the_byte_budget_holds() -> None:
     cache.put(("b", "memory", "png"), b"w" * 50)  # replacing an entry counts its new size only
     cache.put(("d", "memory", "png"), b"v" * 50)
     assert cache.get(("b", "memory", "png")) == b"w" * 50 and cache.get(("d", "memory", "png")) == b"v" * 50
+
+
+def test_the_store_keeps_pictures_of_stored_results_drawn_by_these_versions(tmp_path: Path) -> None:
+    database = str(tmp_path / "store.db")
+    jobs = Store(database)
+    jobs.put_result("kept", "{}", None)
+    jobs.put_result("pruned", "{}", None)
+    kept = PictureStore(database)
+    kept.put("kept", "timeline", "png", b"png bytes")
+    kept.put("pruned", "memory", "svg", b"<svg/>")
+    assert kept.get("kept", "timeline", "png") == b"png bytes" and kept.get("kept", "timeline", "svg") is None
+    kept.put("kept", "timeline", "png", b"drawn again")  # replaced
+    assert kept.get("kept", "timeline", "png") == b"drawn again"
+    assert kept.get("none", "timeline", "png") is None
+    kept.put("never-stored", "memory", "png", b"x")  # a picture of no stored result is let go at once
+    assert kept.get("never-stored", "memory", "png") is None
+    jobs.prune(time.time() + 1)  # the results no job refers to go, and their pictures with the next put
+    kept.put("new", "memory", "png", b"y")
+    assert kept.get("pruned", "memory", "svg") is None and kept.get("kept", "timeline", "png") is None
+    other = PictureStore(database, drawn_by="clustersim 0.0, matplotlib 0.0")
+    jobs.put_result("new", "{}", None)
+    kept.put("new", "memory", "png", b"y")
+    assert other.get("new", "memory", "png") is None and kept.get("new", "memory", "png") == b"y"
+    for store in (kept, other, jobs):
+        store.close()

@@ -1,10 +1,12 @@
 """Pictures drawn once, in the background, by the service's drawing process (service.http.pictures), through a
 real app: a picture not drawn yet is 202 with Retry-After and then the picture, drawn once in both formats and
 kept across restarts; a large job's timeline is drawn when it succeeds, unasked; a drawing never holds an inline
-simulation's slot; a drawing that fails is not drawn again; the drawing process goes when the service dies."""
+simulation's slot; a drawing that fails is not drawn again; the drawing process goes when the service dies, and
+a drawing under way ends at once when the service stops."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from pathlib import Path
@@ -18,8 +20,12 @@ from test_api import assert_error, client_for, wait_for
 from test_api_plots import get_picture
 from test_metrics import scrape, value
 
+from api_schemas import SimulationRequest
+from service import convert
 from service.http import pictures
+from service.http.picture_process import DrawOutcome, PictureProcess
 from service.http.routes import plots
+from simcore import simulate
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -133,3 +139,22 @@ def test_the_drawing_process_ends_when_the_service_is_killed(start_server: Any) 
     while alive(below):
         assert time.monotonic() < deadline, f"still running 10 s after the service was killed: {alive(below)}"
         time.sleep(0.1)
+
+
+def test_an_interrupted_drawing_ends_its_process_at_once() -> None:
+    request = SimulationRequest.model_validate(request_doc())
+    result = json.dumps(convert.to_response(simulate(convert.to_scenario(request))))
+    process = PictureProcess(memory_mb=None)
+    outcomes: list[DrawOutcome] = []
+    drawing = threading.Thread(target=lambda: outcomes.append(process.draw(
+        "memory", ("svg", "png"), request.model_dump_json(), result, None, 60.0, lambda fmt, picture: None)))
+    drawing.start()
+    time.sleep(0.3)  # the process is starting, importing matplotlib: a second or more
+    interrupted = time.monotonic()
+    process.interrupt()
+    drawing.join(10)
+    assert outcomes and outcomes[0].status == "error" and outcomes[0].error_type == "Interrupted"
+    assert time.monotonic() - interrupted < 2
+    assert process.draw("memory", ("svg",), "{}", "{}", None, 60.0, lambda fmt, picture: None).error_type == \
+        "Interrupted"  # and every later drawing
+    process.close()
