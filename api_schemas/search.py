@@ -157,6 +157,16 @@ class SearchBoundsIn(BaseModel):
         default=DEFAULT_MAX_CANDIDATES, description="at most this many layouts simulated (the most promising first)")
     time_limit_s: PositiveFloat | None = Field(
         default=None, description="stop starting simulations after this many seconds")
+    max_estimated_s: PositiveFloat | None = Field(
+        default=None, description="simulate candidates, most promising first, while the sum of their estimated "
+        "simulation seconds (the baseline's first) stays within this: the same candidates every run, unlike "
+        "time_limit_s; a service job sets it from its job time limit")
+    max_candidate_events: Size | None = Field(
+        default=None, description="screen, not simulate, a candidate whose estimated engine events are over this "
+        "(the CLI and the service use the job limit)")
+    max_candidate_memory_mb: Size | None = Field(
+        default=None, description="screen, not simulate, a candidate whose simulation's estimated peak memory (MiB) "
+        "is over this (the CLI and the service use half a simulation process's memory cap)")
 
 
 class SearchRequest(BaseModel):

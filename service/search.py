@@ -13,13 +13,16 @@ from typing import Any
 from api_schemas import LayoutIn, SimulationRequest
 from api_schemas.search import SearchRequest, search_request_from
 from service import convert as adapters
+from service.search_limits import screen_for
 from simcore import VERSION, ClusterSpec, Scenario, SpecError, check
 from simcore.planning.objective import Goal, Objective
 from simcore.planning.rank import Evaluation, describe
 from simcore.planning.search import Bounds, Progress, Ranked, SearchResult, search
 from simcore.planning.space import space_bound
 
-__all__ = ["Progress", "prepare", "run_search", "space_size_bound"]
+__all__ = ["SCREENED_SHOWN", "Progress", "baseline_scenario", "prepare", "run_search", "space_size_bound"]
+
+SCREENED_SHOWN = 10  # screened candidates the result lists (the first in the estimate's order); `search` counts all
 
 ESTIMATE_ORDER = {
     "time": "closed-form estimate of tokens/s, most promising first; ranked by simulated tokens/s",
@@ -55,7 +58,9 @@ def _goal(request: SearchRequest) -> Goal:
     return Goal(Objective(request.objective), training).validate()
 
 
-def _baseline(request: SearchRequest, base: Scenario) -> Scenario | None:
+def baseline_scenario(request: SearchRequest, base: Scenario) -> Scenario | None:
+    """The request's baseline layout as a scenario on the search's model and cluster (None without one);
+    raises SpecError naming ``baseline.<field>``."""
     if request.baseline is None:
         return None
     try:
@@ -84,7 +89,7 @@ def prepare(request: SearchRequest) -> tuple[Scenario, tuple[ClusterSpec, ...], 
     request's alone) and its goal, with the baseline and the space checked too: raises SpecError naming the
     field (``baseline.tp``). Cheap: nothing is enumerated."""
     base = _scenario(request, LayoutIn(dp=1, tp=1, pp=1, global_batch_size=request.global_batch_size))
-    _baseline(request, base)
+    baseline_scenario(request, base)
     adapters.to_space(request.space)
     return base, _clusters(request), _goal(request)
 
@@ -123,9 +128,19 @@ def result_document(req: SearchRequest, base: Scenario, result: SearchResult) ->
             "feasible": len(plan.candidates),
             "simulated": result.simulated,
             "not_simulated": len(plan.candidates) - result.simulated,
+            "screened": len(result.screened),
+            "estimated_s": round(result.estimated_s, 3) if result.estimated_s is not None else None,
             "stopped_by": str(result.stopped_by),
             "order": ESTIMATE_ORDER[req.objective],
         },
+        "screened": [
+            {"layout": adapters.layout_json(entry.layout), "summary": describe(entry.layout),
+             "num_gpus": entry.cluster.num_gpus, "num_nodes": entry.cluster.num_nodes,
+             "estimated_tokens_per_s": entry.estimated_tokens_per_s, "estimated_events": entry.cost.events,
+             "estimated_seconds": round(entry.cost.seconds, 3),
+             "estimated_memory_mb": entry.cost.memory_bytes // (1024 * 1024), "reason": entry.reason}
+            for entry in result.screened[:SCREENED_SHOWN]
+        ],
         "discarded_families": [
             {"family": {"dp": f[0], "tp": f[1], "pp": f[2], "zero_stage": f[3], "recompute": f[4],
                         "sequence_parallel": f[5], **({"cp": f[6]} if f[6] > 1 else {})},
@@ -155,8 +170,10 @@ def run_search(request: SearchRequest | Mapping[str, Any], *, top_k: int | None 
                max_candidates: int | None = None, time_limit_s: float | None = None, executor: str = "local",
                address: str | None = None, workers: int | None = None,
                progress: Progress | None = None) -> dict[str, Any]:
-    """Run one search and return its result document (JSON-ready). Arguments override the request's bounds.
-    Raises RequestError or SpecError for invalid input, ExecutorError when the executor cannot start or fails."""
+    """Run one search and return its result document (JSON-ready). Arguments override the request's bounds;
+    the request's candidate limits and budget of estimated seconds (service.search_limits) screen its
+    candidates. Raises RequestError or SpecError for invalid input, ExecutorError when the executor cannot start
+    or fails."""
     req = request if isinstance(request, SearchRequest) else search_request_from(dict(request))
     given = req.bounds
     bounds = Bounds(top_k=top_k if top_k is not None else given.top_k,
@@ -164,6 +181,6 @@ def run_search(request: SearchRequest | Mapping[str, Any], *, top_k: int | None 
                     time_limit_s=time_limit_s if time_limit_s is not None else given.time_limit_s)
     base, clusters, goal = prepare(req)
     result = search(base, req.global_batch_size, adapters.to_space(req.space), bounds, goal=goal,
-                    clusters=clusters, baseline=_baseline(req, base), executor=executor, address=address,
-                    workers=workers, progress=progress)
+                    clusters=clusters, baseline=baseline_scenario(req, base), executor=executor, address=address,
+                    workers=workers, progress=progress, screen=screen_for(req.bounds))
     return result_document(req, base, result)

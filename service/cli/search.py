@@ -1,7 +1,7 @@
 """The `search` and `sweep` commands of `clustersim` (registered by service.cli.main through add_search_commands).
 
     search FILE [--json] [--top K] [--max-candidates N] [--time-limit S] [--executor local|ray] [--address A]
-                [--workers N] [--plot OUT.svg|OUT.png]
+                [--workers N] [--plot OUT.svg|OUT.png] [--no-limits]
     sweep FILE [--out DIR] [--executor local|ray] [--address A] [--workers N]   (DIR/mfu.svg: a chart of MFU
                                                                                  against the grid's first field)
 
@@ -20,7 +20,7 @@ from typing import Any
 
 from service.cli import rendering
 from service.cli.plot import check_plot_target
-from service.cli.usage import check_executor, writable_dir
+from service.cli.usage import check_executor, job_limits, writable_dir
 
 DISCARDED_SHOWN = 12
 
@@ -64,6 +64,9 @@ def add_search_commands(subparsers: Any) -> None:
     p.add_argument("--time-limit", type=_positive_float, metavar="S",
                    help="start no simulation after S seconds (default: bounds.time_limit_s, none)")
     p.add_argument("--plot", metavar="FILE", help="draw the top layouts and the discarded families (.svg or .png)")
+    p.add_argument("--no-limits", action="store_true",
+                   help="simulate even candidates over a job's limits (estimated engine events, memory), which are "
+                   "otherwise screened: listed with their estimate, not simulated")
     _executor_options(p)
     p.set_defaults(func=cmd_search)
     p = subparsers.add_parser("sweep", help="simulate a grid of requests into JSON Lines and CSV (resumable)")
@@ -116,6 +119,10 @@ def render_search(result: dict[str, Any]) -> None:
                   f"({search['discarded']['invalid']} break a layout rule, {search['discarded']['memory']} do not "
                   f"fit), {search['simulated']} of {search['feasible']} simulated (stopped by: "
                   f"{search['stopped_by']})")
+    if search["screened"]:
+        first = result["screened"][0]
+        console.print(f"{search['screened']} screened, not simulated (over the limits; --no-limits simulates them): "
+                      f"first {first['summary']}: {first['reason']}")
     run = any("training" in entry for entry in result["top"])
     table = Table(title="Fastest layouts (simulated)" if problem["objective"] == "time" else
                   f"Best layouts by {problem['objective']} (simulated)")
@@ -165,10 +172,13 @@ def cmd_search(args: argparse.Namespace) -> int:
     from api_schemas.search import load_search_file
     from service.plots import save, search_figure
     from service.search import run_search
+    from service.search_limits import cap_bounds
 
     check_executor(args.executor, args.address)
     check_plot_target(args.plot)
     request = load_search_file(args.file)
+    if not args.no_limits:  # candidates the service would not simulate as jobs are screened here too
+        request = request.model_copy(update={"bounds": cap_bounds(request.bounds, job_limits()).bounds})
     with _progress("simulating") as progress:
         result = run_search(request, top_k=args.top, max_candidates=args.max_candidates,
                             time_limit_s=args.time_limit, executor=args.executor, address=args.address,

@@ -10,7 +10,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-__all__ = ["UsageError", "add_limits_option", "check_executor", "within_limits", "writable_dir", "writable_file"]
+__all__ = ["UsageError", "add_limits_option", "check_executor", "job_limits", "within_limits", "writable_dir",
+           "writable_file"]
 
 
 class UsageError(Exception):
@@ -87,20 +88,28 @@ def _settings_limits() -> Any:
         raise UsageError(f"CLUSTERSIM_{'.'.join(map(str, first['loc'])).upper()}", first["msg"]) from None
 
 
+def job_limits() -> Any:
+    """The job limits (service.limits.Limits) the service would admit a simulation under: those of the
+    CLUSTERSIM_* settings, or the defaults without pydantic-settings' import when none is set."""
+    from service.limits import default_job_limits
+
+    if any(name.upper().startswith("CLUSTERSIM_") for name in os.environ):
+        return _settings_limits()
+    return default_job_limits()
+
+
 def within_limits(scenario: Any, lifted: bool, source: str = "") -> None:
     """Refuse (UsageError on --no-limits, exit 2) a valid scenario over the limits the service would admit it as
     a job under (service.limits, from the CLUSTERSIM_* settings), unless `lifted`. `source` names the file when
     the command reads several."""
     if lifted:
         return
-    from service.limits import LimitError, admit_scenario, default_job_limits
+    from service.limits import LimitError, admit_scenario
     from simcore import check
 
     check(scenario)
-    limits = _settings_limits() if any(name.upper().startswith("CLUSTERSIM_") for name in os.environ) else \
-        default_job_limits()  # no setting given: the defaults, without pydantic-settings' import
     try:
-        admit_scenario(scenario, limits)
+        admit_scenario(scenario, job_limits())
     except LimitError as err:
         where = f"{source}: " if source else ""
         raise UsageError(f"{where}{err.field}", f"{err.message}; the service would refuse it too (--no-limits "

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from api_schemas import ClusterIn, FieldError, RequestError, SimulationRequest, parse_request
@@ -20,11 +20,12 @@ from api_schemas.search import SearchRequest, parse_search_request
 from service import convert as adapters
 from service.http.errors import ApiError, invalid, within_item
 from service.jobs.manager import Submission
-from service.limits import LimitError, admit_scenario
+from service.limits import LimitError, Limits, admit_scenario
+from service.search import baseline_scenario, space_size_bound
 from service.search import prepare as prepare_search
-from service.search import space_size_bound
+from service.search_limits import cap_bounds, events_bound
 from service.settings import Settings
-from simcore import VERSION, SpecError, check
+from simcore import VERSION, Scenario, SpecError, check
 
 __all__ = ["MAX_INT", "Admitted", "AdmittedComparison", "AdmittedSearch", "admit", "admit_comparison", "admit_request",
            "admit_search", "cache_key"]
@@ -63,7 +64,8 @@ class AdmittedSearch:
     canonical_json: str
     cache_key: str
     cacheable: bool
-    estimated_events: int = 0
+    estimated_events: int = 0  # an upper bound: what its capped bounds allow (service.search_limits.events_bound)
+    caps: tuple[FieldError, ...] = ()  # each bound the service lowered or set, with the rule that did it
 
     def submission(self) -> Submission:
         """This search as a job."""
@@ -176,12 +178,31 @@ def admit_request(request: SimulationRequest, settings: Settings, *, inline: boo
     return Admitted(request, request.model_dump_json(), cache_key(request), cost.events, request.options.trace)
 
 
+def _admit_baseline(request: SearchRequest, base: Scenario, limits: Limits) -> int:
+    """The baseline's estimated engine events (0 without one); 413 naming ``baseline`` when a job could not
+    simulate it (it is simulated whatever the screen says of candidates)."""
+    baseline = baseline_scenario(request, base)
+    if baseline is None:
+        return 0
+    try:
+        return admit_scenario(replace(baseline, keep_spans=False), limits).events
+    except LimitError as err:
+        field = err.field.replace("layout.", "baseline.") if err.field.startswith("layout.") else "baseline"
+        raise ApiError(413, "too_large", f"baseline: {err.message}", [FieldError(field, err.rule)],
+                       extra=dict(err.extra)) from None
+
+
 def admit_search(body: bytes, *, max_gpus: int, max_candidates: int, job_id: str, max_space: int = 2**62,
+                 job_limits: Limits | None = None, job_timeout_s: float | None = None,
                  syntax: Syntax | None = None) -> AdmittedSearch:
-    """Validate a search body (or a simulation request: its layout becomes the baseline) and cap its
-    bounds.max_candidates at `max_candidates`; raise ApiError (422 for any invalid part, baseline and space
-    included, or 413 over the GPU limit or when the space could hold more than `max_space` layouts). Cheap: the
-    space is bounded from its number of choices and enumerated by the job, not here."""
+    """Validate a search body (or a simulation request: its layout becomes the baseline) and cap its bounds
+    (service.search_limits): bounds.max_candidates at `max_candidates`, and given the job limits and time limit,
+    each candidate's estimated events and memory (a candidate over one is screened, not simulated) and the
+    estimated seconds of all its simulations, so that it ends within `job_timeout_s`. Raise ApiError: 422 for
+    any invalid part, baseline and space included; 413 over the GPU limit, when the space could hold more than
+    `max_space` layouts, when the baseline is over the job limits, or when planning alone may take more than
+    half of `job_timeout_s`. Cheap: the space is bounded from its number of choices and enumerated by the job,
+    not here."""
     request = _parse(body, parse_search_request, syntax)
     _refuse_big_ints(request)
     try:
@@ -198,14 +219,19 @@ def admit_search(body: bytes, *, max_gpus: int, max_candidates: int, job_id: str
                        f"limit of {max_space}; list fewer values in space", [FieldError(
                            "space", f"layouts generated must be <= {max_space} (bound {layouts})")],
                        extra={"estimated_layouts": layouts, "limit": max_space})
-    asked = request.bounds.max_candidates
-    bounds = request.bounds.model_copy(update={"max_candidates": min(asked, max_candidates)
-                                               if asked is not None else max_candidates})
-    request = request.model_copy(update={"bounds": bounds})
-    canonical = request.model_dump_json()
+    baseline_events = _admit_baseline(request, base, job_limits) if job_limits is not None else 0
+    try:
+        capped = cap_bounds(request.bounds, job_limits, max_candidates=max_candidates, job_timeout_s=job_timeout_s,
+                            layouts=layouts)
+    except LimitError as err:
+        raise ApiError(413, "too_large", err.message, [FieldError(err.field, err.rule)],
+                       extra=dict(err.extra)) from None
     cacheable = request.bounds.time_limit_s is None
+    request = request.model_copy(update={"bounds": capped.bounds})
+    canonical = request.model_dump_json()
     key = "search:" + _digest("search", json.loads(canonical)) if cacheable else f"search-job:{job_id}"
-    return AdmittedSearch(request, canonical, key, cacheable)
+    events = events_bound(capped.bounds)
+    return AdmittedSearch(request, canonical, key, cacheable, baseline_events + (events or 0), capped.caps)
 
 
 @dataclass(frozen=True, slots=True)

@@ -69,7 +69,8 @@ class Service:
     def admit_search(self, body: bytes, job_id: str, syntax: Syntax | None = None) -> AdmittedSearch:
         s = self.settings
         return admit_search(body, max_gpus=s.max_gpus, max_candidates=s.max_search_candidates, job_id=job_id,
-                            max_space=s.max_search_space, syntax=syntax)
+                            max_space=s.max_search_space, job_limits=s.limits(inline=False),
+                            job_timeout_s=s.job_timeout_s, syntax=syntax)
 
     def admit_comparison(self, body: bytes, syntax: Syntax | None = None) -> AdmittedComparison:
         return admit_comparison(body, self.settings, syntax)

@@ -12,7 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = ["ErrorBody", "ErrorDetail", "ErrorInfo", "Health", "JobError", "JobLinks", "JobPage", "JobState",
-           "JobStatus", "Ready", "TERMINAL", "job_links"]
+           "JobStatus", "Ready", "SearchAccepted", "TERMINAL", "job_links"]
 
 JobState = Literal["queued", "running", "succeeded", "failed", "cancelled", "timed_out"]
 """queued -> running -> succeeded | failed | timed_out; queued or running -> cancelled (DELETE)."""
@@ -79,6 +79,17 @@ class JobStatus(BaseModel):
     estimated_events: int = Field(ge=0, description="admission estimate of the engine events")
     error: JobError | None
     links: JobLinks
+
+
+class SearchAccepted(JobStatus):
+    """A search accepted as a job: its status, the bounds it runs under and each bound the service lowered or
+    set, with the rule that did it (its estimated_events is an upper bound: what those bounds allow)."""
+
+    bounds: dict[str, Any] = Field(description="the request's bounds as the job runs them (SearchRequest.bounds)")
+    capped: list[ErrorDetail] = Field(description=(
+        "each bound the service lowered or set, and why: bounds.max_candidates, bounds.max_candidate_events and "
+        "bounds.max_candidate_memory_mb (a candidate over them is screened, not simulated), bounds.max_estimated_s "
+        "(the estimated seconds of all its simulations, so that it ends within the job time limit)"))
 
 
 class JobPage(BaseModel):

@@ -1,6 +1,7 @@
 """Layout search over domain objects: enumerate a space (simcore.planning.space), discard what breaks a layout
 rule or does not fit in memory (simcore.planning.prune), order the rest by a closed-form estimate
-(simcore.planning.estimate), simulate the most promising ones up to the bounds on an executor
+(simcore.planning.estimate), keep from simulation what a screen's limits exclude (simcore.planning.screen),
+simulate the most promising ones up to the bounds on an executor
 (simcore.planning.executors, each worker as simcore.planning.worker describes), and rank what was simulated by
 tokens/s, saying why for each (simcore.planning.rank).
 
@@ -24,6 +25,7 @@ from simcore.planning.executors import make_executor
 from simcore.planning.objective import Goal, Objective, describe_score, plan_for, score
 from simcore.planning.prune import Plan, plan_search
 from simcore.planning.rank import Evaluation, explain
+from simcore.planning.screen import CandidateCost, Ended, Screen, select
 from simcore.planning.space import Space, family_of
 from simcore.planning.worker import evaluate_candidate
 from simcore.simulate import Scenario
@@ -40,6 +42,7 @@ class StoppedBy(StrEnum):
     COMPLETE = "complete"  # every feasible candidate was simulated
     MAX_CANDIDATES = "max_candidates"
     TIME_LIMIT = "time_limit"
+    ESTIMATED_TIME = "estimated_time"  # the screen's budget of estimated seconds was spent
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +69,18 @@ class Ranked:
 
 
 @dataclass(frozen=True, slots=True)
+class ScreenedCandidate:
+    """A candidate the screen kept from simulation: its layout on its cluster, the estimate that ordered it,
+    what simulating it would cost and why it was not."""
+
+    layout: Layout
+    cluster: ClusterSpec
+    estimated_tokens_per_s: float
+    cost: CandidateCost
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class RunInfo:
     executor: str
     workers: int
@@ -84,6 +99,8 @@ class SearchResult:
     run: RunInfo
     goal: Goal = Goal()
     clusters: tuple[ClusterSpec, ...] = ()  # the cluster sizes searched
+    screened: tuple[ScreenedCandidate, ...] = ()  # in the estimate's order
+    estimated_s: float | None = None  # the screen's estimate of what was chosen to simulate (None: no screen)
 
     @property
     def best(self) -> Ranked | None:
@@ -116,11 +133,12 @@ def _merge(plans: Sequence[Plan]) -> Plan:
 def search(base: Scenario, global_batch_size: int, space: Space, bounds: Bounds = Bounds(), *,
            goal: Goal = FASTEST, clusters: Sequence[ClusterSpec] = (), baseline: Scenario | None = None,
            executor: str = "local", address: str | None = None, workers: int | None = None,
-           progress: Progress | None = None) -> SearchResult:
+           progress: Progress | None = None, screen: Screen | None = None) -> SearchResult:
     """Search the layouts of `base`'s model on `clusters` (default: `base`'s cluster alone; its options apply to
     every candidate; its layout is not used) for `global_batch_size`, best first by `goal`. `baseline`, a
-    scenario on the same model and one of the clusters, is simulated too, to be compared with. Raises
-    ExecutorError when the executor cannot start or fails, SpecError when the goal lacks what it needs."""
+    scenario on the same model and one of the clusters, is simulated too, to be compared with (whatever the
+    screen says of it; its estimated seconds count against the screen's budget). Raises ExecutorError when the
+    executor cannot start or fails, SpecError when the goal lacks what it needs."""
     started = time.perf_counter()
     goal.validate()
     model = base.model
@@ -140,12 +158,13 @@ def search(base: Scenario, global_batch_size: int, space: Space, bounds: Bounds 
         plans.append(plan)
     plan = _merge(plans)
     order = sorted(range(len(plan.candidates)), key=lambda i: (scores[i], i))
-    limit = bounds.max_candidates
-    chosen = order if limit is None else order[:limit]
+    runs = [replace(base, cluster=cluster, training=goal.training) for cluster in sizes]
+    selection = select(order, lambda i: replace(runs[owner[i]], layout=plan.candidates[i]), bounds.max_candidates,
+                       screen, replace(baseline, training=goal.training) if baseline is not None else None)
+    chosen = selection.chosen
     planning_s = time.perf_counter() - started
 
     started_candidates = 0
-    runs = [replace(base, cluster=cluster, training=goal.training) for cluster in sizes]
 
     def tasks() -> Iterator[tuple[int, Scenario]]:
         nonlocal started_candidates
@@ -188,7 +207,9 @@ def search(base: Scenario, global_batch_size: int, space: Space, bounds: Bounds 
     best = top[0] if top else None
     if plan.truncated or (timed_out and len(results) < len(chosen)):
         stopped_by = StoppedBy.TIME_LIMIT
-    elif limit is not None and len(chosen) < len(plan.candidates):
+    elif selection.ended is Ended.BUDGET:
+        stopped_by = StoppedBy.ESTIMATED_TIME
+    elif selection.ended is Ended.MAX_CANDIDATES:
         stopped_by = StoppedBy.MAX_CANDIDATES
     else:
         stopped_by = StoppedBy.COMPLETE
@@ -213,5 +234,8 @@ def search(base: Scenario, global_batch_size: int, space: Space, bounds: Bounds 
         record = plan.families.get(family_of(baseline.layout))
         if record is not None and record.feasible == 0 and record.first_discard is not None:
             family_discard = record.first_discard.reason
+    screened = tuple(ScreenedCandidate(plan.candidates[s.index], sizes[owner[s.index]], estimates[s.index], s.cost,
+                                       s.reason) for s in selection.screened)
     return SearchResult(plan, ranked, len(results), stopped_by, base_ranked, family_discard,
-                        RunInfo(executor_name, worker_count, planning_s, time.perf_counter() - started), goal, sizes)
+                        RunInfo(executor_name, worker_count, planning_s, time.perf_counter() - started), goal, sizes,
+                        screened, selection.estimated_s)

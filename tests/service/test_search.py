@@ -183,6 +183,24 @@ def test_cli_search_bad_input_exits_2_with_one_line(tmp_path: Path, capsys: pyte
     assert main(["search", str(tmp_path / "missing.yaml")]) == 2
 
 
+def test_cli_search_screens_candidates_over_the_job_limits(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "search.yaml"
+    path.write_text(yaml.safe_dump({**SMALL, "space": {"tp": [2], "zero_stage": [1], "recompute": ["selective"]}}),
+                    encoding="utf-8")
+    monkeypatch.setenv("CLUSTERSIM_MAX_JOB_EVENTS", "210")  # the service would not simulate the larger ones
+    argv = ["search", str(path), "--json", "--max-candidates", "2", "--workers", "1"]
+    assert main(argv) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["search"]["simulated"] == 2 and result["search"]["screened"] > 0
+    assert all(entry["estimated_events"] > 210 for entry in result["screened"])
+    assert main([*argv, "--no-limits"]) == 0  # lifted: nothing screened
+    lifted = json.loads(capsys.readouterr().out)
+    assert lifted["search"]["screened"] == 0 and lifted["screened"] == []
+    assert main(argv[:2] + ["--max-candidates", "2", "--workers", "1"]) == 0  # the tables say what was screened
+    assert "screened, not simulated (over the limits; --no-limits simulates them)" in capsys.readouterr().out
+
+
 # -- acceptance: the 1T GPT on 3072 A100s ---------------------------------------------------------------------
 
 
