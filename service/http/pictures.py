@@ -40,7 +40,7 @@ MEDIA_TYPES = {"svg": "image/svg+xml", "png": "image/png"}
 DRAW_TIMEOUT_S = 300.0  # a drawing's wall-time limit; its cost is bounded (binned timelines), seconds in practice
 MAX_DRAWINGS = 64  # drawings queued or under way before a new one is refused (PicturesBusy)
 DRAW_WHEN_DONE_EVENTS = 200_000  # jobs estimated at this many engine events have their timeline drawn unasked
-WATCH_S = 0.5  # how often the running jobs are looked at, for those about to need a picture
+WATCH_S = 0.25  # how often the running jobs are looked at, for those about to need a picture
 _FAILURES_KEPT = 256
 _ASKED, _UNASKED = 0, 1  # queue priorities: a client waits for the first
 _BASE_S, _FIRST_S_PER_MB = 1.0, 1.5  # guess of a timeline's drawing time: base + per MB of compressed trace
@@ -171,8 +171,9 @@ class Pictures:
         found = self.cache.get((source.key, source.kind, fmt))
         if found is not None:
             return found
-        if (source.key, source.kind) in self._failed:
-            raise self._failed[source.key, source.kind]
+        failed = self._failed.get((source.key, source.kind))
+        if failed is not None:  # a new exception each time: one raised again would grow its traceback
+            raise PictureFailed(failed.status, failed.error_type, failed.message)
         drawing = self._drawings.get((source.key, source.kind))
         if drawing is None:
             found = await asyncio.get_running_loop().run_in_executor(

@@ -18,7 +18,9 @@ from conftest import alive, descendants, request_doc, with_field
 from fastapi.testclient import TestClient
 from test_api import assert_error, client_for, wait_for
 from test_api_plots import get_picture
+from test_api_search import SEARCH
 from test_metrics import scrape, value
+from test_plots import boxes
 
 from api_schemas import SimulationRequest
 from service import convert
@@ -64,6 +66,16 @@ def test_a_picture_not_drawn_yet_is_202_then_drawn_once_in_both_formats_and_kept
         assert again.status_code == 200 and again.content == png.content
         assert client.get(url.replace("png", "svg")).content == svg.content
         assert drawings(client) == 0
+
+
+def test_a_search_jobs_picture_is_its_ranking(tmp_path: Path) -> None:
+    with client_for(tmp_path / "search.db") as client:
+        job = client.post("/v1/searches", json=SEARCH).json()
+        wait_for(client, job["id"], {"succeeded"}, timeout_s=120)
+        response = get_picture(client, f"/v1/jobs/{job['id']}/plot")  # kind=search, its default
+        assert response.status_code == 200 and response.headers["content-type"] == "image/svg+xml"
+        assert "top-0-compute" in boxes(response.text)
+        assert_error(client.get(f"/v1/jobs/{job['id']}/plot?kind=timeline"), 409, "no_plot")
 
 
 def test_a_large_jobs_timeline_is_drawn_when_it_succeeds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
