@@ -32,21 +32,63 @@ if TYPE_CHECKING:
 SWITCH_KINDS = frozenset({"leaf", "spine", "switch"})  # nodes a switch path may cross
 
 
+Hop = tuple[int, float]  # a directed link's id and latency (s)
+
+
+class _Port:
+    """What routes need of one GPU, read off its edges once: its NVSwitch, its NIC and that NIC's leaf (None on a
+    cluster of one server), its server, place and rail, and the hops between them (id, latency)."""
+
+    __slots__ = ("switch", "nic", "leaf", "server", "local", "rail", "port", "to_switch", "from_switch", "to_nic",
+                 "from_nic", "nic_up", "nic_down")
+
+    def __init__(self, graph: nx.DiGraph, gpu: int) -> None:
+        nodes, succ = graph.nodes, graph.succ
+        g: Node = ("gpu", gpu)
+        switch = nic = None
+        for v, edge in succ[g].items():
+            kind = nodes[v]["kind"]
+            if kind == "nvswitch":
+                switch, self.to_switch = v, (edge["link_id"], edge["latency_s"])
+            elif kind == "nic":
+                nic, self.to_nic = v, (edge["link_id"], edge["latency_s"])
+        if switch is None or nic is None:
+            raise ValueError(f"cluster.topology: gpu {gpu} needs an edge to an nvswitch and to a nic")
+        self.switch, self.nic = switch, nic
+        attrs, nic_attrs = nodes[g], nodes[nic]
+        self.server, self.local = attrs.get("node", gpu), attrs.get("local", 0)
+        self.rail, self.port = nic_attrs.get("rail", 0), nic_attrs.get("port", nic[1])
+        self.from_switch, self.from_nic = _hop(succ, switch, g), _hop(succ, nic, g)
+        self.leaf = None
+        self.nic_up = self.nic_down = (-1, 0.0)
+        for v, edge in succ[nic].items():
+            if nodes[v]["kind"] in SWITCH_KINDS:
+                self.leaf, self.nic_up = v, (edge["link_id"], edge["latency_s"])
+                self.nic_down = _hop(succ, v, nic)
+                break
+
+
+def _hop(succ: Any, u: Node, v: Node) -> Hop:
+    edge = succ[u][v]
+    return edge["link_id"], edge["latency_s"]
+
+
 class Router:
-    """Routes of one cluster on its graph, cached per (src, dst) GPU pair."""
+    """Routes of one cluster on its graph, cached per (src, dst) GPU pair: a route is its hops composed from each
+    end's GPU-to-NIC hops (per GPU) and the switch path between their leaves (per pair of leaves)."""
 
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
         self.graph: nx.DiGraph = cluster.graph
-        self._succ = self.graph.succ
         self._num_gpus = cluster.spec.num_gpus
         self._pxn = bool(self.graph.graph.get("pxn", False))
         self._cache: dict[int, tuple[tuple[int, ...], float]] = {}  # src * num_gpus + dst -> (links, latency)
-        self._ports: dict[int, tuple[Node, Node, Node]] = {}  # GPU -> (its NVSwitch, its NIC, the NIC's leaf)
+        self._ports: dict[int, _Port] = {}
         self._switch_paths: dict[tuple[Node, Node], list[tuple[Node, ...]]] = {}
-        self._places: dict[tuple[int, int], int] | None = None  # (server, place on it) -> GPU
+        self._path_hops: dict[tuple[Node, ...], tuple[Hop, ...]] = {}  # a switch path's hops, leaf to leaf
+        self._places: dict[Node, dict[tuple[int, int], int]] = {}  # NVSwitch -> (server, place) -> GPU
         # a switch's switch neighbours, read off the graph once each: downstream, upstream
-        self._switch_succ = _SwitchNeighbours(self.graph, self._succ)
+        self._switch_succ = _SwitchNeighbours(self.graph, self.graph.succ)
         self._switch_pred = _SwitchNeighbours(self.graph, self.graph.pred)
 
     @property
@@ -68,43 +110,68 @@ class Router:
         if found is None:
             if not (0 <= src < self._num_gpus and 0 <= dst < self._num_gpus):
                 raise KeyError((src, dst))
-            succ = self._succ
-            path = self.nodes(src, dst)
-            links, latency = [], 0.0
-            for u, v in zip(path, path[1:]):
-                edge = succ[u][v]
-                links.append(edge["link_id"])
-                latency += edge["latency_s"]  # (added link by link from the source)
-            found = self._cache[key] = (tuple(links), latency)
+            hops = self._hops(src, dst)
+            latency = 0.0
+            for _link, seconds in hops:  # (added link by link from the source)
+                latency += seconds
+            found = self._cache[key] = (tuple(link for link, _s in hops), latency)
         return found
+
+    def _hops(self, src: int, dst: int) -> list[Hop]:
+        if src == dst:
+            return []
+        a, b = self._port(src), self._port(dst)
+        if a.switch == b.switch:
+            return [a.to_switch, b.from_switch]
+        out, proxy = self._exit(a, b)
+        hops = [a.to_switch, proxy.from_switch, proxy.to_nic] if proxy is not a else [a.to_nic]
+        hops.append(out.nic_up)
+        if out.leaf != b.leaf:
+            hops += self._switch_hops(out, b)
+        hops += [b.nic_down, b.from_nic]
+        return hops
 
     def nodes(self, src: int, dst: int) -> list[Node]:
         """The graph nodes a message from GPU `src` to GPU `dst` passes, both ends included."""
-        a, b = ("gpu", src), ("gpu", dst)
         if src == dst:
-            return [a]
-        switch_a, nic_a, leaf_a = self._ports_of(src)
-        switch_b, nic_b, leaf_b = self._ports_of(dst)
-        if switch_a == switch_b:
-            return [a, switch_a, b]
-        head: list[Node] = [a]
-        if self._pxn:
-            nodes = self.graph.nodes
-            rail_b = nodes[nic_b]["rail"]
-            if nodes[nic_a]["rail"] != rail_b:
-                proxy = self._place(nodes[a]["node"], nodes[b]["local"])
-                if proxy is not None:
-                    switch_p, nic_p, leaf_p = self._ports_of(proxy)
-                    if switch_p == switch_a and nodes[nic_p]["rail"] == rail_b:
-                        head += [switch_a, ("gpu", proxy)]
-                        nic_a, leaf_a = nic_p, leaf_p
-        head += [nic_a, leaf_a]
-        tail: list[Node] = [nic_b, b]
-        if leaf_a == leaf_b:
-            return [*head, *tail]
-        paths = self.switch_paths(leaf_a, leaf_b)
-        chosen = paths[self._hash(nic_a, nic_b) % len(paths)]
-        return [*head, *chosen[1:-1], leaf_b, *tail]
+            return [("gpu", src)]
+        a, b = self._port(src), self._port(dst)
+        if a.switch == b.switch:
+            return [("gpu", src), a.switch, ("gpu", dst)]
+        out, proxy = self._exit(a, b)
+        path: list[Node] = [("gpu", src)]
+        if proxy is not a:
+            path += [a.switch, ("gpu", self._place(a.switch, a.server, b.local))]  # type: ignore[list-item]
+        path += [out.nic, out.leaf]  # type: ignore[list-item]
+        if out.leaf != b.leaf:
+            path += list(self._chosen(out, b)[1:])
+        path += [b.nic, ("gpu", dst)]
+        return path
+
+    def _exit(self, a: _Port, b: _Port) -> tuple[_Port, _Port]:
+        """The port a message from `a` to `b` (in another domain) leaves by, and the GPU whose NIC that is (`a`, or
+        with PXN the GPU of a's server at b's place, its NIC on b's rail)."""
+        if self._pxn and a.rail != b.rail:
+            proxy = self._place(a.switch, a.server, b.local)
+            if proxy is not None:
+                p = self._port(proxy)
+                if p.switch == a.switch and p.rail == b.rail:
+                    return p, p
+        return a, a
+
+    def _chosen(self, out: _Port, b: _Port) -> tuple[Node, ...]:
+        """The switch path, leaf to leaf, that D-mod-k / ECMP picks: the source and destination ports and the
+        source's rail, modulo the number of equal-cost paths (in sorted order)."""
+        paths = self.switch_paths(out.leaf, b.leaf)  # type: ignore[arg-type]
+        return paths[(out.port + b.port + out.rail) % len(paths)]
+
+    def _switch_hops(self, out: _Port, b: _Port) -> tuple[Hop, ...]:
+        path = self._chosen(out, b)
+        hops = self._path_hops.get(path)
+        if hops is None:
+            succ = self.graph.succ
+            hops = self._path_hops[path] = tuple(_hop(succ, u, v) for u, v in zip(path, path[1:]))
+        return hops
 
     def switch_paths(self, leaf_a: Node, leaf_b: Node) -> list[tuple[Node, ...]]:
         """Every shortest path between two leaves over switch nodes, in sorted order (found once per pair)."""
@@ -117,37 +184,20 @@ class Router:
                 raise ValueError(f"cluster.topology: no switch path from {_name(leaf_a)} to {_name(leaf_b)}")
         return paths
 
-    def _hash(self, nic_a: Node, nic_b: Node) -> int:
-        """D-mod-k / ECMP: the source and destination ports and the source's rail."""
-        nodes = self.graph.nodes
-        a, b = nodes[nic_a], nodes[nic_b]
-        return a.get("port", nic_a[1]) + b.get("port", nic_b[1]) + a.get("rail", 0)
-
-    def _ports_of(self, gpu: int) -> tuple[Node, Node, Node]:
-        """(NVSwitch, NIC, the NIC's leaf) of `gpu`, read off its edges once."""
+    def _port(self, gpu: int) -> _Port:
         found = self._ports.get(gpu)
         if found is None:
-            nodes, succ = self.graph.nodes, self._succ
-            switch = nic = leaf = None
-            for v in succ[("gpu", gpu)]:
-                kind = nodes[v]["kind"]
-                if kind == "nvswitch":
-                    switch = v
-                elif kind == "nic":
-                    nic = v
-            if nic is not None:
-                leaf = next((v for v in succ[nic] if nodes[v]["kind"] in SWITCH_KINDS), None)
-            if switch is None or nic is None:
-                raise ValueError(f"cluster.topology: gpu {gpu} needs an edge to an nvswitch and to a nic")
-            found = self._ports[gpu] = (switch, nic, leaf)  # type: ignore[assignment]
-        return found  # type: ignore[return-value]
+            found = self._ports[gpu] = _Port(self.graph, gpu)
+        return found
 
-    def _place(self, server: int, local: int) -> int | None:
-        """The GPU at place `local` of `server`, if there is one."""
-        if self._places is None:
-            self._places = {(attrs["node"], attrs["local"]): key[1] for key, attrs in self.graph.nodes.items()
-                            if attrs["kind"] == "gpu"}
-        return self._places.get((server, local))
+    def _place(self, switch: Node, server: int, local: int) -> int | None:
+        """The GPU at place `local` of `server` among the GPUs on `switch`, if there is one."""
+        places = self._places.get(switch)
+        if places is None:
+            nodes = self.graph.nodes
+            places = self._places[switch] = {(nodes[v].get("node", v[1]), nodes[v].get("local", 0)): v[1]
+                                             for v in self.graph.succ[switch] if nodes[v]["kind"] == "gpu"}
+        return places.get((server, local))
 
 
 class _SwitchNeighbours(dict[Node, tuple[Node, ...]]):
