@@ -6,15 +6,16 @@ through a run of ``[``, and the YAML composer makes a Python node for every valu
 refused here, in time linear in its bytes and with a few calls into C per chunk (``bytes.find``, ``translate``,
 ``count`` and ``replace``, regular expressions), never a Python step per byte or per token: about 5 ms per MB
 of JSON or of plain YAML; YAML dense with quotes or comments costs more per byte, so their number is bounded
-(below), which bounds the scan of any body to a few tens of milliseconds. The rules are the
-loader's, with the same field and wording, and two of the scan's own:
+(below), which bounds the scan of any body to a few tens of milliseconds. The first two rules are the loader's,
+with the same field and wording; the others are the scan's own:
 
 - more than MAX_DEPTH nested brackets (``[`` and ``{``) outside quoted strings and comments;
 - more than MAX_VALUES values. JSON counts what the loader's own check counts (every ``[``, ``{``, ``,`` and
-  ``:``). YAML counts a lower bound of the nodes the composer would make, three ways: each of a non-empty
-  flow collection's first entry, a comma's next entry, a mapping indicator's value (``:`` before a space or a
-  line break) and a block sequence entry (``-`` first on a line) is a node of its own; each mapping indicator
-  also has a key; each flow collection and each quoted scalar is a node;
+  ``:``). YAML counts a lower bound of the nodes the composer would make, the largest of three: the entries
+  that each have a node of their own (the first of each non-empty flow collection, the one after each comma,
+  the value after each mapping indicator, which is ``:`` before a space or a line break, and each block
+  sequence entry, ``-`` first on a line); two nodes, key and value, per mapping indicator; a node per flow
+  collection and per quoted scalar;
 - YAML: a line whose content is indented more than MAX_INDENT columns (block nesting is by indentation: 32
   levels of up to 8 columns each fit); more than MAX_SKIPPED quoted strings and comments, and more than
   MAX_QUOTES quote and ``#`` characters in all: what the scan steps over one at a time (a document the loader
@@ -76,7 +77,9 @@ _DEEP = b"\n" + b" " * (MAX_INDENT + 1)
 _SPACES = re.compile(rb" *+")
 _INDICATORS = (b": ", b":\n", b":\r", b":\t")
 _SEQUENCE_ENTRY = re.compile(rb"\n *+-[ \r\n]")  # a block sequence entry
-_EMPTY = re.compile(rb"\[[ \t\r\n]*+\]|\{[ \t\r\n]*+\}")  # an empty flow collection (or one of quoted strings)
+# An empty flow collection, or one that held only quoted strings (taken out before): counted as empty, which
+# only lowers the bound.
+_EMPTY = re.compile(rb"\[[ \t\r\n]*+\]|\{[ \t\r\n]*+\}")
 _NOT_QUOTES = bytes(b for b in range(256) if b not in b"\"'#")
 
 _State = Literal["text", "double", "single", "comment"]
@@ -96,6 +99,7 @@ class BodyShape:
         self._before = b"\n"  # the byte before the chunk: the start of a body is the start of a line
         self._column = 0  # the indentation of the line so far while it holds only spaces, else -1
         self._stopped = False  # invalid JSON: the parser says where
+        self._after_comment = False  # the text to scan next starts where a comment ended
         # What the values are counted from: brackets opened, commas (and JSON's colons), YAML's empty flow
         # collections, mapping indicators and block sequence entries, quoted strings (YAML: at least), and
         # (YAML) quoted strings and comments stepped over.
@@ -125,7 +129,7 @@ class BodyShape:
             end = data.find(b"\n", pos)
             if end < 0:
                 return len(data)
-            self._state = "text"
+            self._state, self._after_comment = "text", True
             return end
         if self._state == "double":
             if self._escape:
@@ -171,8 +175,9 @@ class BodyShape:
             text = data[pos:first] + stripped[1:]
             strings = max(0, skipped - data.count(b"#", first, end))  # at least: the rest may be comments
             self._indentation(text)
-        if self.refusal is None:
-            self._count(text, strings, skipped, data[pos - 1:pos])
+        if self.refusal is None:  # the byte before, unless it ended a comment (# a note:)
+            self._count(text, strings, skipped, b"" if self._after_comment else data[pos - 1:pos])
+        self._after_comment = False
         if end < len(data) and self.refusal is None and not self._stopped:
             opener = data[end]
             self._state = "double" if opener == ord('"') else "single" if opener == ord("'") else "comment"

@@ -166,10 +166,11 @@ def test_a_body_past_a_limit_is_refused_by_the_rule_it_breaks(body: bytes, synta
     (b"# " + b"[" * 40 + b"\na: 1\n", "yaml"),
     (b"a: it's no string, [sic]\nb: " + b"[" * 32 + b"]" * 32 + b"\n", "yaml"),  # an apostrophe is text
     (b"a: x]]]]\nb: [1, [2]]\n", "yaml"),  # closers in a plain scalar: text
+    (b"# a note:\n" * 15_000 + b"a: 1\n", "yaml"),  # a colon that ends a comment is no mapping indicator
     (b"a:\n" + b" " * MAX_INDENT + b"b: 1\n" + b" " * 1000 + b"\n", "yaml"),  # a blank line of spaces is no content
 ])
 def test_brackets_in_strings_and_comments_and_shallow_text_pass(body: bytes, syntax: Any) -> None:
-    for step in (len(body), 1, 7):
+    for step in (len(body), 1, 7, 65_536):
         assert scan(body, syntax, list(range(0, len(body), step))).refusal is None
 
 
