@@ -1,12 +1,12 @@
 """The process that draws the service's pictures: one of its own, beside the simulation processes and never in
 one of their slots, drawing one picture at a time (service.plots.stored).
 
-It is started once (from the same forkserver as the simulation processes) and imports matplotlib once, so a
-picture costs its drawing only. It runs at a lower CPU priority (`NICE`): where cores are short, simulations,
-inline ones above all, and the API's event loop go first. Its address space is capped like a simulation
-process's. It exits as soon as the service dies, even by SIGKILL (it waits on a pipe whose only writer is the
-service). A drawing that runs past its time limit, or a process that dies or runs out of memory, costs only
-that drawing: the process is ended and the next drawing starts a new one.
+It is started once (from the same forkserver as the simulation processes), imports matplotlib and draws a first
+throw-away picture once, so a picture costs its own drawing only. It runs at a lower CPU priority (`NICE`): where
+cores are short, simulations, inline ones above all, and the API's event loop go first. Its address space is
+capped like a simulation process's. It exits as soon as the service dies, even by SIGKILL (it waits on a pipe
+whose only writer is the service). A drawing that runs past its time limit, or a process that dies or runs out of
+memory, costs only that drawing: the process is ended and the next drawing starts a new one.
 
 `PictureProcess` is the service's side; its methods block and are called from one thread at a time, except
 `interrupt`, which any thread may call.
@@ -144,7 +144,9 @@ def serve(conn: Connection, alive: Connection, memory_mb: int | None, nice: int)
     if memory_mb is not None:
         limit = memory_mb * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    from service.plots.stored import draw_stored  # matplotlib: imported once, here, by this process only
+    from service.plots.stored import draw_stored, warm_up  # matplotlib: imported once, by this process only
+
+    warm_up()
 
     while True:
         try:

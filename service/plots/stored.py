@@ -12,10 +12,11 @@ from api_schemas import SimulationRequest
 from service.plots.kinds import FORMATS, KINDS, NEEDS_SPANS
 from service.plots.pictures import result_figure
 from service.plots.ranking import search_figure
-from service.plots.rows import rows_from_chrome_trace
+from service.plots.rows import Block, Row, rows_from_chrome_trace
 from service.plots.style import Figure, render
+from service.plots.timeline import timeline_rows_figure
 
-__all__ = ["STORED_KINDS", "draw_stored"]
+__all__ = ["STORED_KINDS", "draw_stored", "warm_up"]
 
 STORED_KINDS = (*KINDS, "search")  # "search": the picture of a search job's result document
 
@@ -32,6 +33,16 @@ def draw_stored(kind: str, formats: Sequence[str], request_json: str, result_jso
     figure = _figure(kind, request_json, result_json, trace)
     for fmt in formats:
         yield fmt, render(figure, fmt)
+
+
+def warm_up() -> None:
+    """Draw a one-box timeline, binned, in each format, and throw it away: the first picture a process draws
+    pays for loading the fonts and the renderers (about half a second of CPU), which a drawing process pays so
+    before it is asked for anything."""
+    figure = timeline_rows_figure([Row(0, (Block("compute", "forward", 0.0, 1.0, 0),))], iteration_time_s=1.0,
+                                  max_boxes=0)
+    for fmt in FORMATS:
+        render(figure, fmt)
 
 
 def _figure(kind: str, request_json: str, result_json: str, trace: bytes | None) -> Figure:
