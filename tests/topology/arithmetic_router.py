@@ -16,11 +16,13 @@ from __future__ import annotations
 
 from topology.cluster_spec import LEAF_DOWN_PORTS, Fabric
 from topology.graph import Cluster, Node
+from topology.routing import Router
 
 
-class ArithmeticRouter:
-    """Routes of one built-in cluster, cached per (src, dst) GPU pair. `route` computes the link ids by arithmetic
-    (topology/links.py); `nodes` names the same path's graph nodes."""
+class ArithmeticRouter(Router):
+    """Routes of one built-in cluster, cached per (src, dst) GPU pair. `route_and_latency` computes the link ids
+    by arithmetic (topology/links.py); `nodes` names the same path's graph nodes. It takes `route`, `latency` and
+    `routed` from the graph's Router, and builds no graph (its __init__ is its own)."""
 
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
@@ -31,19 +33,6 @@ class ArithmeticRouter:
                        cluster.num_spines)
         # a link's latency is its kind's (topology/links.py, LinkIndex.latency_s): inside a node below nic_base
         self._latencies = (spec.intra_node_latency_s, spec.inter_node_latency_s)
-
-    @property
-    def routed(self) -> int:
-        """Pairs routed so far."""
-        return len(self._cache)
-
-    def route(self, src: int, dst: int) -> tuple[int, ...]:
-        """Link ids of the path from GPU `src` to GPU `dst` (() for src == dst)."""
-        return self.route_and_latency(src, dst)[0]
-
-    def latency(self, src: int, dst: int) -> float:
-        """Seconds of the route's link latencies, added link by link from the source."""
-        return self.route_and_latency(src, dst)[1]
 
     def route_and_latency(self, src: int, dst: int) -> tuple[tuple[int, ...], float]:
         key = src * self._shape[0] + dst
