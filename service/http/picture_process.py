@@ -25,8 +25,9 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any, Literal
 
-__all__ = ["NICE", "DrawOutcome", "PictureProcess"]
+__all__ = ["NICE", "PROCESS_NAME", "DrawOutcome", "PictureProcess"]
 
+PROCESS_NAME = "clustersim-draw"  # the drawing process's name (at most 15 bytes: the kernel's limit)
 NICE = 5  # added to the drawing process's niceness: about a quarter of a core that a simulation also wants
 _POLL_S = 0.05
 
@@ -135,10 +136,21 @@ def _exit_with_service(alive: Connection) -> None:
     threading.Thread(target=watch, name="clustersim-pictures-watchdog", daemon=True).start()
 
 
+def _name_process(name: str) -> None:
+    """Give this process `name` where the kernel keeps one (Linux: /proc/PID/comm, what `ps` and `top` show), so
+    an operator, and a test that counts the simulation processes, can tell the drawing process apart."""
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(15, name.encode()[:15], 0, 0, 0)  # PR_SET_NAME
+
+
 def serve(conn: Connection, alive: Connection, memory_mb: int | None, nice: int) -> None:
     """The drawing process: answer each ("draw", kind, formats, request_json, result_json, trace) message on
     `conn` with ("picture", format, bytes) per format, then ("done",), or ("error", type, message)."""
     _exit_with_service(alive)
+    _name_process(PROCESS_NAME)
     with contextlib.suppress(OSError):
         os.nice(nice)
     if memory_mb is not None:

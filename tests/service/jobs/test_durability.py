@@ -24,6 +24,7 @@ from conftest import LARGE, alive, descendants, request_doc
 
 from api_schemas import SimulationRequest
 from service import convert as adapters
+from service.http.picture_process import PROCESS_NAME
 from simcore.simulate import simulate
 
 DEADLINE_S = 300.0  # for a job to reach a state: a few seconds on a quiet machine, tens on a loaded one
@@ -93,11 +94,13 @@ def counters(database: Path, job_id: str) -> tuple[int, int]:
 
 
 def simulation_processes(server_pid: int) -> list[int]:
-    """The server's grandchildren: the simulation processes its forkserver started."""
+    """The server's grandchildren that simulate: what its forkserver started, but the drawing process (it names
+    itself, service/http/picture_process.py)."""
     found = []
     for pid in descendants(server_pid):
         with contextlib.suppress(OSError):  # gone meanwhile
-            if int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]) != server_pid:
+            if int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]) != server_pid and \
+                    Path(f"/proc/{pid}/comm").read_text().strip() != PROCESS_NAME:
                 found.append(pid)
     return found
 
