@@ -2,9 +2,9 @@
 blocks, and a wall-time limit or a cancel can end the run by killing its process.
 
 A thread per run waits on the process's pipe (polling every 50 ms for a cancel); the callers cap how many run
-at once (the job dispatcher for jobs, `InlineSlots` for inline simulations and pictures). A run's process may
-report its progress on the same pipe before its outcome (service/jobs/worker.py); `on_progress` receives it.
-Pictures (`draw`) are drawn in such a process too: matplotlib's work never runs in the API's process.
+at once (the job dispatcher for jobs, `InlineSlots` for inline simulations). A run's process may report its
+progress on the same pipe before its outcome (service/jobs/worker.py); `on_progress` receives it. Pictures are
+drawn by a process of their own (service/http/picture_process.py), never in a run's process or slot.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from service.jobs import worker
 
-__all__ = ["WORKER_DIED", "Drawing", "InlineSlots", "OnProgress", "RunResult", "WorkerPool"]
+__all__ = ["WORKER_DIED", "InlineSlots", "OnProgress", "RunResult", "WorkerPool"]
 
 WORKER_DIED = "WorkerDied"
 """The `error_type` of a run whose process ended without answering (killed, out of memory)."""
@@ -40,14 +40,12 @@ OnProgress = Callable[[float], None]
 
 @dataclass(frozen=True, slots=True)
 class RunResult:
-    """How a run ended. ok: `result` JSON and `trace` (gzip, or None), and what the run took, or the `picture`
-    of a drawing; invalid: `details` (field, rule); error: `error_type` and `message`; timeout and cancelled:
-    nothing more."""
+    """How a run ended. ok: `result` JSON and `trace` (gzip, or None), and what the run took; invalid: `details`
+    (field, rule); error: `error_type` and `message`; timeout and cancelled: nothing more."""
 
     status: RunStatus
     result: str | None = None
     trace: bytes | None = None
-    picture: bytes | None = None
     details: list[tuple[str, str]] = field(default_factory=list)
     error_type: str = ""
     message: str = ""
@@ -62,26 +60,13 @@ class RunResult:
         return self.error_type == WORKER_DIED and code is not None and code < 0 and -code in STOP_SIGNALS
 
 
-@dataclass(frozen=True, slots=True)
-class Drawing:
-    """A picture to draw of a stored result: `kind` (service.plots' KINDS, or "search" for a search result),
-    `fmt` ("svg" or "png"), the canonical request JSON (for the title), the result JSON and, for the timeline,
-    the compressed Chrome trace (gzip, or zlib in stores written before)."""
-
-    kind: str
-    fmt: str
-    request_json: str
-    result_json: str
-    trace: bytes | None = None
-
-
 class WorkerPool:
     """Starts one process per run from a forkserver that has the simulator imported already."""
 
     def __init__(self, threads: int, memory_mb: int | None = None,
                  observer: Callable[[str, RunResult, float], None] | None = None) -> None:
         """`observer(kind, outcome, seconds)`, when given, hears of every run that ends (kind "simulation",
-        "search" or "picture"), on the event loop's thread."""
+        or "search"), on the event loop's thread."""
         self._observer = observer
         self._ctx = multiprocessing.get_context("forkserver")
         self._ctx.set_forkserver_preload(["service.jobs.worker"])
@@ -104,11 +89,6 @@ class WorkerPool:
         or when `cancel` is set. `on_progress` receives the progress the process reports."""
         target = worker.run_search if kind == "search" else worker.run
         return await self._start(kind, target, (request_json, keep_spans), timeout_s, cancel, on_progress)
-
-    async def draw(self, drawing: Drawing, timeout_s: float) -> RunResult:
-        """Draw a picture in a new process: status ok with `picture` (the SVG or PNG bytes)."""
-        args = (drawing.kind, drawing.fmt, drawing.request_json, drawing.result_json, drawing.trace)
-        return await self._start("picture", worker.draw, args, timeout_s, None, None)
 
     async def _start(self, kind: str, target: Callable[..., None], args: tuple[Any, ...], timeout_s: float,
                      cancel: threading.Event | None, on_progress: OnProgress | None) -> RunResult:
@@ -176,9 +156,6 @@ def _death(exitcode: int | None) -> str:
 
 def _result(message: tuple[object, ...]) -> RunResult:
     kind = message[0]
-    if kind == "picture":
-        assert isinstance(message[1], bytes)
-        return RunResult("ok", picture=message[1])
     if kind == "ok":
         result, trace, seconds, peak = message[1:5]
         assert isinstance(result, str) and (trace is None or isinstance(trace, bytes))

@@ -3,8 +3,6 @@
 A search job runs `run_search` instead: the layout search on the in-process ("inline") executor, no nested
 process pool; its "ok" message carries the search result document and no trace.
 
-`draw` draws a picture of a stored result (service.plots, the CLI's code) and answers ``("picture", bytes)``.
-
 The outcome message is ``("ok", result_json, trace_gzip_or_None, cpu_seconds, peak_rss_bytes)``,
 ``("invalid", [(field, rule), ...])`` or ``("error", exception_type_name, one_line_message, traceback_text)``.
 Before it, a simulation sends ``("progress", fraction)`` as its engine runs (compute passes finished over the
@@ -30,11 +28,10 @@ from multiprocessing.connection import Connection
 from api_schemas import RequestError, SimulationRequest
 from api_schemas.search import SearchRequest
 from service import convert as adapters
-from service.plots import NEEDS_SPANS
 from service.search import run_search as search
 from simcore import SpecError, simulate
 
-__all__ = ["Reporter", "draw", "noop", "run", "run_search"]
+__all__ = ["Reporter", "noop", "run", "run_search"]
 
 PROGRESS_STEP = 0.01  # a fraction reported once it has grown by this much since the last report
 
@@ -137,30 +134,5 @@ def run_search(request_json: str, keep_spans: bool, memory_mb: int | None, conn:
         request = SearchRequest.model_validate_json(request_json)
         document = search(request, executor="local", workers=1, progress=Reporter(conn))  # workers=1: inline
         return ("ok", json.dumps(document), None)
-
-    _serve(work, memory_mb, conn, alive)
-
-
-def draw(kind: str, fmt: str, request_json: str, result_json: str, trace: bytes | None, memory_mb: int | None,
-         conn: Connection, alive: Connection) -> None:
-    """Draw picture `kind` ("search" for a search result) of a stored result as `fmt` (svg or png), the timeline
-    from its compressed Chrome trace, and send ``("picture", bytes)`` through `conn`."""
-
-    def work() -> tuple[object, ...]:
-        # matplotlib is imported here, by the drawing process, and not preloaded by the forkserver: the service
-        # starts in half the time, and a picture is drawn once (the service keeps it)
-        from service.plots import render, result_figure, search_figure, spans_from_chrome_trace
-
-        result = json.loads(result_json)
-        if kind == "search":
-            return ("picture", render(search_figure(result), fmt))
-        spans = None
-        if kind in NEEDS_SPANS:
-            if trace is None:
-                raise ValueError("the timeline needs the simulation's trace")
-            # gzip, or zlib in stores written before
-            spans = spans_from_chrome_trace(json.loads(zlib.decompress(trace, 32 + zlib.MAX_WBITS)))
-        request = SimulationRequest.model_validate_json(request_json)
-        return ("picture", render(result_figure(kind, result, spans=spans, request=request), fmt))
 
     _serve(work, memory_mb, conn, alive)
