@@ -4,7 +4,7 @@ ClusterSpec)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr, ValidationInfo, field_validator
 
@@ -123,6 +123,12 @@ class ClusterIn(BaseModel):
         default=0.0, description="coefficient of variation of the GPUs' compute time; each GPU's factor is drawn "
                                  "from options.seed and its index (log-normal, mean 1)")
 
+    topology: dict[str, Any] | StrictStr | None = Field(
+        default=None,
+        description="the user's own cluster graph: networkx node-link JSON (nodes with a kind: gpu, nvswitch, nic, "
+                    "switch; edges with bandwidth_gb_per_s and latency_us), or GraphML text; from the CLI also a "
+                    "file path (.json, .graphml), relative to the request file. Routes are found on it; the "
+                    "cluster's size and node shape are the graph's")
     node_groups: list[NodeGroupIn] | None = Field(
         default=None, min_length=1, max_length=64,
         description="a heterogeneous cluster: groups of whole nodes, each of its own GPU kind, in order")

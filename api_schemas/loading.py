@@ -361,7 +361,10 @@ def parse_request(text: str, source: str = "<request>", syntax: Syntax | None = 
 
     `source` names the document (a file path) in syntax errors; `syntax` as for `parse_document`.
     """
-    data = parse_document(text, source, syntax)
+    return _validated(parse_document(text, source, syntax), source)
+
+
+def _validated(data: Any, source: str) -> SimulationRequest:
     if not isinstance(data, dict):
         raise RequestError.for_field(
             WHOLE_REQUEST,
@@ -389,5 +392,8 @@ def read_request_text(path: str) -> str:
 
 
 def load_request_file(path: str) -> SimulationRequest:
-    """Read a UTF-8 request file and parse it; an unreadable file raises RequestError on field ``file``."""
-    return parse_request(read_request_text(path), source=path)
+    """Read a UTF-8 request file and parse it; an unreadable file raises RequestError on field ``file``. A
+    `cluster.topology` given as a file path is read too (`with_topology_file`)."""
+    from api_schemas.topology_file import with_topology_file
+
+    return _validated(with_topology_file(parse_document(read_request_text(path), path), path), path)

@@ -33,6 +33,7 @@ from pydantic import (
 
 from api_schemas.errors import WHOLE_REQUEST, FieldError, RequestError, from_validation_error
 from api_schemas.loading import Syntax, parse_document, read_request_text
+from api_schemas.topology_file import with_topology_file
 from api_schemas.request import (
     ClusterIn,
     LayoutIn,
@@ -319,7 +320,9 @@ def parse_sweep_request(text: str, source: str = "<request>") -> SweepRequest:
 
 
 def load_search_file(path: str) -> SearchRequest:
-    return parse_search_request(read_request_text(path), source=path)
+    """A search request file; its `cluster.topology` file path read as simulation requests' are."""
+    data = _mapping(read_request_text(path), path, "model, cluster and global_batch_size")
+    return search_request_from(with_topology_file(data, path))
 
 
 def load_sweep_file(path: str) -> SweepRequest:

@@ -30,6 +30,7 @@ from simcore import (
     SlowGpu,
     SpecError,
     nearest_catalog_gpu,
+    parse_topology,
 )
 
 __all__ = ["to_cluster"]
@@ -91,6 +92,8 @@ def to_cluster(request: SimulationRequest) -> ClusterSpec:
     spec = replace(base, **overrides)
     if c.node_groups:
         return _with_groups(spec, c, c.node_groups).validate()
+    if c.topology is not None:
+        return _with_topology(spec, c).validate()
     if c.num_nodes is not None:
         spec = replace(spec, num_gpus=c.num_nodes * spec.gpus_per_node)
     elif c.num_gpus is not None:
@@ -98,6 +101,33 @@ def to_cluster(request: SimulationRequest) -> ClusterSpec:
     else:
         raise SpecError("cluster.num_nodes", "give num_nodes or num_gpus")
     return spec.validate()
+
+
+# Fields the graph gives when cluster.topology is there; a request that also sets one is refused (it would be lost).
+_GRAPH_GIVES = ("gpus_per_node", "nvlink_bandwidth_gb_per_s", "nics_per_node", "nic_bandwidth_gbit_per_s",
+                "fabric", "oversubscription", "intra_node_latency_us", "inter_node_latency_us", "nvlink_domain_gpus")
+
+
+def _with_topology(spec: ClusterSpec, c: ClusterIn) -> ClusterSpec:
+    """`spec` on the user's graph: the GPU kind is the request's, the sizes, node shape, bandwidths and latencies
+    the graph's (its fastest NVLink and NIC links are the nominal rates NCCL's tuning reads; every link's own
+    figure is what its flows see)."""
+    for name in _GRAPH_GIVES:
+        if getattr(c, name) is not None:
+            raise SpecError(f"cluster.{name}", "cannot be given with cluster.topology: the graph gives it")
+    t = parse_topology(c.topology)
+    if c.num_nodes is not None and c.num_nodes != t.num_nodes:
+        raise SpecError("cluster.num_nodes", f"must be the topology's servers ({t.num_nodes}; given {c.num_nodes})")
+    if c.num_gpus is not None and c.num_gpus != t.gpus:
+        raise SpecError("cluster.num_gpus", f"must be the topology's GPUs ({t.gpus}; given {c.num_gpus})")
+    return replace(spec, topology=t, num_gpus=t.gpus, gpus_per_node=t.gpus_per_node, nics_per_node=t.nics_per_node,
+                   nvlink_domain_gpus=t.domain_gpus if t.domain_gpus != t.gpus_per_node else None,
+                   nvlink_bandwidth_bytes_per_s=t.nvlink_bandwidth_bytes_per_s,
+                   nic_bandwidth_bytes_per_s=t.nic_bandwidth_bytes_per_s or spec.nic_bandwidth_bytes_per_s,
+                   fabric=Fabric.RAIL_OPTIMIZED if t.pxn else Fabric.FAT_TREE, oversubscription=1.0,
+                   intra_node_latency_s=t.intra_latency_s,
+                   inter_node_latency_s=t.inter_latency_s if t.nics_per_node and t.num_nodes > 1
+                   else spec.inter_node_latency_s)
 
 
 def _with_groups(spec: ClusterSpec, c: ClusterIn, docs: list[NodeGroupIn]) -> ClusterSpec:

@@ -95,6 +95,8 @@ class Cost:
 def _graph_elements(scenario: Scenario) -> int:
     """The cluster graph's vertices and directed edges (topology.graph.build_cluster: a link is two edges)."""
     spec = scenario.cluster
+    if spec.topology is not None:  # the user's graph: its nodes and directed links, counted
+        return len(spec.topology.nodes) + len(spec.topology.links)
     nodes, gpus, nics = spec.num_nodes, spec.num_gpus, spec.num_nodes * spec.nics_per_node
     switches = -(-gpus // spec.domain_gpus) if spec.domain_gpus % spec.gpus_per_node == 0 else sum(
         1 for n in range(nodes) if n * spec.gpus_per_node % spec.domain_gpus == 0)

@@ -8,6 +8,10 @@ and port (the server's place under its leaf, `node % LEAF_DOWN_PORTS`: what a D-
 topology/links.py computes them (tests/topology/test_links.py holds the two equal). Graph attributes: `fabric`
 and `pxn` (whether NCCL's PXN applies: a rail-optimized fabric).
 
+A spec that carries the user's own graph (`cluster.topology`) is built from it instead (`user_graph`): the user's
+nodes under the same keys (switches as `("switch", i)`, with the user's kind and `name`), each edge with a
+`link_id` in the order topology/user_topology.py numbers them.
+
 The graph is built once per cluster spec in a process (`cluster_graph`, a small cache: a search or a sweep
 simulates many layouts on one cluster); nothing may change a graph it returns.
 """
@@ -20,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from topology.cluster_spec import LEAF_DOWN_PORTS, ClusterSpec, Fabric
 from topology.links import LinkIndex, Node
+from topology.user_topology import UserTopology
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -32,10 +37,24 @@ def cluster_graph(spec: ClusterSpec) -> nx.DiGraph:
     """The networkx DiGraph of the (validated) `spec`, its nodes in the order of the link ids."""
     import networkx as nx
 
+    if spec.topology is not None:
+        return user_graph(spec.topology)
     index = LinkIndex.of(spec)
     g = nx.DiGraph(fabric=str(spec.fabric), pxn=spec.fabric is Fabric.RAIL_OPTIMIZED)
     g.add_nodes_from(graph_nodes(spec, index))
     g.add_edges_from(_edges(spec, index))
+    return g
+
+
+def user_graph(topology: UserTopology) -> nx.DiGraph:
+    """The DiGraph of a user's topology (topology/user_topology.py): its nodes with their attributes (and the
+    user's `name`), its links with their ids in the order of UserTopology.links."""
+    import networkx as nx
+
+    g = nx.DiGraph(fabric="user", pxn=topology.pxn)
+    g.add_nodes_from((key, dict(attrs)) for key, attrs in topology.nodes)
+    g.add_edges_from((u, v, {"bandwidth_bytes_per_s": bw, "latency_s": latency, "kind": kind, "link_id": i})
+                     for i, (u, v, bw, latency, kind) in enumerate(topology.links))
     return g
 
 

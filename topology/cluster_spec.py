@@ -9,6 +9,7 @@ from topology.errors import SpecError
 from topology.hardware import GB, GPUS, GpuKind, GpuSpec
 from topology.health import Health
 from topology.node_groups import NodeGroup, group_of_node, validate_groups
+from topology.user_topology import UserTopology
 
 
 class Fabric(StrEnum):
@@ -46,6 +47,9 @@ class ClusterSpec:
     health: Health = Health()
     # Heterogeneous clusters: the nodes in groups of their own GPU kind, in order; () = one kind throughout.
     node_groups: tuple[NodeGroup, ...] = ()
+    # The user's own cluster graph (cluster.topology, topology/user_topology.py): its links and routes replace the
+    # fabric's; the counts above are the graph's (service/convert_cluster.py sets them from it). None: the fabric.
+    topology: UserTopology | None = None
 
     @property
     def num_nodes(self) -> int:
@@ -114,7 +118,22 @@ class ClusterSpec:
                 raise SpecError("cluster.nvlink_domain_gpus",
                                 "must be the node with node_groups: an NVLink domain joins GPUs of one kind")
         self.health.validate(self.num_gpus, self.num_nodes, self.nics_per_node)
+        if self.topology is not None:
+            self._validate_topology(self.topology)
         return self
+
+    def _validate_topology(self, t: UserTopology) -> None:
+        if self.node_groups:
+            raise SpecError("cluster.node_groups", "cannot be given with cluster.topology: one GPU kind per graph")
+        if self.health.degraded_links:
+            raise SpecError("cluster.degraded_links", "cannot be given with cluster.topology: give the link's "
+                            "lower bandwidth_gb_per_s in the graph")
+        shape = {"cluster.num_gpus": (self.num_gpus, t.gpus), "cluster.gpus_per_node": (self.gpus_per_node,
+                 t.gpus_per_node), "cluster.nics_per_node": (self.nics_per_node, t.nics_per_node),
+                 "cluster.nvlink_domain_gpus": (self.domain_gpus, t.domain_gpus)}
+        for name, (given, graph) in shape.items():
+            if given != graph:
+                raise SpecError(name, f"must be the topology's ({graph}; given {given})")
 
 
 def _node(gpu: GpuKind, gpus: int, nics: int, nic_gbit: float) -> ClusterSpec:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from topology.cluster_graph import cluster_graph
 from topology.cluster_spec import ClusterSpec
+from topology.graph_links import GraphLinks
 from topology.links import LinkIndex, LinkValues, Node
 
 if TYPE_CHECKING:
@@ -49,7 +50,7 @@ class Cluster:
     cluster's size: a simulation asks only for the links its flows cross (`latency` keeps those it asked for)."""
 
     spec: ClusterSpec
-    index: LinkIndex
+    index: LinkIndex | GraphLinks  # GraphLinks: a user's graph (cluster.topology), read off its edges
     num_spines: int
     latency: LinkValues = field(compare=False, repr=False)  # latency_s of each link asked for
     made: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)  # tables, once made
@@ -130,8 +131,12 @@ class Cluster:
         return self.index.kind_and_bandwidth(link)[0]
 
 
-def _parts(spec: ClusterSpec, index: LinkIndex) -> GraphParts:
+def _parts(spec: ClusterSpec, index: LinkIndex | GraphLinks) -> GraphParts:
     g = GraphParts()
+    if spec.topology is not None:
+        g.nodes.extend((key, dict(attrs)) for key, attrs in spec.topology.nodes)
+        return g
+    assert isinstance(index, LinkIndex)
     for n in range(spec.num_nodes):
         first = n * spec.gpus_per_node
         switch: Node = ("nvswitch", first // spec.domain_gpus)
@@ -153,6 +158,6 @@ def _parts(spec: ClusterSpec, index: LinkIndex) -> GraphParts:
 def build_cluster(spec: ClusterSpec) -> Cluster:
     """Build the cluster of `spec` (validated first); pure function of the spec, O(1) in its size."""
     spec.validate()
-    index = LinkIndex.of(spec)
+    index: LinkIndex | GraphLinks = LinkIndex.of(spec) if spec.topology is None else GraphLinks.of(spec)
     return Cluster(spec=spec, index=index, num_spines=index.spines, latency=LinkValues(index.latency_s))
 

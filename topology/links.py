@@ -110,6 +110,19 @@ class LinkIndex:
         """Leaf -> spine (+1: back)."""
         return self.spine_base + 2 * (spine * self.leaves + leaf)
 
+    def domain_links(self, domain: int) -> set[int]:
+        """Links that touch NVLink domain `domain`: its GPUs' NVLink and PCIe links are one run of ids, its NICs'
+        links to their leaves another."""
+        spec = self.spec
+        first = domain * spec.domain_gpus
+        end = min(first + spec.domain_gpus, spec.num_gpus)
+        found = set(range(self.nvlink_up(first), self.pcie_up(end - 1) + 2))
+        if self.leaves:
+            nics = spec.nics_per_node
+            found.update(range(self.nic_up(first // spec.gpus_per_node * nics),
+                               self.nic_up(-(-end // spec.gpus_per_node) * nics)))
+        return found
+
     def leaf_of(self, nic: int) -> int:
         per = self.spec.nics_per_node
         return leaf_of_nic(self.spec, nic // per, nic % per)

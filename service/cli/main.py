@@ -3,7 +3,8 @@ input (one line on stderr: a request field and its rule, or a flag the command c
 130 interrupted (Ctrl-C).
 
 Each command lives in its own module and registers itself: simulate and presets (cli/simulate.py), compare
-(cli/compare.py), search and sweep (cli/search.py), validate and serve (cli/serve.py).
+(cli/compare.py), search and sweep (cli/search.py), validate and serve (cli/serve.py), topology
+(cli/topology.py).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from service.cli.compare import add_compare_command
 from service.cli.search import add_search_commands
 from service.cli.serve import add_serve_commands
 from service.cli.simulate import add_simulate_commands
+from service.cli.topology import add_topology_command
 from service.cli.usage import UsageError
 
 
@@ -35,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_compare_command(sub)
     plot.add_plot_command(sub)
     add_search_commands(sub)
+    add_topology_command(sub)
     return parser
 
 

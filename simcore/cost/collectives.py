@@ -144,16 +144,7 @@ class CollectiveModel:
         domain = self.cluster.domain_of(gpu)
         found = self._links_of_node.get(domain)
         if found is None:
-            # the domain's GPU links are one run of ids, its NICs' links to their leaves another (topology/links.py)
-            spec, index = self.cluster.spec, self.cluster.index
-            first = domain * spec.domain_gpus
-            end = min(first + spec.domain_gpus, spec.num_gpus)
-            found = set(range(index.nvlink_up(first), index.pcie_up(end - 1) + 2))
-            if index.leaves:
-                nics = spec.nics_per_node
-                first_nic = first // spec.gpus_per_node * nics
-                end_nic = -(-end // spec.gpus_per_node) * nics
-                found.update(range(index.nic_up(first_nic), index.nic_up(end_nic)))
+            found = self.cluster.index.domain_links(domain)
             self._links_of_node[domain] = found
         return found
 
