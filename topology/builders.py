@@ -106,6 +106,7 @@ def _leaves_in_order(g: nx.Graph, nics: list[str], server: Server, down: int, pr
         g.add_node(leaf, kind="leaf")
     for i, nic in enumerate(nics):
         _switch_link(g, nic, leaves[i // down], server)
+        g.nodes[nic]["port"] = i % down  # its place under the leaf: what the ECMP hash reads
     return leaves
 
 

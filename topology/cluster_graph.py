@@ -2,7 +2,8 @@
 
 Nodes, keyed (kind, index): `("gpu", g)` with attributes kind, node (the server) and local (its place on it);
 `("nvswitch", d)`, one switch fabric per NVLink domain; `("nic", i)` with node, rail (its index on the server)
-and port (the server's place under its leaf, `node % LEAF_DOWN_PORTS`: what a D-mod-k / ECMP hash reads);
+and port (the NIC's place under its leaf: `node % LEAF_DOWN_PORTS` on a rail-optimized fabric, whose leaf serves one
+rail, else `nic % LEAF_DOWN_PORTS`; what a D-mod-k / ECMP hash reads);
 `("leaf", l)` and `("spine", s)`. Every directed edge carries `bandwidth_bytes_per_s`, `latency_s`, `kind`
 (nvlink | pcie | ib) and `link_id`, the link's index in the simulator's per-link tables, numbered as
 topology/links.py computes them (tests/topology/test_links.py holds the two equal). Graph attributes: `fabric`
@@ -63,14 +64,15 @@ def graph_nodes(spec: ClusterSpec, index: LinkIndex) -> list[tuple[Node, dict[st
     it), its GPUs and its NICs; then the leaves and the spines."""
     nodes: list[tuple[Node, dict[str, Any]]] = []
     gpn, nics, domain = spec.gpus_per_node, spec.nics_per_node, spec.domain_gpus
+    rail = spec.fabric is Fabric.RAIL_OPTIMIZED
     for n in range(spec.num_nodes):
         first = n * gpn
         if first % domain == 0:
             nodes.append((("nvswitch", first // domain), {"kind": "nvswitch", "node": n}))
         nodes.extend((("gpu", i), {"kind": "gpu", "node": n, "local": i - first})
                      for i in range(first, min(first + gpn, spec.num_gpus)))
-        port = n % LEAF_DOWN_PORTS
-        nodes.extend((("nic", n * nics + k), {"kind": "nic", "node": n, "rail": k, "port": port})
+        nodes.extend((("nic", n * nics + k), {"kind": "nic", "node": n, "rail": k,
+                                              "port": n % LEAF_DOWN_PORTS if rail else (n * nics + k) % LEAF_DOWN_PORTS})
                      for k in range(nics))
     if index.leaves:
         nodes.extend((("leaf", leaf), {"kind": "leaf"}) for leaf in range(index.leaves))

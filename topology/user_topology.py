@@ -5,8 +5,8 @@ What the file holds: nodes with a `kind` (gpu, nvswitch, nic, or a switch: switc
 `bandwidth_gb_per_s` (GB/s, 10^9 bytes, per direction) and `latency_us` (microseconds per hop). An undirected
 graph's edge is a link both ways; a directed graph gives each direction (both must be there). Optional: a GPU's
 `node` (the server it sits in; default its NVSwitch domain) and `local` (its place in the server; default file
-order), a NIC's `port` (what an ECMP hash reads; default its server's index), the graph's `pxn` (NCCL's PXN;
-default: on when every switch that NICs plug into serves one rail, as on a rail-optimized fabric).
+order), a NIC's `port` (what an ECMP hash reads; default its place among its switch's NICs), the graph's `pxn`
+(NCCL's PXN; default: on when every switch that NICs plug into serves one rail, as on a rail-optimized fabric).
 
 What the simulator needs of it, checked here with errors naming the node or edge and the rule: each GPU has one
 NVLink edge to an NVSwitch and one edge to a NIC; each NIC at most one switch; every server has as many GPUs and
@@ -343,6 +343,12 @@ def _assemble(graph: nx.Graph, key: dict[Any, Node], links: dict[tuple[Any, Any]
     rank = {"nvswitch": 0, "gpu": 0, "nic": 1, "switch": 2}
     ordered = sorted(key.values(), key=lambda k: (rank[k[0]], k[1] // domain if k[0] == "gpu" else k[1],
                                                   k[0] != "nvswitch", k[1]))
+    under: dict[Any, list[int]] = {}  # a NIC's default port: its place among the NICs of its switch, in order
+    for k in ordered:
+        if k[0] == "nic":
+            switch = next((w for w in graph.neighbors(back[k]) if key[w][0] == "switch"), None)
+            under.setdefault(switch, []).append(k[1])
+    default_port = {nic: i for nics_under in under.values() for i, nic in enumerate(nics_under)}
     nodes = []
     for k in ordered:
         v = back[k]
@@ -351,8 +357,9 @@ def _assemble(graph: nx.Graph, key: dict[Any, Node], links: dict[tuple[Any, Any]
             attrs.update(node=k[1] // gpn, local=k[1] % gpn)
         elif k[0] == "nic":
             server, rail = divmod(k[1], nics)
-            port = graph.nodes[v].get("port", server)
-            attrs.update(node=server, rail=rail, port=int(port) if isinstance(port, (int, float)) else server)
+            port = graph.nodes[v].get("port", default_port[k[1]])
+            attrs.update(node=server, rail=rail,
+                         port=int(port) if isinstance(port, (int, float)) else default_port[k[1]])
         nodes.append((k, tuple(sorted(attrs.items()))))
     place = {k: i for i, k in enumerate(ordered)}
     ends = sorted({(min(a, b, key=place.__getitem__), max(a, b, key=place.__getitem__))

@@ -78,14 +78,18 @@ class ArithmeticRouter(Router):
             leaf_a, leaf_b = nic_a // LEAF_DOWN_PORTS, nic_b // LEAF_DOWN_PORTS
         if leaf_a == leaf_b:
             return (*head, nic_base + 2 * nic_a, *tail)
-        spine = (node_a % LEAF_DOWN_PORTS + node_b % LEAF_DOWN_PORTS + nic_a % nics) % spines  # (_spine, inlined)
+        if rail:  # (_spine, inlined): a NIC's port is its place under its leaf
+            spine = (node_a % LEAF_DOWN_PORTS + node_b % LEAF_DOWN_PORTS + nic_a % nics) % spines
+        else:
+            spine = (nic_a % LEAF_DOWN_PORTS + nic_b % LEAF_DOWN_PORTS + nic_a % nics) % spines
         return (*head, nic_base + 2 * nic_a, spine_base + 2 * (spine * leaves + leaf_a),
                 spine_base + 2 * (spine * leaves + leaf_b) + 1, *tail)
 
     def _spine(self, nic_a: int, nic_b: int) -> int:
         nics = self.cluster.spec.nics_per_node
-        port_a = (nic_a // nics) % LEAF_DOWN_PORTS
-        port_b = (nic_b // nics) % LEAF_DOWN_PORTS
+        rail = self.cluster.spec.fabric is Fabric.RAIL_OPTIMIZED  # a NIC's port: its place under its leaf
+        port_a = (nic_a // nics if rail else nic_a) % LEAF_DOWN_PORTS
+        port_b = (nic_b // nics if rail else nic_b) % LEAF_DOWN_PORTS
         return (port_a + port_b + nic_a % nics) % self.cluster.num_spines
 
     def nodes(self, src: int, dst: int) -> list[Node]:
