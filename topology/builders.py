@@ -28,6 +28,8 @@ from topology.errors import SpecError
 if TYPE_CHECKING:
     import networkx as nx
 
+    from topology.cluster_spec import ClusterSpec
+
 DOWN_PORTS = 32  # a leaf's ports down to NICs (topology/cluster_spec.py's LEAF_DOWN_PORTS)
 
 
@@ -233,3 +235,22 @@ def node_link(g: nx.Graph) -> dict[str, Any]:
     import networkx as nx
 
     return nx.node_link_data(g, edges="links")
+
+
+def built_in(spec: ClusterSpec) -> nx.DiGraph:
+    """The built-in cluster of `spec` (topology/cluster_graph.py) as a user graph: nodes named kind and index
+    ("gpu12", "nic3", "leaf0", "spine7"), each direction's bandwidth in GB/s and latency in microseconds. Read back
+    as `cluster.topology` it routes and simulates as the built-in does (a starting point to edit)."""
+    import networkx as nx
+
+    from topology.cluster_graph import cluster_graph
+
+    source = cluster_graph(spec)
+    name = {n: f"{n[0]}{n[1]}" for n in source.nodes}
+    g = nx.DiGraph()
+    for n, attrs in source.nodes(data=True):
+        g.add_node(name[n], **attrs)
+    for u, v, attrs in source.edges(data=True):
+        g.add_edge(name[u], name[v], bandwidth_gb_per_s=attrs["bandwidth_bytes_per_s"] / 1e9,
+                   latency_us=attrs["latency_s"] * 1e6)
+    return g

@@ -149,14 +149,7 @@ def test_the_graph_of_a_built_in_fabric_routes_as_the_built_in() -> None:
     """The node-link export of the built-in graph, read back as a user graph: every route the same."""
     for fabric, oversubscription in (("fat_tree", 1.0), ("fat_tree", 2.0), ("rail_optimized", 1.0)):
         spec = replace(NODE_PRESETS["dgx-a100"], num_gpus=256, fabric=fabric, oversubscription=oversubscription)
-        doc = nx.node_link_data(cluster_graph(spec), edges="links")
-        name = {tuple(n["id"]): f"{n['id'][0]}{n['id'][1]}" for n in doc["nodes"]}
-        for n in doc["nodes"]:
-            n["id"] = name[tuple(n["id"])]
-        for e in doc["links"]:
-            e["source"], e["target"] = name[tuple(e["source"])], name[tuple(e["target"])]
-            e["bandwidth_gb_per_s"] = e.pop("bandwidth_bytes_per_s") / 1e9
-            e["latency_us"] = e.pop("latency_s") * 1e6
+        doc = b.node_link(b.built_in(spec))
         built, user = build_cluster(spec), build_cluster(spec_of(parse_topology(doc)))
         a, u = Router(built), Router(user)
         for src in range(0, 256, 7):
