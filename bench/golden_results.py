@@ -31,6 +31,7 @@ from typing import Any
 import yaml
 
 from api_schemas import SimulationRequest, load_request_file
+from api_schemas.topology_file import with_topology_file
 from service import convert as adapters
 from simcore import Layout, Recompute, simulate
 
@@ -201,7 +202,7 @@ def documents() -> list[tuple[str, dict[str, Any]]]:
     scenario as the file or layout it stands for."""
     out: list[tuple[str, dict[str, Any]]] = []
     for path in sorted(ROOT.glob("examples/**/*.yaml")):
-        body = yaml.safe_load(path.read_text(encoding="utf-8"))
+        body = with_topology_file(yaml.safe_load(path.read_text(encoding="utf-8")), str(path))  # the graph a path names
         _check(body, adapters.to_scenario(load_request_file(str(path))))
         out.append((str(path.relative_to(ROOT)), body))
     out += list(EXTRA.items())

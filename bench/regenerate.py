@@ -43,6 +43,7 @@ STEPS: list[list[str]] = [
     ["examples/moe/report.py"],
     ["examples/pipeline-schedules/report.py"],
     ["examples/heterogeneous/report.py"],
+    ["examples/fabrics/report.py"],
 ]
 
 
