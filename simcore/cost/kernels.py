@@ -271,11 +271,10 @@ def _gemm_peak(op: Op, gpu: GpuSpec, params: CostParameters) -> tuple[float, flo
     """The peak a GEMM runs against (16-bit or FP8), the fraction of it a large one reaches, and the generation
     whose fitted parameters apply."""
     generation = FITTED_GENERATION.get(gpu.generation, gpu.generation)
-    efficiency = large_gemm_efficiency(params.gemm_efficiency(generation), str(gpu.kind), gpu.generation,
-                                       generation)
+    efficiency = large_gemm_efficiency(params.gemm_efficiency(generation), gpu, generation)
     if op.fp8:
         fp8 = fp8_gemm_efficiency(efficiency)
-        ceiling = ceiling_fraction(str(gpu.kind), "fp8")
+        ceiling = ceiling_fraction(gpu, "fp8")
         return gpu.peak_fp8_flops_per_s, fp8 if ceiling is None else min(fp8, ceiling), generation
     return gpu.peak_flops_per_s, efficiency, generation
 
