@@ -39,8 +39,9 @@ CATALOG = {(gpu, dtype): tflops for (gpu, dtype), tflops in BEST.items() if gpu 
 
 
 def test_the_ceilings_are_the_reference_files() -> None:
-    assert {(gpu, dtype): best / 1e12 for gpu, dtypes in CEILING_FLOPS_PER_S.items()
-            for dtype, best in dtypes.items()} == CATALOG
+    assert {
+        (gpu, dtype): best / 1e12 for gpu, dtypes in CEILING_FLOPS_PER_S.items() for dtype, best in dtypes.items()
+    } == CATALOG
 
 
 def _gemms(m: int, n: int, k: int, fp8: bool) -> list[Op]:
