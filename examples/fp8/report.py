@@ -89,9 +89,10 @@ def render(rows: dict[str, dict[str, float]]) -> str:
         "",
         f"On B200 the same layout runs {h_bf16['iteration_s'] / b_bf16['iteration_s']:.2f}x (BF16) and "
         f"{h_fp8['iteration_s'] / b_fp8['iteration_s']:.2f}x (FP8) faster than on H100, and FP8 gains "
-        f"{b_bf16['iteration_s'] / b_fp8['iteration_s']:.2f}x: B200 takes Hopper's fitted GEMM efficiencies (no 16-bit "
-        "Blackwell run is published in the reference data) with its own peaks (2,250 / 4,500 TFLOP/s) and HBM "
-        "(7.7 TB/s).",
+        f"{b_bf16['iteration_s'] / b_fp8['iteration_s']:.2f}x: B200 takes Hopper's fitted GEMM half time, and its "
+        "GEMM efficiency is Hopper's fitted one scaled by the best GEMM measured on each GPU (no 16-bit Blackwell run "
+        "is published in the reference data; simcore/cost/gemm_ceilings.py), with its own peaks (2,250 / 4,500 "
+        "TFLOP/s) and HBM (7.7 TB/s).",
         "",
     ]
     return "\n".join(lines)

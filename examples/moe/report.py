@@ -104,10 +104,11 @@ def render() -> str:
         f"{across.time_breakdown_s['ep_comm']:.2f} s,",
         f"  {across.time_breakdown_s['ep_comm'] / inside.time_breakdown_s['ep_comm']:.1f}x as long. On the NVL72 rack "
         f"EP 64 sends nothing over the NICs and waits {rack.time_breakdown_s['ep_comm']:.2f} s.",
-        f"- **Expert GEMMs.** With EP 8 each rank holds 16 experts of {rows8:,.0f} token copies each; their fc1 GEMM "
-        f"runs at {eff8:.0%} of",
+        f"- **Expert GEMMs.** With EP 8 each rank holds 16 experts of {rows8:,.0f} token copies each; their fc1, one "
+        f"grouped GEMM (TE GroupedLinear), runs at {eff8:.0%} of",
         f"  the 16-bit peak against {dense8:.0%} for the attention output projection on the same tokens. EP 64 leaves "
-        f"2 experts a rank with {rows64:,.0f} rows each ({eff64:.0%}): the same FLOPs in fewer, larger GEMMs.",
+        f"2 experts a rank with {rows64:,.0f} rows each ({eff64:.0%}): a grouped GEMM ramps up once whatever the "
+        "split.",
         f"- **Memory.** EP 8: {stage.weights / GIB:.1f} GiB of weights, {stage.gradients / GIB:.1f} of gradients and "
         f"{stage.optimizer_states / GIB:.1f} of optimizer states a GPU (the experts' sharded over the 8 expert",
         f"  data-parallel ranks, the dense layers' over 64). EP 64 holds 2 experts a layer instead of 16: "

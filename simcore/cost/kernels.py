@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from simcore.cost.fp8 import QUANTIZE_BYTES, fp8_gemm_efficiency, scale_update_bytes
+from simcore.cost.gemm_ceilings import ceiling_fraction, large_gemm_efficiency
 from simcore.cost.gemm_shape import MAIN_GRAD_BYTES, Product, gradient_products, tiled_compute_s
 from simcore.cost.parameters import (
     FLASH_BACKWARD_FACTOR,
@@ -42,8 +43,8 @@ LATENT_AND_EXPERT_PROJECTIONS = ("q_down", "q_up", "kv_down", "kv_up", "expert_f
                                  "shared_fc2")
 
 
-# Blackwell takes Hopper's fitted 16-bit GEMM efficiency and half time: the reference data holds no 16-bit
-# Blackwell run to fit them on (its B200 and GB200 rows, all FP8, judge the assumption).
+# Blackwell takes Hopper's fitted half time, and its 16-bit GEMM efficiency read against the measured GEMM
+# ceilings (simcore/cost/gemm_ceilings.py): the reference data holds no 16-bit Blackwell run to fit them on.
 FITTED_GENERATION = {"blackwell": "hopper"}
 
 
@@ -67,12 +68,14 @@ class Op:
     shape: Product | None = None  # a GEMM's (forward) product, which the shape model costs (gemm_shape.py)
     gradient: bool = False  # the backward of a shaped GEMM: its two gradient products
     weight: bool = False  # a GEMM by a layer's weight, whose weight gradient accumulates into fp32 main_grad
+    group: int = 1  # GEMMs in one grouped kernel (the local experts' GroupedLinear: shape.batch of them)
+    fused_host: bool = False  # issued inside the preceding kernel's framework call: no host time of its own
 
     def backward(self) -> Op:
         factor = FLASH_BACKWARD_FACTOR if self.kind is OpKind.FLASH else 2.0
         return Op(self.name + "_bwd", self.kind, self.flops * factor, self.bytes * self.backward_bytes,
                   fp8=self.fp8, host_s=self.host_s, shape=self.shape, gradient=self.shape is not None,
-                  weight=self.weight)
+                  weight=self.weight, group=self.group, fused_host=self.fused_host)
 
 
 # Backward traffic over forward traffic of the memory-bound kernels, from what each kernel reads and writes:
@@ -102,6 +105,15 @@ def _mem(name: str, nbytes: float, backward_bytes: float) -> Op:
 def gemm_op(name: str, m: float, n: float, k: float, batch: float = 1.0) -> Op:
     """A (batched) m x k by k x n matrix product as a kernel (what the other cost modules build layers from)."""
     return _gemm(name, m, n, k, batch)
+
+
+def grouped_gemm_op(name: str, rows: float, n: float, k: float, groups: int) -> Op:
+    """One grouped GEMM over `groups` weights (the local experts), each a `rows` x k by k x n product: Transformer
+    Engine's GroupedLinear, which Megatron-Core's TEGroupedMLP runs for all local experts in one call
+    (transformer_engine/pytorch/module/grouped_linear.py: general_grouped_gemm over the m_splits). Its products
+    share the GPU (cuBLAS on TE's multi-stream workspaces, or one grouped kernel), so the group ramps up and
+    drains once: it is costed as one kernel of the group's total FLOPs."""
+    return replace(_gemm(name, rows, n, k, batch=groups), group=groups)
 
 
 def memory_op(name: str, nbytes: float, backward_bytes: float) -> Op:
@@ -134,10 +146,14 @@ def fp8_ops(ops: tuple[Op, ...], recipe: Fp8Recipe) -> tuple[Op, ...]:
         if op.name not in PROJECTIONS and op.name not in LATENT_AND_EXPERT_PROJECTIONS:
             out.append(op)
             continue
-        gemms += 1
+        gemms += op.group
         quantize_in = QUANTIZE_BYTES[recipe] * op.elements_in
         quantize_grad = QUANTIZE_BYTES[recipe] * op.elements_out
-        out.append(_mem("fp8_quantize_" + op.name, quantize_in, quantize_grad / quantize_in))
+        # A grouped GEMM quantizes all its groups' inputs in one multi-tensor kernel issued by the same framework
+        # call (GroupedLinear: tex.split_quantize / fp8_multi_cast_transpose_fused), so it has no host time of its
+        # own; the backward quantizes the output gradients the same way.
+        out.append(replace(_mem("fp8_quantize_" + op.name, quantize_in, quantize_grad / quantize_in),
+                           fused_host=op.group > 1))
         operands = op.bytes - BYTES * op.elements_out  # 16-bit input and weight, one byte each in FP8
         out.append(replace(op, fp8=True, bytes=operands / BYTES + BYTES * op.elements_out))
     if recipe is Fp8Recipe.TENSORWISE and gemms:
@@ -234,6 +250,11 @@ def op_time(op: Op, gpu: GpuSpec, params: CostParameters) -> float:
     model on (params.gemm_shape_model) a GEMM that knows its shape is costed by it (`shaped_gemm_times`)."""
     if op.kind is OpKind.GEMM and op.shape is not None and params.gemm_shape_model:
         return sum(shaped_gemm_times(op, gpu, params)) + KERNEL_OVERHEAD_S
+    if op.gradient and op.group > 1:
+        # a grouped GEMM's backward is two grouped GEMMs, the input gradients and then the weight gradients
+        # (GroupedLinear's backward calls general_grouped_gemm for each), each with its own ramp, tail and launch
+        half = replace(op, flops=op.flops / 2, bytes=op.bytes / 2, gradient=False)
+        return 2 * op_time(half, gpu, params)
     memory_s = op.bytes / (gpu.hbm_bandwidth_bytes_per_s * params.memory_efficiency)
     if op.kind is OpKind.MEMORY:
         return memory_s + KERNEL_OVERHEAD_S
@@ -250,9 +271,12 @@ def _gemm_peak(op: Op, gpu: GpuSpec, params: CostParameters) -> tuple[float, flo
     """The peak a GEMM runs against (16-bit or FP8), the fraction of it a large one reaches, and the generation
     whose fitted parameters apply."""
     generation = FITTED_GENERATION.get(gpu.generation, gpu.generation)
+    efficiency = large_gemm_efficiency(params.gemm_efficiency(generation), gpu, generation)
     if op.fp8:
-        return gpu.peak_fp8_flops_per_s, fp8_gemm_efficiency(params.gemm_efficiency(generation)), generation
-    return gpu.peak_flops_per_s, params.gemm_efficiency(generation), generation
+        fp8 = fp8_gemm_efficiency(efficiency)
+        ceiling = ceiling_fraction(gpu, "fp8")
+        return gpu.peak_fp8_flops_per_s, fp8 if ceiling is None else min(fp8, ceiling), generation
+    return gpu.peak_flops_per_s, efficiency, generation
 
 
 def shaped_gemm_times(op: Op, gpu: GpuSpec, params: CostParameters) -> tuple[float, ...]:
@@ -269,10 +293,18 @@ def shaped_gemm_times(op: Op, gpu: GpuSpec, params: CostParameters) -> tuple[flo
     nbytes: tuple[float, ...] = (op.bytes,)
     if op.gradient:
         products = gradient_products(op.shape)
-        accumulate = (MAIN_GRAD_BYTES - BYTES) * op.shape.k * op.shape.n if op.weight else 0.0
-        nbytes = (op.bytes / 2, op.bytes / 2 + accumulate)
+        nbytes = (op.bytes / 2, op.bytes / 2 + main_grad_bytes(op))
     return tuple(max(tiled_compute_s(p, gpu.sm_count, sm_rate, params.gemm_prologue_k) + half_s, b / bandwidth)
                  for p, b in zip(products, nbytes))
+
+
+def main_grad_bytes(op: Op) -> float:
+    """What a weight-gradient GEMM moves beyond its 16-bit output by accumulating into the fp32 main_grad (read
+    and write 4-byte C, gemm_shape.MAIN_GRAD_BYTES), for every weight of a grouped GEMM; 0 for other kernels.
+    The shape model counts it (shaped_gemm_times); the plain roofline's fitted efficiencies carry it."""
+    if not (op.gradient and op.weight and op.shape is not None):
+        return 0.0
+    return (MAIN_GRAD_BYTES - BYTES) * op.shape.k * op.shape.n * op.shape.batch
 
 
 def weight_gradient_time(op: Op, gpu: GpuSpec, params: CostParameters) -> float:
@@ -312,8 +344,9 @@ def optimizer_step_s(parameters: float, gpu: GpuSpec, params: CostParameters, fp
 def ops_time(ops: tuple[Op, ...], gpu: GpuSpec, params: CostParameters) -> float:
     """Seconds for a sequence of kernels issued by the host one after another: their GPU time, or, where the
     GPU outruns the host, the host's time to issue them (HOST_DISPATCH_S each, or the kernel's own host_s)."""
-    default = sum(1 for op in ops if op.host_s is None)
-    host = default * HOST_DISPATCH_S + sum(op.host_s for op in ops if op.host_s is not None)
+    issued = [op for op in ops if not op.fused_host]
+    default = sum(1 for op in issued if op.host_s is None)
+    host = default * HOST_DISPATCH_S + sum(op.host_s for op in issued if op.host_s is not None)
     return max(sum(op_time(op, gpu, params) for op in ops), host)
 
 

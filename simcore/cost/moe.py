@@ -11,9 +11,10 @@ the MoE block works on the sequence-parallel shard):
    the host, so the host can no longer run ahead of the GPU within the layer);
 3. permute (the fused permutation reads T x h and writes the T·k routed copies), the dispatch all-to-all over the
    EP group, and, with more than one local expert, the sort of the received chunks by local expert;
-4. the experts: one GEMM per local expert for fc1, the activation, one GEMM per expert for fc2 (Transformer
-   Engine's GroupedLinear issues a cuBLAS GEMM per expert), each at the size-dependent efficiency of its own
-   token count;
+4. the experts: one grouped GEMM over the local experts for fc1, the activation, one for fc2 (moe_grouped_gemm:
+   TEGroupedMLP runs Transformer Engine's GroupedLinear, one call for all local experts, its FP8 casts in one
+   multi-tensor kernel of that call), at the size-dependent efficiency of the group's work; its backward is two
+   grouped GEMMs (input and weight gradients);
 5. the unsort, the combine all-to-all and the unpermute (a weighted scatter-add back to T x h);
 6. the shared experts: a dense MLP of num_shared_experts x moe_ffn_hidden_size on the T tokens.
 Backward runs the same kernels' backward (two GEMMs per product) and the two all-to-alls again.
@@ -48,9 +49,11 @@ HOST_SYNC_S = 15e-6
 MOE_BLOCK = ("router", "router_topk", "router_aux_loss", "permute", "sort_chunks", "expert_fc1", "expert_activation",
              "expert_fc2", "unsort_chunks", "unpermute", "shared_fc1", "shared_activation", "shared_fc2")
 # Host time to issue one kernel of the MoE block (Megatron-Core's router, token dispatcher and TE GroupedLinear run
-# in eager Python: per-expert splits, routing-map bookkeeping, autograd functions): fitted (bench/fit_moe.py) on the
-# two Megatron-Bridge 25.11 H100 MoE rows, whose dropless layers are host-bound after each synchronisation.
-MOE_HOST_KERNEL_S = 185e-6
+# in eager Python: routing-map bookkeeping, autograd functions), one per framework call: a grouped GEMM and its
+# fused FP8 quantization are one call. Fitted (bench/fit_moe.py) on the two Megatron-Bridge 25.11 H100 MoE rows
+# within 5-25 us, what issuing one eager PyTorch op costs (simcore/cost/parameters.py's HOST_DISPATCH_S source);
+# neither row's layer is host-bound with grouped GEMMs, so the fit takes the bound's low end.
+MOE_HOST_KERNEL_S = 5e-6
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,7 @@ from simcore.cost.kernels import (
     OpKind,
     fp8_ops,
     gemm_op,
+    grouped_gemm_op,
     layer_forward_ops,
     memory_op,
     ops_time,
@@ -126,13 +127,17 @@ def _moe_ops(model: ModelShape, b: int, t: int, ep: int, expert_tp: int) -> list
     if load.local_experts > 1:  # the received chunks are sorted by local expert, and back after the experts
         ops.append(memory_op("sort_chunks", 2 * BYTES * h * load.received, 1.0))
     rows = grouped_gemm_tokens(load.per_expert)
-    ops += [gemm_op("expert_fc1", rows, up * f, h) for _ in range(load.local_experts)]
+    # one grouped GEMM for all local experts (Megatron-Core's TEGroupedMLP, moe_grouped_gemm), fc1 and fc2
+    ops.append(grouped_gemm_op("expert_fc1", rows, up * f, h, load.local_experts))
     ops.append(memory_op("expert_activation", BYTES * load.received * f * (up + 1), (2 * up + 1) / (up + 1)))
-    ops += [gemm_op("expert_fc2", rows, h, f) for _ in range(load.local_experts)]
+    ops.append(grouped_gemm_op("expert_fc2", rows, h, f, load.local_experts))
     if load.local_experts > 1:
         ops.append(memory_op("unsort_chunks", 2 * BYTES * h * load.received, 1.0))
-    # the weighted scatter-add back to each token
-    ops.append(memory_op("unpermute", BYTES * h * (load.sent + load.tokens), 1.0))
+    # the weighted scatter-add back to each token; its backward gathers the gradient to every copy and, for the
+    # routing probabilities' gradient, reads the copies' expert outputs again (Transformer Engine's fused
+    # moe_unpermute backward takes the forward input beside the gradient when the probabilities are given)
+    unpermute = load.sent + load.tokens
+    ops.append(memory_op("unpermute", BYTES * h * unpermute, (load.tokens + 2 * load.sent) / unpermute))
     if moe.num_shared_experts:
         fs, tokens = moe.num_shared_experts * moe.ffn_hidden_size / t, b * model.seq_length
         ops += [gemm_op("shared_fc1", tokens, up * fs, h),

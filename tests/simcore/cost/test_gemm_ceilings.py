@@ -1,0 +1,77 @@
+"""No modelled GEMM runs above the best GEMM measured on its GPU (simcore/calibration/reference/gemm-ceilings.json),
+whatever its shape, dtype, pass or cost model; the ceilings in simcore/cost/gemm_ceilings.py are that file's; and a
+GEMM never gets slower when its dtype gets faster."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from simcore.cost.gemm_ceilings import CEILING_FLOPS_PER_S
+from simcore.cost.kernels import Op, fp8_ops, gemm_op, grouped_gemm_op, op_time
+from simcore.cost.parameters import FITTED
+from simcore.domain.layout import Fp8Recipe
+from topology.hardware import GPUS, GpuKind
+
+CEILINGS = Path(__file__).parents[3] / "simcore" / "calibration" / "reference" / "gemm-ceilings.json"
+SHAPED = replace(FITTED, gemm_shape_model=True, gemm_prologue_k=64.0)
+# Efficiencies above every ceiling: what the cap must hold (a refit that drifts high, say)
+OVERFIT = replace(FITTED, gemm_efficiency_ampere=0.95, gemm_efficiency_hopper=0.95)
+DTYPES = {"bf16": "bf16", "fp8_e4m3": "fp8"}
+SIZES = (1, 7, 64, 128, 500, 1024, 2048, 3072, 4096, 8192, 16384, 65536)
+
+
+def _best_rows() -> dict[tuple[str, str], float]:
+    """The best measured TFLOP/s per (GPU kind, dtype) of the reference file, H200 as H100 (its note)."""
+    best: dict[tuple[str, str], float] = {}
+    for row in json.loads(CEILINGS.read_text(encoding="utf-8"))["rows"]:
+        key = (row["gpu"], DTYPES[row["dtype"]])
+        best[key] = max(best.get(key, 0.0), row["best_tflops"])
+    best[("h200-141gb", "bf16")] = best[("h100-80gb", "bf16")]
+    return best
+
+
+BEST = _best_rows()
+CATALOG = {(gpu, dtype): tflops for (gpu, dtype), tflops in BEST.items() if gpu in {str(k) for k in GPUS}}
+
+
+def test_the_ceilings_are_the_reference_files() -> None:
+    assert {
+        (gpu, dtype): best / 1e12 for gpu, dtypes in CEILING_FLOPS_PER_S.items() for dtype, best in dtypes.items()
+    } == CATALOG
+
+
+def _gemms(m: int, n: int, k: int, fp8: bool) -> list[Op]:
+    forward = [gemm_op("mlp_up", m, n, k), grouped_gemm_op("expert_fc1", m, n, k, 16)]
+    if fp8:
+        forward = [op for op in fp8_ops(tuple(forward), Fp8Recipe.TENSORWISE) if op.fp8]
+    return forward + [op.backward() for op in forward]
+
+
+@pytest.mark.parametrize(("gpu", "dtype"), sorted(CATALOG))
+def test_no_gemm_runs_above_its_gpus_measured_best(gpu: str, dtype: str) -> None:
+    spec = GPUS[GpuKind(gpu)]
+    ceiling = CATALOG[(gpu, dtype)] * 1e12
+    fastest = 0.0
+    for params in (FITTED, SHAPED, OVERFIT, replace(OVERFIT, gemm_shape_model=True)):
+        for m in SIZES:
+            for n in SIZES:
+                for k in SIZES:
+                    for op in _gemms(m, n, k, dtype == "fp8"):
+                        fastest = max(fastest, op.flops / op_time(op, spec, params))
+    assert fastest <= ceiling
+    assert fastest > 0.5 * ceiling  # the sweep reaches large GEMMs: the bound is not vacuous
+
+
+@pytest.mark.parametrize("kind", [GpuKind.H100_80GB, GpuKind.B200_180GB, GpuKind.GB200_186GB])
+def test_a_gemm_is_never_slower_in_fp8(kind: GpuKind) -> None:
+    spec = GPUS[kind]
+    for params in (FITTED, SHAPED):
+        for m in SIZES:
+            for n in SIZES[::2]:
+                for k in SIZES[::2]:
+                    for bf16, fp8 in zip(_gemms(m, n, k, False), _gemms(m, n, k, True)):
+                        assert op_time(fp8, spec, params) <= op_time(bf16, spec, params)
