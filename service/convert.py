@@ -65,6 +65,15 @@ def _model_fields(request: SimulationRequest) -> dict[str, Any]:
     given = request.model.model_dump(exclude_none=True)
     name = given.pop("preset", None)
     fields: dict[str, Any] = {}
+    hf_config = given.pop("hf_config", None)
+    if hf_config is not None:
+        if name is not None:
+            raise SpecError("model.hf_config", "give a preset or a config.json, not both")
+        from interop import model_from_hf
+
+        imported = model_from_hf(hf_config)
+        fields.update(imported.assumed)
+        fields.update(imported.fields)
     if name is not None:
         if name not in MODEL_PRESETS:
             raise SpecError("model.preset", f"unknown model preset '{name}' (see `clustersim presets models`)")
