@@ -51,7 +51,7 @@ from simcore import (
 if TYPE_CHECKING:  # imported where used: a plain simulation needs neither the search documents nor the space
     from api_schemas.search import SearchSpaceIn
     from simcore.planning.space import Space
-__all__ = ["chrome_trace", "presets", "replace_spans", "request_error", "to_cluster", "to_response", "to_scenario",
+__all__ = ["chrome_trace", "model_fields", "presets", "replace_spans", "request_error", "to_cluster", "to_response", "to_scenario",
            "to_training", "training_json", "layout_json", "to_space"]
 
 
@@ -59,6 +59,11 @@ def request_error(err: SpecError | RequestError) -> RequestError:
     """The request error a document's reader sees: a rule the domain enforces (dp * tp * pp = GPUs, an unknown
     preset) names the same field as the document's own rules do."""
     return err if isinstance(err, RequestError) else RequestError.for_field(err.field, err.rule)
+
+
+def model_fields(request: SimulationRequest) -> dict[str, Any]:
+    """The request's model as fields: its preset's (or its config.json's) with the request's own on top."""
+    return _model_fields(request)
 
 
 def _model_fields(request: SimulationRequest) -> dict[str, Any]:

@@ -1,0 +1,101 @@
+"""Import and export, the one code path the CLI (`clustersim import`, `export`, `search --export`), the Python API
+and the HTTP routes share: a framework's configuration text -> a validated request document (with what was left
+out), and a request -> the framework's launch configuration. The mappings themselves live in interop/."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from api_schemas import RequestError, SimulationRequest
+
+__all__ = ["EXPORT_KINDS", "IMPORT_KINDS", "ImportResult", "export_config", "import_config"]
+
+IMPORT_KINDS = ("megatron", "hf")
+EXPORT_KINDS = ("megatron", "torchtitan")
+DEFAULT_CLUSTER = "dgx-h100"
+
+
+@dataclass(frozen=True, slots=True)
+class ImportResult:
+    """A request document `clustersim simulate` runs unchanged, the input's keys it could not represent (with their
+    values) and the values it assumed where the input said nothing."""
+
+    request: dict[str, Any]
+    ignored: dict[str, Any] = field(default_factory=dict)
+    assumed: dict[str, Any] = field(default_factory=dict)
+
+
+def _gpus_per_node(preset: str) -> int:
+    from simcore import NODE_PRESETS
+
+    if preset not in NODE_PRESETS:
+        raise RequestError.for_field("cluster", f"unknown cluster preset '{preset}' (see `clustersim presets "
+                                     "clusters`)")
+    return NODE_PRESETS[preset].gpus_per_node
+
+
+def _checked(request: dict[str, Any]) -> dict[str, Any]:
+    """The request validated as `simulate` would (fields and the domain's rules), so an import that cannot run
+    fails here, naming the field."""
+    from api_schemas.errors import from_validation_error
+    from pydantic import ValidationError
+    from service import convert
+    from simcore import SpecError, check
+
+    try:
+        document = SimulationRequest.model_validate(request)
+    except ValidationError as exc:
+        raise from_validation_error(exc) from None
+    try:
+        check(convert.to_scenario(document))
+    except SpecError as err:
+        raise convert.request_error(err) from None
+    return request
+
+
+def import_config(kind: str, text: str, source: str = "<input>", *, cluster: str = DEFAULT_CLUSTER,
+                  nodes: int | None = None, layout: dict[str, Any] | None = None) -> ImportResult:
+    """`kind` (megatron or hf) `text` -> ImportResult; RequestError naming the line or key otherwise. A config.json
+    holds no layout: `layout` (default one GPU per data-parallel rank over the cluster) goes beside it."""
+    if kind == "megatron":
+        from interop.megatron_args import parse_megatron
+        from interop.megatron_import import request_from_megatron
+
+        imported = request_from_megatron(parse_megatron(text, source), cluster_preset=cluster,
+                                         gpus_per_node=_gpus_per_node(cluster), num_nodes=nodes, source=source)
+        return ImportResult(_checked(imported.request), imported.ignored, imported.assumed)
+    if kind == "hf":
+        import json
+
+        from interop import model_from_hf
+
+        try:
+            config = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise RequestError.for_field(f"{source}:{exc.lineno}", f"is not JSON ({exc.msg})") from None
+        hf = model_from_hf(config, where=source)
+        gpus = (nodes or 1) * _gpus_per_node(cluster)
+        request = {"model": {**hf.assumed, **hf.fields}, "cluster": {"preset": cluster, "num_nodes": nodes or 1},
+                   "layout": layout or {"dp": gpus, "tp": 1, "pp": 1, "global_batch_size": gpus}}
+        return ImportResult(request, hf.ignored, hf.assumed)
+    raise RequestError.for_field("kind", f"must be one of {', '.join(IMPORT_KINDS)} (given {kind!r})")
+
+
+def export_config(kind: str, request: SimulationRequest) -> str:
+    """The launch configuration of `request`'s layout for `kind` (megatron: the torchrun command; torchtitan: a
+    TOML); RequestError naming the field a framework cannot run, and which framework can."""
+    from service import convert
+
+    scenario = convert.to_scenario(request)
+    model = convert.model_fields(request)
+    if kind == "megatron":
+        from interop.megatron_export import megatron_command
+
+        return megatron_command(request, model, num_gpus=scenario.cluster.num_gpus,
+                                gpus_per_node=scenario.cluster.gpus_per_node)
+    if kind == "torchtitan":
+        from interop.torchtitan_export import torchtitan_toml
+
+        return torchtitan_toml(request, model)
+    raise RequestError.for_field("kind", f"must be one of {', '.join(EXPORT_KINDS)} (given {kind!r})")
