@@ -43,7 +43,7 @@ class _Reader:
         value = self.config.get(key, default)
         return default if value is None else value
 
-    def int(self, key: str, default: int | None = None) -> int:
+    def integer(self, key: str, default: int | None = None) -> int:
         value = self.get(key, default)
         if value is None:
             raise self.error(key, "is required for this architecture")
@@ -51,7 +51,7 @@ class _Reader:
             raise self.error(key, f"must be an integer >= 0 (given {value!r})")
         return value
 
-    def bool(self, key: str, default: bool) -> bool:
+    def boolean(self, key: str, default: bool) -> bool:
         value = self.get(key, default)
         if type(value) is not bool:
             raise self.error(key, f"must be true or false (given {value!r})")
@@ -80,18 +80,18 @@ def _activation(r: _Reader, key: str, default: str, gated: bool) -> str:
 
 def _decoder(r: _Reader, tied_default: bool) -> dict[str, Any]:
     """The keys Llama, Mistral, Qwen2/3 and their MoE variants share (LlamaConfig's names)."""
-    heads = r.int("num_attention_heads")
-    hidden = r.int("hidden_size")
+    heads = r.integer("num_attention_heads")
+    hidden = r.integer("hidden_size")
     fields: dict[str, Any] = {
         "architecture": "decoder_only",
-        "num_layers": r.int("num_hidden_layers"),
+        "num_layers": r.integer("num_hidden_layers"),
         "hidden_size": hidden,
         "num_attention_heads": heads,
-        "num_kv_heads": r.int("num_key_value_heads", heads),
-        "head_dim": r.int("head_dim", hidden // heads),
-        "ffn_hidden_size": r.int("intermediate_size"),
-        "vocab_size": r.int("vocab_size"),
-        "tied_embeddings": r.bool("tie_word_embeddings", tied_default),
+        "num_kv_heads": r.integer("num_key_value_heads", heads),
+        "head_dim": r.integer("head_dim", hidden // heads),
+        "ffn_hidden_size": r.integer("intermediate_size"),
+        "vocab_size": r.integer("vocab_size"),
+        "tied_embeddings": r.boolean("tie_word_embeddings", tied_default),
         "activation": _activation(r, "hidden_act", "silu", gated=True),
     }
     if r.get("use_sliding_window", False) is True and r.get("sliding_window") is not None:
@@ -112,7 +112,7 @@ def _mistral(r: _Reader) -> dict[str, Any]:
 
 def _mixtral(r: _Reader) -> dict[str, Any]:
     fields = _mistral(r)
-    fields.update(num_experts=r.int("num_local_experts", 8), moe_top_k=r.int("num_experts_per_tok", 2),
+    fields.update(num_experts=r.integer("num_local_experts", 8), moe_top_k=r.integer("num_experts_per_tok", 2),
                   moe_ffn_hidden_size=fields["ffn_hidden_size"])
     return fields
 
@@ -125,11 +125,11 @@ def _qwen_moe(r: _Reader, shared: bool) -> dict[str, Any]:
     fields = _decoder(r, tied_default=False)
     r.expect("decoder_sparse_step", (1,), "only every layer being a MoE layer is represented")
     r.expect("mlp_only_layers", ([],), "dense layers between MoE layers are not represented")
-    moe_ffn = r.int("moe_intermediate_size")
-    fields.update(num_experts=r.int("num_experts"), moe_top_k=r.int("num_experts_per_tok"),
+    moe_ffn = r.integer("moe_intermediate_size")
+    fields.update(num_experts=r.integer("num_experts"), moe_top_k=r.integer("num_experts_per_tok"),
                   moe_ffn_hidden_size=moe_ffn)
     if shared:  # Qwen2-MoE: one shared expert of shared_expert_intermediate_size (a multiple of the experts' size)
-        size = r.int("shared_expert_intermediate_size", 0)
+        size = r.integer("shared_expert_intermediate_size", 0)
         if size % moe_ffn:
             raise r.error("shared_expert_intermediate_size",
                           f"must be a multiple of moe_intermediate_size ({moe_ffn}): shared experts are counted in "
@@ -143,19 +143,19 @@ def _deepseek(r: _Reader) -> dict[str, Any]:
     r.expect("moe_layer_freq", (1,), "only a MoE layer after every leading dense layer is represented")
     fields.pop("head_dim")
     fields.update(
-        num_experts=r.int("n_routed_experts"), moe_top_k=r.int("num_experts_per_tok"),
-        moe_ffn_hidden_size=r.int("moe_intermediate_size"), num_shared_experts=r.int("n_shared_experts", 0),
-        first_dense_layers=r.int("first_k_dense_replace", 0), attention_variant="mla",
-        q_lora_rank=r.int("q_lora_rank", 0), kv_lora_rank=r.int("kv_lora_rank"),
-        qk_rope_head_dim=r.int("qk_rope_head_dim"), head_dim=r.int("qk_nope_head_dim"),
-        v_head_dim=r.int("v_head_dim"),
+        num_experts=r.integer("n_routed_experts"), moe_top_k=r.integer("num_experts_per_tok"),
+        moe_ffn_hidden_size=r.integer("moe_intermediate_size"), num_shared_experts=r.integer("n_shared_experts", 0),
+        first_dense_layers=r.integer("first_k_dense_replace", 0), attention_variant="mla",
+        q_lora_rank=r.integer("q_lora_rank", 0), kv_lora_rank=r.integer("kv_lora_rank"),
+        qk_rope_head_dim=r.integer("qk_rope_head_dim"), head_dim=r.integer("qk_nope_head_dim"),
+        v_head_dim=r.integer("v_head_dim"),
     )
     return fields
 
 
 def _gpt_oss(r: _Reader) -> dict[str, Any]:
     fields = _decoder(r, tied_default=False)  # GptOssConfig: gated SwiGLU experts (hidden_act "silu")
-    fields.update(num_experts=r.int("num_local_experts"), moe_top_k=r.int("num_experts_per_tok"),
+    fields.update(num_experts=r.integer("num_local_experts"), moe_top_k=r.integer("num_experts_per_tok"),
                   moe_ffn_hidden_size=fields["ffn_hidden_size"])
     return fields
 
@@ -164,19 +164,19 @@ def _t5(r: _Reader) -> dict[str, Any]:
     proj = r.get("feed_forward_proj", "relu")
     gated = proj.startswith("gated-")
     act = proj.removeprefix("gated-")
-    layers = r.int("num_layers", 6)
+    layers = r.integer("num_layers", 6)
     if act not in (_GATED if gated else _PLAIN):
         raise r.error("feed_forward_proj", f"{proj!r} is not an MLP the cost model has (relu, gelu, gated-gelu)")
     return {
         "architecture": "encoder_decoder",
         "encoder_layers": layers,
-        "decoder_layers": r.int("num_decoder_layers", layers),
-        "hidden_size": r.int("d_model", 512),
-        "num_attention_heads": r.int("num_heads", 8),
-        "head_dim": r.int("d_kv", 64),
-        "ffn_hidden_size": r.int("d_ff", 2048),
-        "vocab_size": r.int("vocab_size", 32128),
-        "tied_embeddings": r.bool("tie_word_embeddings", True),
+        "decoder_layers": r.integer("num_decoder_layers", layers),
+        "hidden_size": r.integer("d_model", 512),
+        "num_attention_heads": r.integer("num_heads", 8),
+        "head_dim": r.integer("d_kv", 64),
+        "ffn_hidden_size": r.integer("d_ff", 2048),
+        "vocab_size": r.integer("vocab_size", 32128),
+        "tied_embeddings": r.boolean("tie_word_embeddings", True),
         "activation": (_GATED if gated else _PLAIN)[act],
     }
 
@@ -184,41 +184,41 @@ def _t5(r: _Reader) -> dict[str, Any]:
 def _bert(r: _Reader) -> dict[str, Any]:
     return {
         "architecture": "encoder_only",
-        "num_layers": r.int("num_hidden_layers", 12),
-        "hidden_size": r.int("hidden_size", 768),
-        "num_attention_heads": r.int("num_attention_heads", 12),
-        "ffn_hidden_size": r.int("intermediate_size", 3072),
-        "vocab_size": r.int("vocab_size", 30522),
-        "tied_embeddings": r.bool("tie_word_embeddings", True),
+        "num_layers": r.integer("num_hidden_layers", 12),
+        "hidden_size": r.integer("hidden_size", 768),
+        "num_attention_heads": r.integer("num_attention_heads", 12),
+        "ffn_hidden_size": r.integer("intermediate_size", 3072),
+        "vocab_size": r.integer("vocab_size", 30522),
+        "tied_embeddings": r.boolean("tie_word_embeddings", True),
         "activation": _activation(r, "hidden_act", "gelu", gated=False),
-        "seq_length": r.int("max_position_embeddings", 512),
+        "seq_length": r.integer("max_position_embeddings", 512),
     }
 
 
 def _gpt2(r: _Reader) -> dict[str, Any]:
-    hidden = r.int("n_embd", 768)
+    hidden = r.integer("n_embd", 768)
     return {
         "architecture": "decoder_only",
-        "num_layers": r.int("n_layer", 12),
+        "num_layers": r.integer("n_layer", 12),
         "hidden_size": hidden,
-        "num_attention_heads": r.int("n_head", 12),
-        "ffn_hidden_size": r.int("n_inner", 4 * hidden),
-        "vocab_size": r.int("vocab_size", 50257),
-        "tied_embeddings": r.bool("tie_word_embeddings", True),
+        "num_attention_heads": r.integer("n_head", 12),
+        "ffn_hidden_size": r.integer("n_inner", 4 * hidden),
+        "vocab_size": r.integer("vocab_size", 50257),
+        "tied_embeddings": r.boolean("tie_word_embeddings", True),
         "activation": _activation(r, "activation_function", "gelu_new", gated=False),
-        "seq_length": r.int("n_positions", 1024),
+        "seq_length": r.integer("n_positions", 1024),
     }
 
 
 def _neox(r: _Reader) -> dict[str, Any]:
     return {
         "architecture": "decoder_only",
-        "num_layers": r.int("num_hidden_layers", 44),
-        "hidden_size": r.int("hidden_size", 6144),
-        "num_attention_heads": r.int("num_attention_heads", 64),
-        "ffn_hidden_size": r.int("intermediate_size", 24576),
-        "vocab_size": r.int("vocab_size", 50432),
-        "tied_embeddings": r.bool("tie_word_embeddings", False),
+        "num_layers": r.integer("num_hidden_layers", 44),
+        "hidden_size": r.integer("hidden_size", 6144),
+        "num_attention_heads": r.integer("num_attention_heads", 64),
+        "ffn_hidden_size": r.integer("intermediate_size", 24576),
+        "vocab_size": r.integer("vocab_size", 50432),
+        "tied_embeddings": r.boolean("tie_word_embeddings", False),
         "activation": _activation(r, "hidden_act", "gelu", gated=False),
     }
 
@@ -272,7 +272,7 @@ def model_from_hf(config: Any, where: str = "model.hf_config") -> HfModel:
     if fields["architecture"] == "encoder_decoder":
         assumed = {"seq_length": _T5_SEQ[0], "decoder_seq_length": _T5_SEQ[1]}
     elif "seq_length" not in fields:
-        assumed = {"seq_length": reader.int("max_position_embeddings")}
+        assumed = {"seq_length": reader.integer("max_position_embeddings")}
     else:
         assumed = {"seq_length": fields.pop("seq_length")}
     ignored = {key: config[key] for key in sorted(config) if key not in reader.read}

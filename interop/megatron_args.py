@@ -138,10 +138,7 @@ def _log(text: str, source: str) -> MegatronArgs:
 
 def parse_megatron(text: str, source: str = "<megatron>") -> MegatronArgs:
     """A command line or a log's arguments block (whichever the text holds); RequestError naming the line."""
-    if _LOG_START.search(text):
-        args = _log(text, source)
-    else:
-        args = _command_line(text, source)
+    args = _log(text, source) if _LOG_START.search(text) else _command_line(text, source)
     if not args.values:
         raise RequestError.for_field(source, "holds no Megatron-LM arguments (a pretrain_gpt.py command line or "
                                      "the `arguments` block of a Megatron log)")

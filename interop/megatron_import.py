@@ -49,7 +49,8 @@ class Imported:
 
 class _Args:
     def __init__(self, args: MegatronArgs, source: str) -> None:
-        self.args, self.source, self.read = args, source, set()
+        self.args, self.source = args, source
+        self.read: set[str] = set()
 
     def error(self, name: str, rule: str) -> RequestError:
         line = self.args.lines.get(name)
@@ -65,7 +66,7 @@ class _Args:
         value = self.text(name)
         return value is not None and value not in _FALSE
 
-    def int(self, name: str, default: int | None = None) -> int | None:
+    def integer(self, name: str, default: int | None = None) -> int | None:
         value = self.text(name)
         if value is None:
             return default
@@ -78,7 +79,7 @@ class _Args:
         return number
 
     def need(self, name: str, default: int | None = None) -> int:
-        value = self.int(name, default)
+        value = self.integer(name, default)
         if value is None:
             raise self.error(name, "is required (the simulated model needs it)")
         return value
@@ -105,7 +106,7 @@ def _model(a: _Args) -> tuple[dict[str, Any], dict[str, Any]]:
         "num_kv_heads": a.need("num_query_groups", heads) if a.flag("group_query_attention") else heads,
         "ffn_hidden_size": a.need("ffn_hidden_size", default_ffn),
         "seq_length": a.need("seq_length"),
-        "vocab_size": a.need("vocab_size", a.int("padded_vocab_size")),
+        "vocab_size": a.need("vocab_size", a.integer("padded_vocab_size")),
         "tied_embeddings": not a.flag("untie_embeddings_and_output_weights"),
         "activation": "swiglu" if swiglu else ("squared_relu" if a.flag("squared_relu") else "gelu"),
     }
@@ -113,18 +114,18 @@ def _model(a: _Args) -> tuple[dict[str, Any], dict[str, Any]]:
     if not a.flag("group_query_attention"):
         a.text("num_query_groups")
     if a.flag("multi_latent_attention"):  # MLATransformerConfig's defaults
-        model.update(attention_variant="mla", q_lora_rank=a.int("q_lora_rank", 0), kv_lora_rank=a.need(
+        model.update(attention_variant="mla", q_lora_rank=a.integer("q_lora_rank", 0), kv_lora_rank=a.need(
             "kv_lora_rank", 32), head_dim=a.need("qk_head_dim", 128), qk_rope_head_dim=a.need(
             "qk_pos_emb_head_dim", 64), v_head_dim=a.need("v_head_dim", 128))
         a.text("kv_channels")
     else:
         model["head_dim"] = a.need("kv_channels", hidden // heads)
-    experts = a.int("num_experts")
+    experts = a.integer("num_experts")
     if experts:
         moe_ffn = a.need("moe_ffn_hidden_size", model["ffn_hidden_size"])
         model.update(num_experts=experts, moe_top_k=a.need("moe_router_topk", 2), moe_ffn_hidden_size=moe_ffn,
                      first_dense_layers=_first_dense(a, layers))
-        shared = a.int("moe_shared_expert_intermediate_size", 0) or 0
+        shared = a.integer("moe_shared_expert_intermediate_size", 0) or 0
         if shared % moe_ffn:
             raise a.error("moe_shared_expert_intermediate_size", f"must be a multiple of --moe-ffn-hidden-size "
                           f"({moe_ffn}): shared experts are counted in experts of that size")
@@ -151,7 +152,7 @@ def _recompute(a: _Args, layers_per_chunk: int) -> str:
         return "selective"
     if granularity != "full":
         raise a.error("recompute_granularity", f"must be full or selective (given {granularity!r})")
-    method, count = a.text("recompute_method") or "uniform", a.int("recompute_num_layers", 1)
+    method, count = a.text("recompute_method") or "uniform", a.integer("recompute_num_layers", 1)
     if (method == "uniform" and count == 1) or (method == "block" and count == layers_per_chunk):
         return "full"
     raise a.error("recompute_num_layers", f"{method} with {count} layers recomputes only part of each stage's "
@@ -176,8 +177,8 @@ def request_from_megatron(args: MegatronArgs, *, cluster_preset: str, gpus_per_n
         raise RequestError.for_field("nodes", f"{gpus} GPUs are not a multiple of TP x PP x CP = {tp * pp * cp}")
     dp = gpus // (tp * pp * cp)
     micro = a.need("micro_batch_size", 1)
-    chunks = a.int("num_virtual_stages_per_pipeline_rank")
-    per_stage = a.int("num_layers_per_virtual_pipeline_stage")
+    chunks = a.integer("num_virtual_stages_per_pipeline_rank")
+    per_stage = a.integer("num_layers_per_virtual_pipeline_stage")
     if per_stage:
         if model["num_layers"] % (pp * per_stage):
             raise a.error("num_layers_per_virtual_pipeline_stage", f"must divide --num-layers / PP "

@@ -51,7 +51,8 @@ from simcore import (
 if TYPE_CHECKING:  # imported where used: a plain simulation needs neither the search documents nor the space
     from api_schemas.search import SearchSpaceIn
     from simcore.planning.space import Space
-__all__ = ["chrome_trace", "model_fields", "presets", "replace_spans", "request_error", "to_cluster", "to_response", "to_scenario",
+__all__ = ["chrome_trace", "model_fields", "presets",
+           "replace_spans", "request_error", "to_cluster", "to_response", "to_scenario",
            "to_training", "training_json", "layout_json", "to_space"]
 
 

@@ -12,7 +12,7 @@ from api_schemas import RequestError, SimulationRequest
 __all__ = ["EXPORT_KINDS", "IMPORT_KINDS", "ImportResult", "export_config", "import_config"]
 
 IMPORT_KINDS = ("megatron", "hf")
-EXPORT_KINDS = ("megatron", "torchtitan")
+EXPORT_KINDS = ("megatron",)
 DEFAULT_CLUSTER = "dgx-h100"
 
 
@@ -38,8 +38,9 @@ def _gpus_per_node(preset: str) -> int:
 def _checked(request: dict[str, Any]) -> dict[str, Any]:
     """The request validated as `simulate` would (fields and the domain's rules), so an import that cannot run
     fails here, naming the field."""
-    from api_schemas.errors import from_validation_error
     from pydantic import ValidationError
+
+    from api_schemas.errors import from_validation_error
     from service import convert
     from simcore import SpecError, check
 
@@ -83,8 +84,8 @@ def import_config(kind: str, text: str, source: str = "<input>", *, cluster: str
 
 
 def export_config(kind: str, request: SimulationRequest) -> str:
-    """The launch configuration of `request`'s layout for `kind` (megatron: the torchrun command; torchtitan: a
-    TOML); RequestError naming the field a framework cannot run, and which framework can."""
+    """The launch configuration of `request`'s layout for `kind` (megatron: the torchrun command); RequestError
+    naming the field a framework cannot run, and which framework can."""
     from service import convert
 
     scenario = convert.to_scenario(request)
@@ -94,8 +95,4 @@ def export_config(kind: str, request: SimulationRequest) -> str:
 
         return megatron_command(request, model, num_gpus=scenario.cluster.num_gpus,
                                 gpus_per_node=scenario.cluster.gpus_per_node)
-    if kind == "torchtitan":
-        from interop.torchtitan_export import torchtitan_toml
-
-        return torchtitan_toml(request, model)
     raise RequestError.for_field("kind", f"must be one of {', '.join(EXPORT_KINDS)} (given {kind!r})")

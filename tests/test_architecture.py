@@ -2,8 +2,8 @@
 and no module grows past its size limit.
 
 The arrows (design.md): service -> (api_schemas, simcore, interop); interop -> api_schemas; simcore -> topology;
-inside simcore domain <- cost <- engine <- (simulate, metrics, trace), with planning/ and calibration/ on top. api_schemas and
-topology import nothing of the project. A `clustersim` facade, where it exists, sits on top of service.
+inside simcore domain <- cost <- engine <- (simulate, metrics, trace), with planning/ and calibration/ on top.
+api_schemas and topology import nothing of the project. A `clustersim` facade, where it exists, sits on top of service.
 """
 
 from __future__ import annotations

@@ -4,9 +4,8 @@
         a request (YAML; --json for JSON) that `clustersim simulate` runs unchanged. In YAML the keys the input
         held and the request cannot represent follow as `# ignored:` comments, with their values, and the values
         assumed as `# assumed:`; with --json both go to stderr.
-    export {megatron,torchtitan} FILE
-        the launch configuration of a simulation request's layout (Megatron-LM: the torchrun command;
-        torchtitan: a job TOML).
+    export megatron FILE
+        the launch configuration of a simulation request's layout (Megatron-LM: the torchrun command).
 """
 
 from __future__ import annotations

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 import clustersim
-
 from api_schemas import RequestError, SimulationRequest
 from interop import model_from_hf
 from service import convert

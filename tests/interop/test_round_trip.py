@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -40,11 +41,11 @@ def _plain_cluster(request: SimulationRequest) -> str | None:
     return given["preset"] if set(given) <= {"preset", "num_nodes", "num_gpus"} and "preset" in given else None
 
 
-def _activation_named(model: object) -> object:
+def _activation_named(model: Any) -> Any:
     """A model whose activation is left to gated_mlp, with it named (what a launch command says: --swiglu)."""
-    if getattr(model, "activation") is not None:
+    if model.activation is not None:
         return model
-    name = "swiglu" if getattr(model, "gated_mlp") else "gelu"
+    name = "swiglu" if model.gated_mlp else "gelu"
     return replace(model, activation=Activation(name))
 
 
