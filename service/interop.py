@@ -96,3 +96,16 @@ def export_config(kind: str, request: SimulationRequest) -> str:
         return megatron_command(request, model, num_gpus=scenario.cluster.num_gpus,
                                 gpus_per_node=scenario.cluster.gpus_per_node)
     raise RequestError.for_field("kind", f"must be one of {', '.join(EXPORT_KINDS)} (given {kind!r})")
+
+
+def best_request(search: Any, result: dict[str, Any]) -> SimulationRequest:
+    """The simulation request of a search's best layout: the search's model and cluster (sized as the best
+    layout's), the layout it found. RequestError when the search found none."""
+    best = result.get("best")
+    if not best:
+        raise RequestError.for_field("search", "found no layout to export")
+    cluster = search.cluster.model_dump(exclude_none=True)
+    cluster.pop("num_nodes", None), cluster.pop("num_gpus", None)
+    cluster["num_gpus"] = best["num_gpus"]
+    return SimulationRequest.model_validate({"model": search.model.model_dump(exclude_none=True), "cluster": cluster,
+                                             "layout": best["layout"]})
