@@ -11,8 +11,8 @@ from api_schemas import RequestError, SimulationRequest
 
 __all__ = ["EXPORT_KINDS", "IMPORT_KINDS", "ImportResult", "export_config", "import_config"]
 
-IMPORT_KINDS = ("megatron", "hf")
-EXPORT_KINDS = ("megatron",)
+IMPORT_KINDS = ("megatron", "torchtitan", "hf")
+EXPORT_KINDS = ("megatron", "torchtitan")
 DEFAULT_CLUSTER = "dgx-h100"
 
 
@@ -66,6 +66,13 @@ def import_config(kind: str, text: str, source: str = "<input>", *, cluster: str
         imported = request_from_megatron(parse_megatron(text, source), cluster_preset=cluster,
                                          gpus_per_node=_gpus_per_node(cluster), num_nodes=nodes, source=source)
         return ImportResult(_checked(imported.request), imported.ignored, imported.assumed)
+    if kind == "torchtitan":
+        from interop.torchtitan import request_from_torchtitan
+
+        per_node = _gpus_per_node(cluster)
+        request, ignored = request_from_torchtitan(text, cluster_preset=cluster, num_nodes=nodes, source=source,
+                                                   gpus=nodes * per_node if nodes is not None else None)
+        return ImportResult(_checked(request), ignored)
     if kind == "hf":
         import json
 
@@ -84,7 +91,8 @@ def import_config(kind: str, text: str, source: str = "<input>", *, cluster: str
 
 
 def export_config(kind: str, request: SimulationRequest) -> str:
-    """The launch configuration of `request`'s layout for `kind` (megatron: the torchrun command); RequestError
+    """The launch configuration of `request`'s layout for `kind` (megatron: the torchrun command; torchtitan: the
+    job TOML); RequestError
     naming the field a framework cannot run, and which framework can."""
     from service import convert
 
@@ -95,6 +103,10 @@ def export_config(kind: str, request: SimulationRequest) -> str:
 
         return megatron_command(request, model, num_gpus=scenario.cluster.num_gpus,
                                 gpus_per_node=scenario.cluster.gpus_per_node)
+    if kind == "torchtitan":
+        from interop.torchtitan import torchtitan_toml
+
+        return torchtitan_toml(request)
     raise RequestError.for_field("kind", f"must be one of {', '.join(EXPORT_KINDS)} (given {kind!r})")
 
 

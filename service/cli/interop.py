@@ -1,11 +1,12 @@
 """The `import` and `export` commands of `clustersim` (registered by service.cli.main), over service/interop.py.
 
-    import {megatron,hf} FILE [--cluster PRESET] [--nodes N] [--json]
+    import {megatron,torchtitan,hf} FILE [--cluster PRESET] [--nodes N] [--json]
         a request (YAML; --json for JSON) that `clustersim simulate` runs unchanged. In YAML the keys the input
         held and the request cannot represent follow as `# ignored:` comments, with their values, and the values
         assumed as `# assumed:`; with --json both go to stderr.
-    export megatron FILE
-        the launch configuration of a simulation request's layout (Megatron-LM: the torchrun command).
+    export {megatron,torchtitan} FILE
+        the launch configuration of a simulation request's layout (Megatron-LM: the torchrun command;
+        torchtitan: the job TOML).
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ def add_interop_commands(sub: Any) -> None:
 
     p = sub.add_parser("import", help="a request from a Megatron-LM command line or log, or a config.json")
     p.add_argument("kind", choices=IMPORT_KINDS)
-    p.add_argument("file", help="the command line or log (megatron), the config.json (hf)")
+    p.add_argument("file", help="the command line or log (megatron), the job TOML (torchtitan), the config.json (hf)")
     p.add_argument("--cluster", default=DEFAULT_CLUSTER, metavar="PRESET", help=f"default {DEFAULT_CLUSTER}")
     p.add_argument("--nodes", type=_positive, metavar="N", help="cluster size (default: the world size the "
                    "arguments give; 1 for a config.json)")

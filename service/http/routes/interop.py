@@ -38,7 +38,7 @@ class ExportOut(BaseModel):
 
 
 @router.post("/v1/imports/{kind}", response_model=ImportOut, responses={401: ERROR, 422: ERROR})
-async def import_config(kind: Literal["megatron", "hf"], body: ImportIn, svc: ServiceDep) -> ImportOut:
+async def import_config(kind: Literal["megatron", "torchtitan", "hf"], body: ImportIn, svc: ServiceDep) -> ImportOut:
     """A request from a framework's configuration; the keys it cannot represent listed in `ignored` with their
     values. 422 naming the line (`input:12`) or the key otherwise."""
     from service.interop import import_config as run
@@ -51,7 +51,7 @@ async def import_config(kind: Literal["megatron", "hf"], body: ImportIn, svc: Se
 
 
 @router.post("/v1/exports/{kind}", response_model=ExportOut, responses={401: ERROR, 422: ERROR})
-async def export_config(kind: Literal["megatron"], body: SimulationRequest, svc: ServiceDep) -> ExportOut:
+async def export_config(kind: Literal["megatron", "torchtitan"], body: SimulationRequest, svc: ServiceDep) -> ExportOut:
     """The launch configuration of a request's layout (megatron: the torchrun command). 422 naming the field a
     framework cannot run, and which framework can."""
     from service import convert
