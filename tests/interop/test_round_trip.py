@@ -54,6 +54,31 @@ def test_there_are_examples() -> None:
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_torchtitan_export_then_import_is_the_identity(path: Path) -> None:
+    from api_schemas import load_request_file
+
+    request = load_request_file(str(path))
+    preset = _plain_cluster(request)
+    try:
+        text = export_config("torchtitan", request)
+    except RequestError as err:  # a model or layout torchtitan cannot run: named, with who can
+        assert err.details[0].field.startswith(("layout.", "model."))
+        return
+    if preset is None:
+        pytest.skip("a cluster beyond a preset and a size (a job TOML does not carry it)")
+    scenario = convert.to_scenario(request)
+    back = SimulationRequest.model_validate(import_config(
+        "torchtitan", text, cluster=preset, nodes=scenario.cluster.num_nodes).request)
+    again = convert.to_scenario(back)
+    assert again.model == scenario.model
+    # torchtitan overlaps the gradient reduction with backward (DDP buckets, FSDP's reduce-scatter) always
+    lay = replace(scenario.layout, overlap_grad_reduce=True)
+    if lay.placement == "tp,dp,pp":
+        lay = replace(lay, placement="tp,cp,dp,pp")
+    assert again.layout == lay
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_export_then_import_is_the_identity(path: Path) -> None:
     from api_schemas import load_request_file
 
