@@ -5,9 +5,10 @@ out), and a request -> the framework's launch configuration. The mappings themse
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from api_schemas import RequestError, SimulationRequest
+if TYPE_CHECKING:  # imported where used: the CLI's parser reads the kinds below without loading the documents
+    from api_schemas import SimulationRequest
 
 __all__ = ["EXPORT_KINDS", "IMPORT_KINDS", "ImportResult", "export_config", "import_config"]
 
@@ -27,6 +28,7 @@ class ImportResult:
 
 
 def _gpus_per_node(preset: str) -> int:
+    from api_schemas import RequestError
     from simcore import NODE_PRESETS
 
     if preset not in NODE_PRESETS:
@@ -40,6 +42,7 @@ def _checked(request: dict[str, Any]) -> dict[str, Any]:
     fails here, naming the field."""
     from pydantic import ValidationError
 
+    from api_schemas import SimulationRequest
     from api_schemas.errors import from_validation_error
     from service import convert
     from simcore import SpecError, check
@@ -59,6 +62,8 @@ def import_config(kind: str, text: str, source: str = "<input>", *, cluster: str
                   nodes: int | None = None, layout: dict[str, Any] | None = None) -> ImportResult:
     """`kind` (megatron or hf) `text` -> ImportResult; RequestError naming the line or key otherwise. A config.json
     holds no layout: `layout` (default one GPU per data-parallel rank over the cluster) goes beside it."""
+    from api_schemas import RequestError
+
     if kind == "megatron":
         from interop.megatron_args import parse_megatron
         from interop.megatron_import import request_from_megatron
@@ -94,6 +99,7 @@ def export_config(kind: str, request: SimulationRequest) -> str:
     """The launch configuration of `request`'s layout for `kind` (megatron: the torchrun command; torchtitan: the
     job TOML); RequestError
     naming the field a framework cannot run, and which framework can."""
+    from api_schemas import RequestError
     from service import convert
 
     scenario = convert.to_scenario(request)
@@ -113,6 +119,8 @@ def export_config(kind: str, request: SimulationRequest) -> str:
 def best_request(search: Any, result: dict[str, Any]) -> SimulationRequest:
     """The simulation request of a search's best layout: the search's model and cluster (sized as the best
     layout's), the layout it found. RequestError when the search found none."""
+    from api_schemas import RequestError, SimulationRequest
+
     best = result.get("best")
     if not best:
         raise RequestError.for_field("search", "found no layout to export")
