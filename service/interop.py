@@ -12,7 +12,7 @@ if TYPE_CHECKING:  # imported where used: the CLI's parser reads the kinds below
 
 __all__ = ["EXPORT_KINDS", "IMPORT_KINDS", "ImportResult", "export_config", "import_config"]
 
-IMPORT_KINDS = ("megatron", "torchtitan", "hf")
+IMPORT_KINDS = ("megatron", "torchtitan", "deepspeed", "hf")
 EXPORT_KINDS = ("megatron", "torchtitan")
 DEFAULT_CLUSTER = "dgx-h100"
 
@@ -59,9 +59,11 @@ def _checked(request: dict[str, Any]) -> dict[str, Any]:
 
 
 def import_config(kind: str, text: str, source: str = "<input>", *, cluster: str = DEFAULT_CLUSTER,
-                  nodes: int | None = None, layout: dict[str, Any] | None = None) -> ImportResult:
+                  nodes: int | None = None, layout: dict[str, Any] | None = None,
+                  model: str | None = None) -> ImportResult:
     """`kind` (megatron or hf) `text` -> ImportResult; RequestError naming the line or key otherwise. A config.json
-    holds no layout: `layout` (default one GPU per data-parallel rank over the cluster) goes beside it."""
+    holds no layout: `layout` (default one GPU per data-parallel rank over the cluster) goes beside it; a
+    ds_config.json (deepspeed) holds no model: `model` names its preset (data parallelism over the cluster)."""
     from api_schemas import RequestError
 
     if kind == "megatron":
@@ -77,6 +79,16 @@ def import_config(kind: str, text: str, source: str = "<input>", *, cluster: str
         per_node = _gpus_per_node(cluster)
         request, ignored = request_from_torchtitan(text, cluster_preset=cluster, num_nodes=nodes, source=source,
                                                    gpus=nodes * per_node if nodes is not None else None)
+        return ImportResult(_checked(request), ignored)
+    if kind == "deepspeed":  # the layout of a config; the model comes from `model` (a preset name)
+        from interop.deepspeed import layout_from_deepspeed
+
+        if model is None:
+            raise RequestError.for_field("model", "a ds_config.json holds no model: give a model preset (--model)")
+        gpus = (nodes or 1) * _gpus_per_node(cluster)
+        fields, ignored = layout_from_deepspeed(text, dp=gpus, source=source)
+        request = {"model": {"preset": model}, "cluster": {"preset": cluster, "num_nodes": nodes or 1},
+                   "layout": {"dp": gpus, "tp": 1, "pp": 1, **fields}}
         return ImportResult(_checked(request), ignored)
     if kind == "hf":
         import json

@@ -1,6 +1,6 @@
 """The `import` and `export` commands of `clustersim` (registered by service.cli.main), over service/interop.py.
 
-    import {megatron,torchtitan,hf} FILE [--cluster PRESET] [--nodes N] [--json]
+    import {megatron,torchtitan,deepspeed,hf} FILE [--cluster PRESET] [--nodes N] [--model PRESET] [--json]
         a request (YAML; --json for JSON) that `clustersim simulate` runs unchanged. In YAML the keys the input
         held and the request cannot represent follow as `# ignored:` comments, with their values, and the values
         assumed as `# assumed:`; with --json both go to stderr.
@@ -35,7 +35,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     from service.interop import import_config
 
     result = import_config(args.kind, read_request_text(args.file), args.file, cluster=args.cluster,
-                           nodes=args.nodes)
+                           nodes=args.nodes, model=args.model)
     if args.json:
         print(json.dumps(result.request, indent=2))
         for title, entries in (("ignored", result.ignored), ("assumed", result.assumed)):
@@ -67,12 +67,14 @@ def _positive(text: str) -> int:
 def add_interop_commands(sub: Any) -> None:
     from service.interop import DEFAULT_CLUSTER, EXPORT_KINDS, IMPORT_KINDS
 
-    p = sub.add_parser("import", help="a request from a Megatron-LM command line or log, or a config.json")
+    p = sub.add_parser("import", help="a request from a Megatron-LM command line or log, a torchtitan TOML, a ds_config.json or a config.json")
     p.add_argument("kind", choices=IMPORT_KINDS)
-    p.add_argument("file", help="the command line or log (megatron), the job TOML (torchtitan), the config.json (hf)")
+    p.add_argument("file", help="the command line or log (megatron), the job TOML (torchtitan), the "
+                   "ds_config.json (deepspeed), the config.json (hf)")
     p.add_argument("--cluster", default=DEFAULT_CLUSTER, metavar="PRESET", help=f"default {DEFAULT_CLUSTER}")
     p.add_argument("--nodes", type=_positive, metavar="N", help="cluster size (default: the world size the "
                    "arguments give; 1 for a config.json)")
+    p.add_argument("--model", metavar="PRESET", help="deepspeed: the model preset (a ds_config.json holds none)")
     p.add_argument("--json", action="store_true", help="print JSON (ignored and assumed keys on stderr)")
     p.set_defaults(func=cmd_import)
     p = sub.add_parser("export", help="the launch configuration of a request's layout")

@@ -25,6 +25,7 @@ class ImportIn(BaseModel):
     text: StrictStr = Field(max_length=1_000_000)
     cluster: StrictStr = "dgx-h100"
     nodes: StrictInt | None = Field(default=None, ge=1, le=100_000)
+    model: StrictStr | None = Field(default=None, description="deepspeed: the model preset")
 
 
 class ImportOut(BaseModel):
@@ -38,13 +39,15 @@ class ExportOut(BaseModel):
 
 
 @router.post("/v1/imports/{kind}", response_model=ImportOut, responses={401: ERROR, 422: ERROR})
-async def import_config(kind: Literal["megatron", "torchtitan", "hf"], body: ImportIn, svc: ServiceDep) -> ImportOut:
+async def import_config(kind: Literal["megatron", "torchtitan", "deepspeed", "hf"], body: ImportIn,
+                        svc: ServiceDep) -> ImportOut:
     """A request from a framework's configuration; the keys it cannot represent listed in `ignored` with their
     values. 422 naming the line (`input:12`) or the key otherwise."""
     from service.interop import import_config as run
 
     try:
-        result = await svc.off_loop(lambda: run(kind, body.text, "input", cluster=body.cluster, nodes=body.nodes))
+        result = await svc.off_loop(lambda: run(kind, body.text, "input", cluster=body.cluster, nodes=body.nodes,
+                                                           model=body.model))
     except RequestError as err:
         raise invalid(err) from None
     return ImportOut(request=result.request, ignored=result.ignored, assumed=result.assumed)
