@@ -67,7 +67,8 @@ def _positive(text: str) -> int:
 def add_interop_commands(sub: Any) -> None:
     from service.interop import DEFAULT_CLUSTER, EXPORT_KINDS, IMPORT_KINDS
 
-    p = sub.add_parser("import", help="a request from a Megatron-LM command line or log, a torchtitan TOML, a ds_config.json or a config.json")
+    p = sub.add_parser("import", help="a request from a Megatron-LM command line or log, a torchtitan TOML, "
+                       "a ds_config.json or a config.json")
     p.add_argument("kind", choices=IMPORT_KINDS)
     p.add_argument("file", help="the command line or log (megatron), the job TOML (torchtitan), the "
                    "ds_config.json (deepspeed), the config.json (hf)")
