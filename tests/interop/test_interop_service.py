@@ -101,3 +101,15 @@ def test_http_routes(tmp_path: Path) -> None:
         zero3 = {**request, "layout": {**request["layout"], "zero_stage": 3}}
         refused = c.post("/v1/exports/megatron", json=zero3)
         assert refused.status_code == 422 and "DeepSpeed can" in refused.json()["error"]["details"][0]["rule"]
+
+
+def test_inline_hf_config_over_http(tmp_path: Path) -> None:
+    config = json.loads((DATA / "hf" / "qwen3-8b.json").read_text())
+    doc = {"model": {"hf_config": config, "seq_length": 2048}, "cluster": {"preset": "dgx-h100", "num_nodes": 1},
+           "layout": {"dp": 8, "tp": 1, "pp": 1, "global_batch_size": 8}}
+    with TestClient(create_app(Settings(database=str(tmp_path / "db.sqlite"))), base_url="http://localhost") as c:
+        assert c.post("/v1/simulations", json=doc).status_code == 200
+        doc["model"]["hf_config"] = {"architectures": ["MiniMaxM1ForCausalLM"]}
+        refused = c.post("/v1/simulations", json=doc)
+    assert refused.status_code == 422
+    assert refused.json()["error"]["details"][0]["field"] == "model.hf_config.architectures"
