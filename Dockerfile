@@ -6,6 +6,7 @@ FROM python:3.11-slim
 WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY api_schemas ./api_schemas
+COPY interop ./interop
 COPY topology ./topology
 COPY simcore ./simcore
 COPY service ./service

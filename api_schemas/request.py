@@ -128,6 +128,9 @@ class ModelIn(BaseModel):
     kv_lora_rank: Size | None = Field(default=None, description="mla: key/value latent rank")
     qk_rope_head_dim: Size | None = Field(default=None, description="mla: rotary dims of each query/key head")
     v_head_dim: Size | None = Field(default=None, description="mla: dims of each value head")
+    hf_config: dict[StrictStr, Any] | None = Field(
+        default=None, description="a Hugging Face config.json document in place of the shape fields (its "
+        "`architectures` picks the mapping, interop/hf.py); fields given beside it override it")
 
 
 class LayoutIn(BaseModel):

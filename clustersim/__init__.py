@@ -23,6 +23,8 @@ from service.python_api import (
     SimulationResult,
     Sweep,
     compare,
+    export_config,
+    import_config,
     plot,
     request_from,
     search,
@@ -30,5 +32,5 @@ from service.python_api import (
     sweep,
 )
 
-__all__ = ["InvalidRequest", "SimulationRequest", "SimulationResult", "Sweep", "compare", "plot", "request_from",
-           "search", "simulate", "sweep"]
+__all__ = ["InvalidRequest", "SimulationRequest", "SimulationResult", "Sweep", "compare", "export_config",
+           "import_config", "plot", "request_from", "search", "simulate", "sweep"]

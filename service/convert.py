@@ -51,7 +51,8 @@ from simcore import (
 if TYPE_CHECKING:  # imported where used: a plain simulation needs neither the search documents nor the space
     from api_schemas.search import SearchSpaceIn
     from simcore.planning.space import Space
-__all__ = ["chrome_trace", "presets", "replace_spans", "request_error", "to_cluster", "to_response", "to_scenario",
+__all__ = ["chrome_trace", "model_fields", "presets",
+           "replace_spans", "request_error", "to_cluster", "to_response", "to_scenario",
            "to_training", "training_json", "layout_json", "to_space"]
 
 
@@ -61,10 +62,24 @@ def request_error(err: SpecError | RequestError) -> RequestError:
     return err if isinstance(err, RequestError) else RequestError.for_field(err.field, err.rule)
 
 
+def model_fields(request: SimulationRequest) -> dict[str, Any]:
+    """The request's model as fields: its preset's (or its config.json's) with the request's own on top."""
+    return _model_fields(request)
+
+
 def _model_fields(request: SimulationRequest) -> dict[str, Any]:
     given = request.model.model_dump(exclude_none=True)
     name = given.pop("preset", None)
     fields: dict[str, Any] = {}
+    hf_config = given.pop("hf_config", None)
+    if hf_config is not None:
+        if name is not None:
+            raise SpecError("model.hf_config", "give a preset or a config.json, not both")
+        from interop import model_from_hf
+
+        imported = model_from_hf(hf_config)
+        fields.update(imported.assumed)
+        fields.update(imported.fields)
     if name is not None:
         if name not in MODEL_PRESETS:
             raise SpecError("model.preset", f"unknown model preset '{name}' (see `clustersim presets models`)")

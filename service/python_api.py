@@ -207,3 +207,28 @@ def plot(subject: Any, out: str | os.PathLike[str] | None = None, *, kind: str =
     if out is not None:
         save(figure, out)
     return figure
+
+
+def import_config(kind: str, text: str, *, cluster: str = "dgx-h100", nodes: int | None = None
+                  ) -> dict[str, Any]:
+    """A request from a framework's configuration text (`kind` megatron: a pretrain_gpt.py command line or a log's
+    arguments block; hf: a config.json): `{"request", "ignored", "assumed"}`, as `clustersim import` and
+    POST /v1/imports/{kind} give; `request` is what `simulate` takes."""
+    from service.interop import import_config as run
+
+    try:
+        result = run(kind, text, "input", cluster=cluster, nodes=nodes)
+    except (RequestError, SpecError) as err:
+        raise _invalid(err) from None
+    return {"request": result.request, "ignored": result.ignored, "assumed": result.assumed}
+
+
+def export_config(kind: str, request: Request) -> str:
+    """The launch configuration of a request's layout (`kind` megatron: the torchrun command), as
+    `clustersim export` and POST /v1/exports/{kind} give."""
+    from service.interop import export_config as run
+
+    try:
+        return run(kind, request_from(request))
+    except (RequestError, SpecError) as err:
+        raise _invalid(err) from None

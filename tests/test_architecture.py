@@ -1,9 +1,9 @@
 """The architecture, checked: imports point one way, no module imports another's private name, no import cycles,
 and no module grows past its size limit.
 
-The arrows (design.md): service -> (api_schemas, simcore); simcore -> topology; inside simcore
-domain <- cost <- engine <- (simulate, metrics, trace), with planning/ and calibration/ on top. api_schemas and
-topology import nothing of the project. A `clustersim` facade, where it exists, sits on top of service.
+The arrows (design.md): service -> (api_schemas, simcore, interop); interop -> api_schemas; simcore -> topology;
+inside simcore domain <- cost <- engine <- (simulate, metrics, trace), with planning/ and calibration/ on top.
+api_schemas and topology import nothing of the project. A `clustersim` facade, where it exists, sits on top of service.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("api_schemas", "topology", "simcore", "service", "clustersim")
+PACKAGES = ("api_schemas", "interop", "topology", "simcore", "service", "clustersim")
 MAX_LINES = 400
 
 # Layers, lowest first; a module may import only from its own layer or a lower one.
@@ -33,6 +33,7 @@ LAYERS: dict[str, int] = {
     "simcore.calibration": 7,
     "simcore": 8,  # the public face, simcore/__init__.py
     "api_schemas": 0,
+    "interop": 1,
     "service": 9,
     "clustersim": 10,
 }
@@ -41,8 +42,9 @@ ALLOWED = {
     "topology": {"topology"},
     "api_schemas": {"api_schemas"},
     "simcore": {"simcore", "topology"},
-    "service": {"service", "api_schemas", "simcore"},
-    "clustersim": {"clustersim", "service", "api_schemas", "simcore"},
+    "interop": {"interop", "api_schemas"},
+    "service": {"service", "api_schemas", "simcore", "interop"},
+    "clustersim": {"clustersim", "service", "api_schemas", "simcore", "interop"},
 }
 
 

@@ -4,7 +4,7 @@ input (one line on stderr: a request field and its rule, or a flag the command c
 
 Each command lives in its own module and registers itself: simulate and presets (cli/simulate.py), compare
 (cli/compare.py), search and sweep (cli/search.py), validate and serve (cli/serve.py), topology
-(cli/topology.py).
+(cli/topology.py), import and export (cli/interop.py).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import NoReturn
 
 from service.cli import plot
 from service.cli.compare import add_compare_command
+from service.cli.interop import add_interop_commands
 from service.cli.search import add_search_commands
 from service.cli.serve import add_serve_commands
 from service.cli.simulate import add_simulate_commands
@@ -38,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     plot.add_plot_command(sub)
     add_search_commands(sub)
     add_topology_command(sub)
+    add_interop_commands(sub)
     return parser
 
 

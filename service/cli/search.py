@@ -1,7 +1,7 @@
 """The `search` and `sweep` commands of `clustersim` (registered by service.cli.main through add_search_commands).
 
     search FILE [--json] [--top K] [--max-candidates N] [--time-limit S] [--executor local|ray] [--address A]
-                [--workers N] [--plot OUT.svg|OUT.png] [--no-limits]
+                [--workers N] [--plot OUT.svg|OUT.png] [--no-limits] [--export megatron|torchtitan]
     sweep FILE [--out DIR] [--executor local|ray] [--address A] [--workers N]   (DIR/mfu.svg: a chart of MFU
                                                                                  against the grid's first field)
 
@@ -64,6 +64,7 @@ def add_search_commands(subparsers: Any) -> None:
     p.add_argument("--time-limit", type=_positive_float, metavar="S",
                    help="start no simulation after S seconds (default: bounds.time_limit_s, none)")
     p.add_argument("--plot", metavar="FILE", help="draw the top layouts and the discarded families (.svg or .png)")
+    p.add_argument("--export", choices=("megatron", "torchtitan"), help="print the best layout's launch configuration")
     p.add_argument("--no-limits", action="store_true",
                    help="simulate even candidates over a job's limits (estimated engine events, memory), which are "
                    "otherwise screened: listed with their estimate, not simulated")
@@ -185,6 +186,11 @@ def cmd_search(args: argparse.Namespace) -> int:
                             workers=args.workers, progress=progress)
     if args.plot:
         save(search_figure(result), args.plot)
+    if args.export:  # the best layout's launch configuration instead of the tables
+        from service.interop import best_request, export_config
+
+        print(export_config(args.export, best_request(request, result)), end="")
+        return 0
     if args.json:
         print(json.dumps(result, indent=2))
     else:

@@ -23,7 +23,7 @@ from service.http.guard import HostGuard, guarded
 from service.http.metrics import MetricsMiddleware
 from service.http.openapi import openapi
 from service.http.pictures import Pictures
-from service.http.routes import comparisons, health, jobs, pages, plots, presets, searches, simulations
+from service.http.routes import comparisons, health, interop, jobs, pages, plots, presets, searches, simulations
 from service.jobs.manager import JobManager
 from service.jobs.pool import InlineSlots, WorkerPool
 from service.jobs.store import Store
@@ -67,7 +67,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app = FastAPI(title="clustersim", version=VERSION, lifespan=lifespan, description=_DESCRIPTION,
                   docs_url=None, redoc_url=None)
     app.state.service = svc
-    routers = [r.router for r in (simulations, jobs, plots, searches, comparisons, presets, health)]
+    routers = [r.router for r in (simulations, jobs, plots, searches, comparisons, presets, health, interop)]
     for router in routers:
         app.include_router(router)
     pages.install(app)  # the web page and /docs, served from the package

@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 
 from service.http.app import create_app
 from service.http.context import require_token
-from service.http.routes import comparisons, health, jobs, plots, presets, searches, simulations
+from service.http.routes import comparisons, health, interop, jobs, plots, presets, searches, simulations
 from service.settings import Settings
 
 
@@ -20,12 +20,13 @@ def _needs_token(route: APIRoute) -> bool:
 
 
 def test_every_v1_route_and_no_other_needs_the_token() -> None:
-    routers = [m.router for m in (simulations, jobs, plots, searches, comparisons, presets, health)]
+    routers = [m.router for m in (simulations, jobs, plots, searches, comparisons, presets, health, interop)]
     routes = [r for router in routers for r in router.routes if isinstance(r, APIRoute)]
-    assert len(routes) == 17
+    assert len(routes) == 19
     writes = {(m, r.path) for r in routes for m in r.methods if m in ("POST", "DELETE")}
     assert writes == {("POST", "/v1/simulations"), ("POST", "/v1/jobs"), ("POST", "/v1/searches"),
-                      ("POST", "/v1/comparisons"), ("POST", "/v1/plots"), ("DELETE", "/v1/jobs/{job_id}")}
+                      ("POST", "/v1/comparisons"), ("POST", "/v1/plots"), ("DELETE", "/v1/jobs/{job_id}"),
+                      ("POST", "/v1/imports/{kind}"), ("POST", "/v1/exports/{kind}")}
     for route in routes:
         assert _needs_token(route) == route.path.startswith("/v1/"), route.path
 

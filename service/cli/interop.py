@@ -1,0 +1,84 @@
+"""The `import` and `export` commands of `clustersim` (registered by service.cli.main), over service/interop.py.
+
+    import {megatron,torchtitan,deepspeed,hf} FILE [--cluster PRESET] [--nodes N] [--model PRESET] [--json]
+        a request (YAML; --json for JSON) that `clustersim simulate` runs unchanged. In YAML the keys the input
+        held and the request cannot represent follow as `# ignored:` comments, with their values, and the values
+        assumed as `# assumed:`; with --json both go to stderr.
+    export {megatron,torchtitan} FILE
+        the launch configuration of a simulation request's layout (Megatron-LM: the torchrun command;
+        torchtitan: the job TOML).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+__all__ = ["add_interop_commands", "cmd_export", "cmd_import", "render_import"]
+
+
+def render_import(request: dict[str, Any], ignored: dict[str, Any], assumed: dict[str, Any]) -> str:
+    """The request as YAML, then the ignored and assumed keys as comments (a comment never changes the request)."""
+    import yaml
+
+    text = yaml.safe_dump(request, sort_keys=False)
+    for title, entries in (("ignored", ignored), ("assumed", assumed)):
+        if entries:
+            text += f"# {title}:\n" + "".join(f"#   {key}: {json.dumps(value)}\n" for key, value in entries.items())
+    return text
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from api_schemas.loading import read_request_text
+    from service.interop import import_config
+
+    result = import_config(args.kind, read_request_text(args.file), args.file, cluster=args.cluster,
+                           nodes=args.nodes, model=args.model)
+    if args.json:
+        print(json.dumps(result.request, indent=2))
+        for title, entries in (("ignored", result.ignored), ("assumed", result.assumed)):
+            for key, value in entries.items():
+                sys.stderr.write(f"{title}: {key}: {json.dumps(value)}\n")
+    else:
+        print(render_import(result.request, result.ignored, result.assumed), end="")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from api_schemas import load_request_file
+    from service.interop import export_config
+
+    print(export_config(args.kind, load_request_file(args.file)), end="")
+    return 0
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1 (given {text!r})") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1 (given {value})")
+    return value
+
+
+def add_interop_commands(sub: Any) -> None:
+    from service.interop import DEFAULT_CLUSTER, EXPORT_KINDS, IMPORT_KINDS
+
+    p = sub.add_parser("import", help="a request from a Megatron-LM command line or log, a torchtitan TOML, "
+                       "a ds_config.json or a config.json")
+    p.add_argument("kind", choices=IMPORT_KINDS)
+    p.add_argument("file", help="the command line or log (megatron), the job TOML (torchtitan), the "
+                   "ds_config.json (deepspeed), the config.json (hf)")
+    p.add_argument("--cluster", default=DEFAULT_CLUSTER, metavar="PRESET", help=f"default {DEFAULT_CLUSTER}")
+    p.add_argument("--nodes", type=_positive, metavar="N", help="cluster size (default: the world size the "
+                   "arguments give; 1 for a config.json)")
+    p.add_argument("--model", metavar="PRESET", help="deepspeed: the model preset (a ds_config.json holds none)")
+    p.add_argument("--json", action="store_true", help="print JSON (ignored and assumed keys on stderr)")
+    p.set_defaults(func=cmd_import)
+    p = sub.add_parser("export", help="the launch configuration of a request's layout")
+    p.add_argument("kind", choices=EXPORT_KINDS)
+    p.add_argument("file", help="a simulation request (YAML or JSON)")
+    p.set_defaults(func=cmd_export)

@@ -1,0 +1,67 @@
+"""POST /v1/imports/{kind} and POST /v1/exports/{kind}: a framework's configuration in, as a request; a request's
+layout out, as the framework's launch configuration. The same code as `clustersim import` and `export`
+(service/interop.py)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import APIRouter
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
+
+from api_schemas import RequestError, SimulationRequest
+from service.http.context import AUTHORIZED, ServiceDep
+from service.http.errors import invalid
+from service.http.openapi import ERROR
+
+router = APIRouter(tags=["interop"], dependencies=AUTHORIZED)
+
+
+class ImportIn(BaseModel):
+    """A Megatron-LM command line or log (megatron) or a config.json (hf), as text."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: StrictStr = Field(max_length=1_000_000)
+    cluster: StrictStr = "dgx-h100"
+    nodes: StrictInt | None = Field(default=None, ge=1, le=100_000)
+    model: StrictStr | None = Field(default=None, description="deepspeed: the model preset")
+
+
+class ImportOut(BaseModel):
+    request: dict[str, Any]
+    ignored: dict[str, Any]
+    assumed: dict[str, Any]
+
+
+class ExportOut(BaseModel):
+    text: str
+
+
+@router.post("/v1/imports/{kind}", response_model=ImportOut, responses={401: ERROR, 422: ERROR})
+async def import_config(kind: Literal["megatron", "torchtitan", "deepspeed", "hf"], body: ImportIn,
+                        svc: ServiceDep) -> ImportOut:
+    """A request from a framework's configuration; the keys it cannot represent listed in `ignored` with their
+    values. 422 naming the line (`input:12`) or the key otherwise."""
+    from service.interop import import_config as run
+
+    try:
+        result = await svc.off_loop(lambda: run(kind, body.text, "input", cluster=body.cluster, nodes=body.nodes,
+                                                           model=body.model))
+    except RequestError as err:
+        raise invalid(err) from None
+    return ImportOut(request=result.request, ignored=result.ignored, assumed=result.assumed)
+
+
+@router.post("/v1/exports/{kind}", response_model=ExportOut, responses={401: ERROR, 422: ERROR})
+async def export_config(kind: Literal["megatron", "torchtitan"], body: SimulationRequest, svc: ServiceDep) -> ExportOut:
+    """The launch configuration of a request's layout (megatron: the torchrun command). 422 naming the field a
+    framework cannot run, and which framework can."""
+    from service import convert
+    from service.interop import export_config as run
+    from simcore import SpecError
+
+    try:
+        return ExportOut(text=await svc.off_loop(run, kind, body))
+    except (RequestError, SpecError) as err:
+        raise invalid(convert.request_error(err)) from None

@@ -1,0 +1,143 @@
+"""Import and export, the one code path the CLI (`clustersim import`, `export`, `search --export`), the Python API
+and the HTTP routes share: a framework's configuration text -> a validated request document (with what was left
+out), and a request -> the framework's launch configuration. The mappings themselves live in interop/."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # imported where used: the CLI's parser reads the kinds below without loading the documents
+    from api_schemas import SimulationRequest
+
+__all__ = ["EXPORT_KINDS", "IMPORT_KINDS", "ImportResult", "export_config", "import_config"]
+
+IMPORT_KINDS = ("megatron", "torchtitan", "deepspeed", "hf")
+EXPORT_KINDS = ("megatron", "torchtitan")
+DEFAULT_CLUSTER = "dgx-h100"
+
+
+@dataclass(frozen=True, slots=True)
+class ImportResult:
+    """A request document `clustersim simulate` runs unchanged, the input's keys it could not represent (with their
+    values) and the values it assumed where the input said nothing."""
+
+    request: dict[str, Any]
+    ignored: dict[str, Any] = field(default_factory=dict)
+    assumed: dict[str, Any] = field(default_factory=dict)
+
+
+def _gpus_per_node(preset: str) -> int:
+    from api_schemas import RequestError
+    from simcore import NODE_PRESETS
+
+    if preset not in NODE_PRESETS:
+        raise RequestError.for_field("cluster", f"unknown cluster preset '{preset}' (see `clustersim presets "
+                                     "clusters`)")
+    return NODE_PRESETS[preset].gpus_per_node
+
+
+def _checked(request: dict[str, Any]) -> dict[str, Any]:
+    """The request validated as `simulate` would (fields and the domain's rules), so an import that cannot run
+    fails here, naming the field."""
+    from pydantic import ValidationError
+
+    from api_schemas import SimulationRequest
+    from api_schemas.errors import from_validation_error
+    from service import convert
+    from simcore import SpecError, check
+
+    try:
+        document = SimulationRequest.model_validate(request)
+    except ValidationError as exc:
+        raise from_validation_error(exc) from None
+    try:
+        check(convert.to_scenario(document))
+    except SpecError as err:
+        raise convert.request_error(err) from None
+    return request
+
+
+def import_config(kind: str, text: str, source: str = "<input>", *, cluster: str = DEFAULT_CLUSTER,
+                  nodes: int | None = None, layout: dict[str, Any] | None = None,
+                  model: str | None = None) -> ImportResult:
+    """`kind` (megatron or hf) `text` -> ImportResult; RequestError naming the line or key otherwise. A config.json
+    holds no layout: `layout` (default one GPU per data-parallel rank over the cluster) goes beside it; a
+    ds_config.json (deepspeed) holds no model: `model` names its preset (data parallelism over the cluster)."""
+    from api_schemas import RequestError
+
+    if kind == "megatron":
+        from interop.megatron_args import parse_megatron
+        from interop.megatron_import import request_from_megatron
+
+        imported = request_from_megatron(parse_megatron(text, source), cluster_preset=cluster,
+                                         gpus_per_node=_gpus_per_node(cluster), num_nodes=nodes, source=source)
+        return ImportResult(_checked(imported.request), imported.ignored, imported.assumed)
+    if kind == "torchtitan":
+        from interop.torchtitan import request_from_torchtitan
+
+        per_node = _gpus_per_node(cluster)
+        request, ignored = request_from_torchtitan(text, cluster_preset=cluster, num_nodes=nodes, source=source,
+                                                   gpus=nodes * per_node if nodes is not None else None)
+        return ImportResult(_checked(request), ignored)
+    if kind == "deepspeed":  # the layout of a config; the model comes from `model` (a preset name)
+        from interop.deepspeed import layout_from_deepspeed
+
+        if model is None:
+            raise RequestError.for_field("model", "a ds_config.json holds no model: give a model preset (--model)")
+        gpus = (nodes or 1) * _gpus_per_node(cluster)
+        fields, ignored = layout_from_deepspeed(text, dp=gpus, source=source)
+        request = {"model": {"preset": model}, "cluster": {"preset": cluster, "num_nodes": nodes or 1},
+                   "layout": {"dp": gpus, "tp": 1, "pp": 1, **fields}}
+        return ImportResult(_checked(request), ignored)
+    if kind == "hf":
+        import json
+
+        from interop import model_from_hf
+
+        try:
+            config = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise RequestError.for_field(f"{source}:{exc.lineno}", f"is not JSON ({exc.msg})") from None
+        hf = model_from_hf(config, where=source)
+        gpus = (nodes or 1) * _gpus_per_node(cluster)
+        request = {"model": {**hf.assumed, **hf.fields}, "cluster": {"preset": cluster, "num_nodes": nodes or 1},
+                   "layout": layout or {"dp": gpus, "tp": 1, "pp": 1, "global_batch_size": gpus}}
+        return ImportResult(request, hf.ignored, hf.assumed)
+    raise RequestError.for_field("kind", f"must be one of {', '.join(IMPORT_KINDS)} (given {kind!r})")
+
+
+def export_config(kind: str, request: SimulationRequest) -> str:
+    """The launch configuration of `request`'s layout for `kind` (megatron: the torchrun command; torchtitan: the
+    job TOML); RequestError
+    naming the field a framework cannot run, and which framework can."""
+    from api_schemas import RequestError
+    from service import convert
+
+    scenario = convert.to_scenario(request)
+    model = convert.model_fields(request)
+    if kind == "megatron":
+        from interop.megatron_export import megatron_command
+
+        return megatron_command(request, model, num_gpus=scenario.cluster.num_gpus,
+                                gpus_per_node=scenario.cluster.gpus_per_node)
+    if kind == "torchtitan":
+        from interop.torchtitan import torchtitan_toml
+
+        return torchtitan_toml(request)
+    raise RequestError.for_field("kind", f"must be one of {', '.join(EXPORT_KINDS)} (given {kind!r})")
+
+
+def best_request(search: Any, result: dict[str, Any]) -> SimulationRequest:
+    """The simulation request of a search's best layout: the search's model and cluster (sized as the best
+    layout's), the layout it found. RequestError when the search found none."""
+    from api_schemas import RequestError, SimulationRequest
+
+    best = result.get("best")
+    if not best:
+        raise RequestError.for_field("search", "found no layout to export")
+    cluster = search.cluster.model_dump(exclude_none=True)
+    cluster.pop("num_nodes", None), cluster.pop("num_gpus", None)
+    cluster["num_gpus"] = best["num_gpus"]
+    return SimulationRequest.model_validate({"model": search.model.model_dump(exclude_none=True), "cluster": cluster,
+                                             "layout": best["layout"]})

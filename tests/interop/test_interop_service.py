@@ -1,0 +1,115 @@
+"""The CLI command, the Python call and the HTTP route share one code path: `clustersim import` prints a request
+`simulate` runs unchanged (ignored keys as comments), `export` prints the launch command, bad input is exit 2 /
+HTTP 422 naming the line or key; `search --export megatron` prints the best layout's command."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from fastapi.testclient import TestClient
+
+import clustersim
+from service.cli.main import main
+from service.http.app import create_app
+from service.settings import Settings
+
+DATA = Path(__file__).parent / "data"
+ARGS = DATA / "train_llama3_8b_h100_fp8.args"
+
+
+def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_import_then_simulate_then_export(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _cli(capsys, "import", "megatron", str(ARGS))
+    assert code == 0, err
+    assert "# ignored:\n" in out and '#   overlap_param_gather: "True"' in out
+    path = tmp_path / "llama.yaml"
+    path.write_text(out)
+    assert yaml.safe_load(out)["layout"]["global_batch_size"] == 128
+    code, result, err = _cli(capsys, "simulate", str(path))
+    assert code == 0, err
+    assert json.loads(result)["iteration_time_s"] > 0
+    code, command, err = _cli(capsys, "export", "megatron", str(path))
+    assert code == 0, err
+    assert command.startswith("torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py")
+    command_file = tmp_path / "run.sh"
+    command_file.write_text(command)
+    code, again, err = _cli(capsys, "import", "megatron", str(command_file))
+    assert code == 0 and yaml.safe_load(again) == yaml.safe_load(out), err
+
+
+def test_import_json_puts_ignored_keys_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _cli(capsys, "import", "hf", str(DATA / "hf" / "qwen3-8b.json"), "--json")
+    assert code == 0
+    assert json.loads(out)["model"]["num_kv_heads"] == 8
+    assert "ignored: rope_theta: 1000000" in err and "assumed: seq_length: 131072" in err
+
+
+@pytest.mark.parametrize("kind, text, where", [
+    ("megatron", "pretrain_gpt.py\n  --num-layers 2 --no-such-flag\n", "bad.txt:2"),
+    ("hf", '{"architectures": ["MiniMaxM1ForCausalLM"]}', "bad.txt.architectures"),
+    ("hf", "{\n  oops\n}", "bad.txt:2"),
+])
+def test_bad_input_is_exit_2_naming_the_line_or_key(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                    kind: str, text: str, where: str) -> None:
+    path = tmp_path / "bad.txt"
+    path.write_text(text)
+    code, _out, err = _cli(capsys, "import", kind, str(path))
+    assert code == 2
+    assert err.count("\n") == 1 and where.replace("bad.txt", str(path)) in err
+
+
+def test_search_export_prints_the_best_layouts_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "search.yaml"
+    path.write_text("model: {preset: gpt3-1.3b}\ncluster: {preset: dgx-a100, num_nodes: 1}\nglobal_batch_size: 32\n"
+                    "bounds: {max_candidates: 6}\n")
+    code, out, err = _cli(capsys, "search", str(path), "--export", "megatron", "--workers", "1")
+    assert code == 0, err
+    assert "pretrain_gpt.py" in out and "--global-batch-size 32" in out
+
+
+def test_python_calls() -> None:
+    imported = clustersim.import_config("megatron", ARGS.read_text())
+    assert imported["request"]["model"]["num_layers"] == 32
+    assert "--fp8-format hybrid" in clustersim.export_config("megatron", imported["request"])
+    with pytest.raises(clustersim.InvalidRequest) as err:
+        clustersim.import_config("hf", '{"architectures": ["Nope"]}')
+    assert err.value.field == "input.architectures"
+
+
+def test_http_routes(tmp_path: Path) -> None:
+    with TestClient(create_app(Settings(database=str(tmp_path / "db.sqlite"))), base_url="http://localhost") as c:
+        answer = c.post("/v1/imports/megatron", json={"text": ARGS.read_text()})
+        assert answer.status_code == 200, answer.text
+        request = answer.json()["request"]
+        assert answer.json()["ignored"]["lr"] == "0.00015"
+        exported = c.post("/v1/exports/megatron", json=request)
+        assert exported.status_code == 200 and "--use-distributed-optimizer" in exported.json()["text"]
+        bad = c.post("/v1/imports/megatron", json={"text": "pretrain_gpt.py --bogus 1"})
+        assert bad.status_code == 422
+        assert bad.json()["error"]["details"][0]["field"] == "input:1"
+        zero3 = {**request, "layout": {**request["layout"], "zero_stage": 3}}
+        refused = c.post("/v1/exports/megatron", json=zero3)
+        assert refused.status_code == 422 and "DeepSpeed can" in refused.json()["error"]["details"][0]["rule"]
+
+
+def test_inline_hf_config_over_http(tmp_path: Path) -> None:
+    config = json.loads((DATA / "hf" / "qwen3-8b.json").read_text())
+    doc = {"model": {"hf_config": config, "seq_length": 2048}, "cluster": {"preset": "dgx-h100", "num_nodes": 1},
+           "layout": {"dp": 8, "tp": 1, "pp": 1, "global_batch_size": 8}}
+    with TestClient(create_app(Settings(database=str(tmp_path / "db.sqlite"))), base_url="http://localhost") as c:
+        assert c.post("/v1/simulations", json=doc).status_code == 200
+        doc["model"]["hf_config"] = {"architectures": ["MiniMaxM1ForCausalLM"]}
+        refused = c.post("/v1/simulations", json=doc)
+    assert refused.status_code == 422
+    assert refused.json()["error"]["details"][0]["field"] == "model.hf_config.architectures"
