@@ -33,7 +33,6 @@ from pydantic import (
 
 from api_schemas.errors import WHOLE_REQUEST, FieldError, RequestError, from_validation_error
 from api_schemas.loading import Syntax, parse_document, read_request_text
-from api_schemas.topology_file import with_topology_file
 from api_schemas.request import (
     ClusterIn,
     LayoutIn,
@@ -48,6 +47,7 @@ from api_schemas.request import (
     ZeroStage,
     placement_is_permutation,
 )
+from api_schemas.topology_file import with_topology_file
 
 __all__ = [
     "SearchBoundsIn",

@@ -38,11 +38,11 @@ from simcore.metrics import Metrics, StageReport
 from simcore.simulate import VERSION, Network, Outcome, Scenario, build_network, check, simulate
 from simcore.trace import chrome_trace
 from simcore.training import RunTotals, TrainingPlan, plan_training
+from topology import builders as graph_builders
 from topology.cluster_spec import NODE_PRESET_NOTES, NODE_PRESETS, ClusterSpec, Fabric, sized
 from topology.hardware import GB, GIB, GPUS, GpuKind, GpuSpec, nearest_catalog_gpu
 from topology.health import DegradedLink, Health, SlowGpu
 from topology.node_groups import NodeGroup
-from topology import builders as graph_builders
 from topology.user_topology import UserTopology, parse_topology
 
 __all__ = [

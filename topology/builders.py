@@ -69,7 +69,7 @@ def _add_servers(g: nx.Graph, server: Server, servers: int, gpus_per_domain: int
             gpu = f"{prefix}{n}.gpu{i}"
             g.add_node(gpu, kind="gpu", node=n, local=i)
             g.add_edge(gpu, switch, bandwidth_gb_per_s=server.nvlink_gb_per_s, latency_us=server.intra_latency_us)
-        for k, nic in enumerate(nics):
+        for nic in nics:  # port: the server's place under a rail's leaf (a fat tree's leaves set their own)
             g.add_node(nic, kind="nic", port=n % DOWN_PORTS)
         for i in range(server.gpus):
             g.add_edge(f"{prefix}{n}.gpu{i}", nics[i % server.nics], bandwidth_gb_per_s=server.pcie_gb_per_s,

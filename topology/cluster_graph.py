@@ -71,9 +71,9 @@ def graph_nodes(spec: ClusterSpec, index: LinkIndex) -> list[tuple[Node, dict[st
             nodes.append((("nvswitch", first // domain), {"kind": "nvswitch", "node": n}))
         nodes.extend((("gpu", i), {"kind": "gpu", "node": n, "local": i - first})
                      for i in range(first, min(first + gpn, spec.num_gpus)))
-        nodes.extend((("nic", n * nics + k), {"kind": "nic", "node": n, "rail": k,
-                                              "port": n % LEAF_DOWN_PORTS if rail else (n * nics + k) % LEAF_DOWN_PORTS})
-                     for k in range(nics))
+        nodes.extend((("nic", n * nics + k),
+                       {"kind": "nic", "node": n, "rail": k, "port": (n if rail else n * nics + k) % LEAF_DOWN_PORTS})
+                      for k in range(nics))
     if index.leaves:
         nodes.extend((("leaf", leaf), {"kind": "leaf"}) for leaf in range(index.leaves))
         nodes.extend((("spine", s), {"kind": "spine"}) for s in range(index.spines))

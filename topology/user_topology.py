@@ -21,6 +21,7 @@ to look up in the graph cache (topology/cluster_graph.py).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 from dataclasses import dataclass, field
@@ -123,10 +124,8 @@ def _a(kind: str) -> str:
 def _number(attrs: dict[str, Any], key: str, what: str) -> float:
     value = attrs.get(key)
     if isinstance(value, str):
-        try:
+        with contextlib.suppress(ValueError):
             value = float(value)
-        except ValueError:
-            pass
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise SpecError(WHERE, f"{what} needs {key}, a finite number (given {value!r})")
     return float(value)

@@ -24,7 +24,8 @@ SHAPES = ("fat-tree", "rail-optimized", "multi-plane", "nvl-racks")
 def cmd_topology(args: argparse.Namespace) -> int:
     import networkx as nx
 
-    from simcore import GB, NODE_PRESETS, graph_builders as b
+    from simcore import GB, NODE_PRESETS
+    from simcore import graph_builders as b
 
     if args.out:
         writable_file("--out", args.out)

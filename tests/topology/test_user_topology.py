@@ -14,7 +14,6 @@ import pytest
 
 from topology import NODE_PRESETS, Router, SpecError, build_cluster
 from topology import builders as b
-from topology.cluster_graph import cluster_graph
 from topology.user_topology import UserTopology, parse_topology
 
 
