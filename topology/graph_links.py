@@ -10,6 +10,7 @@ classes, symmetric copies) stay off and every flow is routed on the graph itself
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from topology.cluster_spec import ClusterSpec
 from topology.user_topology import Node, UserTopology
@@ -68,7 +69,7 @@ class GraphLinks:
         u, v, bw, latency, kind = self.topology.links[link]
         return (u, v), bw, latency, kind
 
-    def link(self, u: Node, v: Node) -> int:
+    def link(self, u: Any, v: Any) -> int:  # a graph node key (topology.links.Node)
         """Id of the directed link u -> v; KeyError if the graph has no such edge."""
         return self.ids[(u, v)]
 

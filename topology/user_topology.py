@@ -148,7 +148,8 @@ def from_graph(graph: nx.Graph) -> UserTopology:
     gpus = [v for v in graph.nodes if kind[v] == "gpu"]
     if not gpus:
         raise SpecError(WHERE, "has no node of kind gpu")
-    switch_of, nic_of = {}, {}
+    switch_of: dict[Any, Any] = {}
+    nic_of: dict[Any, Any] = {}
     for g in gpus:
         for wanted, into in (("nvswitch", switch_of), ("nic", nic_of)):
             found = [v for v in nbrs[g] if kind[v] == wanted]
@@ -163,7 +164,7 @@ def from_graph(graph: nx.Graph) -> UserTopology:
     key = _keys(graph, kind, order, switch_of, nic_rank)
     pxn = _pxn(graph, nic_of, nic_rank, nbrs, kind, nics_per_node)
     _connected(order, nic_of, nic_rank, nbrs, kind, pxn)
-    domain = sum(1 for g in order if switch_of[g[1]] == switch_of[order[0][1]])
+    domain = sum(1 for _s, g in order if switch_of[g] == switch_of[order[0][1]])
     first_gpu = {switch_of[g]: i for i, (_s, g) in reversed(list(enumerate(order)))}
     for i, (_s, g) in enumerate(order):
         if first_gpu[switch_of[g]] != i - i % domain or domain % gpn:
@@ -220,7 +221,7 @@ def _gpu_order(graph: nx.Graph, gpus: list[Any], servers: dict[Any, list[Any]],
     """(server, GPU) in the simulator's order: by domain (file order of the switches), server, then place."""
     switches = {v: i for i, v in enumerate(v for v in graph.nodes if graph.nodes[v]["kind"] == "nvswitch")}
     first = {name: i for i, name in enumerate(servers)}  # servers in the file order of their first GPU
-    order = []
+    order: list[tuple[Any, Any]] = []
     for name in sorted(servers, key=lambda s: (switches[switch_of[servers[s][0]]], first[s])):
         members = servers[name]
         places = [graph.nodes[g].get("local") for g in members]
