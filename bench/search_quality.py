@@ -2,10 +2,11 @@
 seq 8192, default space): the layouts that pass the rules and memory, the closed-form estimate's error against
 the engine per family (CP, EP, interleaved, ZeRO-3, plain) on a sample of each (the layout the estimate ranks
 first in the family, then layouts spread over the family by simcore.estimate.estimate_cost's seconds), and,
-with --search, the search itself under a time limit (median of --repeat runs) with the estimate's error on what it simulated.
+with --search, the search itself under a time limit (median of --repeat runs).
 
 The error is estimated / simulated tokens/s: above 1 the estimate is optimistic (it ranks the layout too high).
-A bound per family that covers the sample is printed; a search that prunes by it is proven best within it.
+A bound per family that covers the sample is printed (today's search orders by the point estimate and does not
+prune by these bounds; no exhaustive run is stored yet).
 
 Run:  python bench/search_quality.py [--sample N] [--search] [--time-limit S] [--repeat R]
 """
