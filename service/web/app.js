@@ -411,6 +411,15 @@ async function runSearch() {
   }
 }
 
+// A discarded family (the result's {dp, tp, pp, zero_stage, recompute, sequence_parallel, cp?}) in one line,
+// as the CLI's table writes it: "DP 8 x TP 4 x PP 2 x CP 2, ZeRO 1, recompute full, SP".
+function familyLabel(f) {
+  if (f === null || typeof f !== "object") return String(f);
+  const shape = `DP ${f.dp} x TP ${f.tp} x PP ${f.pp}` + (f.cp > 1 ? ` x CP ${f.cp}` : "");
+  return [shape, `ZeRO ${f.zero_stage}`, `recompute ${f.recompute}`].concat(f.sequence_parallel ? ["SP"] : [])
+    .join(", ");
+}
+
 // Show a succeeded search job's ranking, its picture and the families it discarded.
 async function showSearch(container, id) {
   const result = await api("GET", `/v1/jobs/${id}/result`);
@@ -422,7 +431,7 @@ async function showSearch(container, id) {
     el("td", {class: "num", text: gib(c.memory.headroom_gib)}),
     el("td", {class: "why"}, [].concat(c.why || []).map((reason) => el("div", {text: reason})))));
   const families = (result.discarded_families || []).slice(0, 12).map((f) => el("tr", {},
-    el("td", {text: f.family}), el("td", {class: "num", text: f.layouts}), el("td", {text: f.kind}),
+    el("td", {text: familyLabel(f.family)}), el("td", {class: "num", text: number(f.layouts)}), el("td", {text: f.kind}),
     el("td", {class: "why", text: f.reason})));
   const slot = pictureSlot("search", "Top layouts and the families discarded");
   container.replaceChildren(...[

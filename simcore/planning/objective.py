@@ -71,13 +71,26 @@ def score(goal: Goal, tokens_per_s: float, plan: TrainingPlan | None) -> float:
     return plan.with_failures.days
 
 
+def _included(goal: Goal) -> str:
+    """What the run's figure counts beyond the iterations: only the sections the request has."""
+    run = goal.training
+    parts = [name for name, section in (("failures", run.failures if run else None),
+                                        ("checkpoints", run.checkpoint if run else None)) if section is not None]
+    return " and ".join(parts)
+
+
 def describe_score(goal: Goal, plan: TrainingPlan | None) -> str | None:
-    """The objective's figure in words, e.g. 'cost 1.23e+06 USD (412,000 GPU-hours)'; None for time."""
+    """The objective's figure in words, e.g. 'cost 1.23e+06 USD (412,000 GPU-hours)'; None for time. It says
+    "failures" or "checkpoints" included only when the request has that section."""
     if goal.objective is Objective.TIME or plan is None:
         return None
     totals = plan.with_failures
+    included = _included(goal)
     if goal.objective is Objective.COST:
         money = f"{totals.cost_usd:,.0f} USD, " if totals.cost_usd is not None else ""
-        return f"cost {money}{totals.gpu_hours:,.0f} GPU-hours to train (failures and checkpoints included)"
-    return (f"{totals.days:.2f} days to train with failures and checkpoints "
+        return (f"cost {money}{totals.gpu_hours:,.0f} GPU-hours to train"
+                + (f" ({included} included)" if included else ""))
+    if not included:
+        return f"{totals.days:.2f} days to train"
+    return (f"{totals.days:.2f} days to train with {included} "
             f"({plan.without_failures.days:.2f} without; goodput {plan.goodput:.3f})")

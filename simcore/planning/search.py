@@ -130,6 +130,26 @@ def _merge(plans: Sequence[Plan]) -> Plan:
     return merged
 
 
+
+def fold_placements(ordered: list[Evaluation], candidates: Sequence[Layout],
+                    top_k: int) -> tuple[list[Evaluation], dict[int, list[str]]]:
+    """The first `top_k` of `ordered` (best first) with layouts that differ from an earlier one only in
+    placement, at equal figures, folded into it; returns them and, by the kept one's index, the folded
+    placements."""
+    kept: list[Evaluation] = []
+    folded: dict[int, list[str]] = {}
+    first: dict[tuple[Layout, float, float], Evaluation] = {}
+    for e in ordered:
+        key = (replace(candidates[e.index], placement=""), round(e.tokens_per_s, 6), round(e.peak_memory_gib, 6))
+        if key in first:
+            folded.setdefault(first[key].index, []).append(candidates[e.index].placement)
+            continue
+        if len(kept) == top_k:
+            continue
+        first[key] = e
+        kept.append(e)
+    return kept, folded
+
 def search(base: Scenario, global_batch_size: int, space: Space, bounds: Bounds = Bounds(), *,
            goal: Goal = FASTEST, clusters: Sequence[ClusterSpec] = (), baseline: Scenario | None = None,
            executor: str = "local", address: str | None = None, workers: int | None = None,
@@ -203,7 +223,10 @@ def search(base: Scenario, global_batch_size: int, space: Space, bounds: Bounds 
 
     # Ties go to the earlier candidate (enumeration order), so the order never depends on which worker finished
     # first.
-    top = sorted(results.values(), key=lambda e: (objective(e), e.index))[:bounds.top_k]
+    # Layouts that differ only in placement with equal figures are one row: the first keeps its place and names
+    # the others' placements.
+    top, folded = fold_placements(sorted(results.values(), key=lambda e: (objective(e), e.index)),
+                                  plan.candidates, bounds.top_k)
     best = top[0] if top else None
     if plan.truncated or (timed_out and len(results) < len(chosen)):
         stopped_by = StoppedBy.TIME_LIMIT
@@ -223,6 +246,9 @@ def search(base: Scenario, global_batch_size: int, space: Space, bounds: Bounds 
                 worse = objective(e) / objective(against) - 1
                 lines.append(f"{100 * worse:.1f}% more {'cost' if goal.objective is Objective.COST else 'days'} "
                              "than the best")
+        variants = folded.get(e.index)
+        if variants:
+            lines.append(f"the same figures with placement {', '.join(variants)} (folded into this row)")
         return tuple(lines)
 
     ranked = tuple(Ranked(plan.candidates[e.index], sizes[owner[e.index]], e, estimates[e.index],

@@ -75,6 +75,12 @@ def test_without_failures_cost_still_prefers_the_size_that_scales_best() -> None
     assert hours == sorted(hours)  # no price: GPU-hours order the run's cost at any price
     per_gpu = {e["num_gpus"]: e["tokens_per_s"] / e["num_gpus"] for e in cheapest}
     assert cheapest[0]["num_gpus"] == max(per_gpu, key=lambda gpus: per_gpu[gpus])
+    assert not any("failures" in line for e in cheapest for line in e["why"])  # no failures section
+
+
+def test_failures_are_said_included_only_when_the_request_has_them(by_objective: dict[str, dict[str, Any]]) -> None:
+    assert "failures and checkpoints included" in by_objective["cost"]["top"][0]["why"][0]
+    assert "with failures and checkpoints" in by_objective["goodput_time"]["top"][0]["why"][0]
 
 
 def test_a_goal_without_its_run_is_refused() -> None:

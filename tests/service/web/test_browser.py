@@ -158,6 +158,7 @@ def test_a_search_shows_its_ranking(page: Any) -> None:
     page.wait_for_selector("#search-status[data-state=succeeded]")
     page.wait_for_selector("#search-result figure[data-loaded=true]")
     assert page.locator("#search-result table[data-table=search] tbody tr").count() == 2
+    assert "[object Object]" not in page.inner_text("#search-result")  # families are written as text
 
 
 def test_the_page_works_with_the_token(browser: Any, tmp_path: Path, artifacts: Path) -> None:
