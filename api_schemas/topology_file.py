@@ -37,6 +37,7 @@ def with_topology_file(data: Any, source: str) -> Any:
             graph = json.loads(text, parse_constant=_not_a_number)
         except (ValueError, RecursionError) as exc:
             raise RequestError.for_field(TOPOLOGY_FIELD, f"{where} is not valid JSON: {exc}") from None
+    assert isinstance(cluster, dict)  # (a path was found in it)
     return {**data, "cluster": {**cluster, "topology": graph}}
 
 

@@ -16,6 +16,8 @@ import json
 import sys
 from typing import Any
 
+from service.cli.usage import positive_int
+
 __all__ = ["add_interop_commands", "cmd_export", "cmd_import", "render_import"]
 
 
@@ -54,16 +56,6 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1 (given {text!r})") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1 (given {value})")
-    return value
-
-
 def add_interop_commands(sub: Any) -> None:
     from service.interop import DEFAULT_CLUSTER, EXPORT_KINDS, IMPORT_KINDS
 
@@ -73,7 +65,7 @@ def add_interop_commands(sub: Any) -> None:
     p.add_argument("file", help="the command line or log (megatron), the job TOML (torchtitan), the "
                    "ds_config.json (deepspeed), the config.json (hf)")
     p.add_argument("--cluster", default=DEFAULT_CLUSTER, metavar="PRESET", help=f"default {DEFAULT_CLUSTER}")
-    p.add_argument("--nodes", type=_positive, metavar="N", help="cluster size (default: the world size the "
+    p.add_argument("--nodes", type=positive_int, metavar="N", help="cluster size (default: the world size the "
                    "arguments give; 1 for a config.json)")
     p.add_argument("--model", metavar="PRESET", help="deepspeed: the model preset (a ds_config.json holds none)")
     p.add_argument("--json", action="store_true", help="print JSON (ignored and assumed keys on stderr)")

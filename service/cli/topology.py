@@ -14,7 +14,7 @@ import argparse
 import json
 from typing import Any
 
-from service.cli.usage import UsageError, writable_file
+from service.cli.usage import UsageError, positive_int, writable_file
 
 __all__ = ["add_topology_command", "cmd_topology"]
 
@@ -30,7 +30,7 @@ def cmd_topology(args: argparse.Namespace) -> int:
     if args.out:
         writable_file("--out", args.out)
     if args.preset not in NODE_PRESETS:
-        raise UsageError(f"--preset: unknown cluster preset '{args.preset}' (see `clustersim presets clusters`)")
+        raise UsageError("--preset", f"unknown cluster preset '{args.preset}' (see `clustersim presets clusters`)")
     spec = NODE_PRESETS[args.preset]
     server = b.Server(gpus=spec.gpus_per_node, nics=spec.nics_per_node,
                       nvlink_gb_per_s=spec.nvlink_bandwidth_bytes_per_s / GB,
@@ -58,7 +58,7 @@ def cmd_topology(args: argparse.Namespace) -> int:
         try:
             fraction = float(share)
         except ValueError:
-            raise UsageError(f"--degrade-link: SHARE must be a number in (0, 1] (given {share!r})") from None
+            raise UsageError("--degrade-link", f"SHARE must be a number in (0, 1] (given {share!r})") from None
         b.degrade_link(g, u, v, fraction)
     text = "\n".join(nx.generate_graphml(g)) + "\n" if args.graphml else json.dumps(b.node_link(g)) + "\n"
     if args.out:
@@ -67,16 +67,6 @@ def cmd_topology(args: argparse.Namespace) -> int:
     else:
         print(text, end="")
     return 0
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1 (given {text!r})") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1 (given {value})")
-    return value
 
 
 def _ratio(text: str) -> float:
@@ -94,12 +84,12 @@ def add_topology_command(subparsers: Any) -> None:
     p = subparsers.add_parser("topology", help="write a cluster graph file (node-link JSON or GraphML) for "
                                                "cluster.topology")
     p.add_argument("shape", choices=SHAPES)
-    p.add_argument("--nodes", type=_positive, required=True, help="servers (nvl-racks: racks)")
+    p.add_argument("--nodes", type=positive_int, required=True, help="servers (nvl-racks: racks)")
     p.add_argument("--preset", default="dgx-h100", help="node preset whose figures the graph's links carry")
     p.add_argument("--tiers", type=int, choices=(2, 3), default=2, help="fat-tree: two or three switch tiers")
     p.add_argument("--oversubscription", type=_ratio, default=1.0, help="leaf down : up ports (1 = full bisection)")
-    p.add_argument("--planes", type=_positive, default=2, help="multi-plane: separate fabrics the NICs split over")
-    p.add_argument("--gpus-per-rack", type=_positive, default=72, help="nvl-racks: GPUs per NVLink domain")
+    p.add_argument("--planes", type=positive_int, default=2, help="multi-plane: separate fabrics the NICs split over")
+    p.add_argument("--gpus-per-rack", type=positive_int, default=72, help="nvl-racks: GPUs per NVLink domain")
     p.add_argument("--remove-switch", action="append", default=[], metavar="NAME", help="a failed switch")
     p.add_argument("--remove-link", action="append", nargs=2, default=[], metavar=("U", "V"),
                    help="a failed link")

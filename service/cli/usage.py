@@ -5,6 +5,7 @@ because its output cannot be written."""
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import os
 from pathlib import Path
@@ -114,3 +115,14 @@ def within_limits(scenario: Any, lifted: bool, source: str = "") -> None:
         where = f"{source}: " if source else ""
         raise UsageError(f"{where}{err.field}", f"{err.message}; the service would refuse it too (--no-limits "
                          "runs it anyway)") from None
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an integer >= 1, else a message saying so with what was given."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1 (given {text!r})") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1 (given {value})")
+    return value

@@ -25,7 +25,7 @@ from heapq import nsmallest
 
 from simcore.cost.patterns import FlowPattern
 from topology.cluster_spec import LEAF_DOWN_PORTS
-from topology.links import PerLink
+from topology.links import LinkIndex, PerLink
 from topology.routing import Router
 
 Run = tuple[int, int, int, int, float]  # (src, dst, step, count, weight): hops src + i*step -> dst + i*step
@@ -38,6 +38,7 @@ class Blocks:
     def __init__(self, router: Router, block: int) -> None:
         cluster = router.cluster
         spec, index = cluster.spec, cluster.index
+        assert isinstance(index, LinkIndex), "translation classes need a built-in fabric (index.uniform)"
         self.block = block
         self.nic_base, self.spine_base, self.leaves = index.nic_base, index.spine_base, index.leaves
         self.nics, self.gpn = spec.nics_per_node, spec.gpus_per_node

@@ -93,6 +93,10 @@ def test_the_topology_command_writes_graphs_a_request_file_names(capsys: Any, tm
     assert times["ft.json"] == times["ft.graphml"] == simulate(built_in).iteration_time_s
     code, _, err = run_cli(capsys, "topology", "fat-tree", "--nodes", "8", "--remove-switch", "spine99")
     assert code == 2 and "spine99" in err
+    code, _, err = run_cli(capsys, "topology", "fat-tree", "--nodes", "8", "--preset", "dgx-z9")
+    assert code == 2 and "--preset" in err and "dgx-z9" in err, err
+    code, _, err = run_cli(capsys, "topology", "fat-tree", "--nodes", "8", "--degrade-link", "leaf0", "spine0", "x")
+    assert code == 2 and "--degrade-link" in err and "SHARE" in err, err
 
 
 def test_bad_graphs_and_fields_the_graph_gives_are_refused(capsys: Any, tmp_path: Path) -> None:
