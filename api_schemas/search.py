@@ -156,6 +156,9 @@ class SearchBoundsIn(BaseModel):
     top_k: Size = Field(default=DEFAULT_TOP_K, description="layouts returned, fastest first")
     max_candidates: Size | None = Field(
         default=DEFAULT_MAX_CANDIDATES, description="at most this many layouts simulated (the most promising first)")
+    exhaustive: StrictBool = Field(
+        default=False, description="simulate every feasible layout (up to the other bounds) in the estimate's "
+        "order, instead of only those whose bound can still beat the best simulated")
     time_limit_s: PositiveFloat | None = Field(
         default=None, description="stop starting simulations after this many seconds")
     max_estimated_s: PositiveFloat | None = Field(

@@ -30,6 +30,10 @@ ESTIMATE_ORDER = {
     "goodput_time": "closed-form estimate of the run's days with failures, fewest first; ranked by the simulated "
                     "run's days with failures",
 }
+# Without bounds.exhaustive: only what can still win is simulated (simcore.planning.frontier).
+BOUNDED_ORDER = ("the candidates whose bound (the closed-form estimate over its kind's measured error) can beat the "
+                 "best simulated, most chance to win per estimated second first; ranked by the simulated {}")
+RANKED_BY = {"time": "tokens/s", "cost": "run's cost", "goodput_time": "run's days with failures"}
 
 
 def _scenario(request: SearchRequest, layout: LayoutIn) -> Scenario:
@@ -131,7 +135,14 @@ def result_document(req: SearchRequest, base: Scenario, result: SearchResult) ->
             "screened": len(result.screened),
             "estimated_s": round(result.estimated_s, 3) if result.estimated_s is not None else None,
             "stopped_by": str(result.stopped_by),
-            "order": ESTIMATE_ORDER[req.objective],
+            "order": ESTIMATE_ORDER[req.objective] if req.bounds.exhaustive else
+            BOUNDED_ORDER.format(RANKED_BY[req.objective]),
+            "could_win": result.could_win,
+            "stopped_running": result.stopped_running,
+            "estimate_error": [
+                {"kind": r.kind, "placement": r.placement, "simulated": r.simulated, "ratio_min": r.ratio_min,
+                 "ratio_max": r.ratio_max, "bound_low": r.low, "bound_high": r.high}
+                for r in result.errors if r.simulated],
         },
         "screened": [
             {"layout": adapters.layout_json(entry.layout), "summary": describe(entry.layout),
@@ -178,7 +189,8 @@ def run_search(request: SearchRequest | Mapping[str, Any], *, top_k: int | None 
     given = req.bounds
     bounds = Bounds(top_k=top_k if top_k is not None else given.top_k,
                     max_candidates=max_candidates if max_candidates is not None else given.max_candidates,
-                    time_limit_s=time_limit_s if time_limit_s is not None else given.time_limit_s)
+                    time_limit_s=time_limit_s if time_limit_s is not None else given.time_limit_s,
+                    exhaustive=given.exhaustive)
     base, clusters, goal = prepare(req)
     result = search(base, req.global_batch_size, adapters.to_space(req.space), bounds, goal=goal,
                     clusters=clusters, baseline=baseline_scenario(req, base), executor=executor, address=address,

@@ -62,7 +62,11 @@ def add_search_commands(subparsers: Any) -> None:
     p.add_argument("--max-candidates", type=_positive_int, metavar="N",
                    help="simulate at most N layouts, most promising first (default: bounds.max_candidates, 500)")
     p.add_argument("--time-limit", type=_positive_float, metavar="S",
-                   help="start no simulation after S seconds (default: bounds.time_limit_s, none)")
+                   help="stop after S seconds, planning included; a simulation running then is stopped "
+                   "(default: bounds.time_limit_s, none)")
+    p.add_argument("--exhaustive", action="store_true",
+                   help="simulate every feasible layout in the estimate's order (up to the other bounds), not only "
+                   "those that can still beat the best simulated")
     p.add_argument("--plot", metavar="FILE", help="draw the top layouts and the discarded families (.svg or .png)")
     p.add_argument("--export", choices=("megatron", "torchtitan"), help="print the best layout's launch configuration")
     p.add_argument("--no-limits", action="store_true",
@@ -120,6 +124,14 @@ def render_search(result: dict[str, Any]) -> None:
                   f"({search['discarded']['invalid']} break a layout rule, {search['discarded']['memory']} do not "
                   f"fit), {search['simulated']} of {search['feasible']} simulated (stopped by: "
                   f"{search['stopped_by']})")
+    if search.get("could_win") == 0:
+        kinds = search["estimate_error"]
+        console.print(f"proven best within the estimate's measured error: no layout left can beat it (the estimate "
+                      f"was checked on {sum(k['simulated'] for k in kinds)} layouts of {len(kinds)} kinds)")
+    elif search.get("could_win"):
+        console.print(f"not proven: {search['could_win']:,} layouts not simulated could still beat the best")
+    if search.get("stopped_running"):
+        console.print(f"{search['stopped_running']} simulations stopped at the time limit")
     if search["screened"]:
         first = result["screened"][0]
         console.print(f"{search['screened']} screened, not simulated (over the limits; --no-limits simulates them): "
@@ -178,6 +190,8 @@ def cmd_search(args: argparse.Namespace) -> int:
     check_executor(args.executor, args.address)
     check_plot_target(args.plot)
     request = load_search_file(args.file)
+    if args.exhaustive:
+        request = request.model_copy(update={"bounds": request.bounds.model_copy(update={"exhaustive": True})})
     if not args.no_limits:  # candidates the service would not simulate as jobs are screened here too
         request = request.model_copy(update={"bounds": cap_bounds(request.bounds, job_limits()).bounds})
     with _progress("simulating") as progress:

@@ -50,8 +50,8 @@ from simcore.domain.model import LayerType, ModelShape
 from simcore.domain.placement import Placement
 from topology.hardware import GpuSpec
 
-__all__ = ["ATTENTION_CORE", "OPTIMIZER_BYTES_PER_PARAMETER", "ChunkCost", "Workload", "build_workload",
-           "layer_partition", "weight_share"]
+__all__ = ["ATTENTION_CORE", "OPTIMIZER_BYTES_PER_PARAMETER", "ChunkCost", "LayerKernels", "Workload",
+           "build_workload", "layer_kernels", "layer_partition", "weight_share"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +91,7 @@ class _LayerCost:
 
 
 @dataclass(frozen=True, slots=True)
-class _Kernels:
+class LayerKernels:
     """One layer of a type, per microbatch, on one tensor rank: its kernels' times (the same on every rank)."""
 
     forward: float
@@ -106,7 +106,8 @@ class _Kernels:
     column_wgrad: tuple[tuple[str, float], ...] = ()  # with async TP collectives (simcore/cost/tp_async.py)
 
 
-def _kernels(model: ModelShape, layer: LayerType, layout: Layout, gpu: GpuSpec, params: CostParameters) -> _Kernels:
+def layer_kernels(model: ModelShape, layer: LayerType, layout: Layout, gpu: GpuSpec,
+                  params: CostParameters) -> LayerKernels:
     """`model` is the one a rank runs (s/cp tokens a sample with context parallelism, whose attention core is
     the ring's, costed on the whole sequence by simcore/cost/context_parallel.py). MLA's attention and the MoE
     block replace the dense ones where the model has them (simcore/cost/moe_kernels.py)."""
@@ -119,7 +120,7 @@ def _kernels(model: ModelShape, layer: LayerType, layout: Layout, gpu: GpuSpec, 
     backward_weight = weight_share(backward_ops(ops), gpu, params) * backward
     column = column_weight_gradients(ops, gpu, params) if layout.async_tensor_model_parallel_allreduce else ()
     if layout.cp == 1:
-        return _Kernels(
+        return LayerKernels(
             forward=sequence_time(ops, gpu, params), backward=backward, backward_weight=backward_weight,
             core=ops_time(tuple(op for op in ops if op.name in ATTENTION_CORE), gpu, params),
             gemm_forward=gemm_forward, gemm_backward=gemm_backward, column_wgrad=column)
@@ -128,12 +129,12 @@ def _kernels(model: ModelShape, layer: LayerType, layout: Layout, gpu: GpuSpec, 
     before, after = split_at_attention(ops)
     pre = (sequence_time(before, gpu, params), ops_time(backward_ops(before), gpu, params))
     post = (sequence_time(after, gpu, params), ops_time(backward_ops(after), gpu, params))
-    return _Kernels(forward=pre[0] + ring.forward_s + post[0], backward=pre[1] + ring.backward_s + post[1],
+    return LayerKernels(forward=pre[0] + ring.forward_s + post[0], backward=pre[1] + ring.backward_s + post[1],
                     backward_weight=backward_weight, core=ring.forward_s, gemm_forward=gemm_forward,
                     gemm_backward=gemm_backward, ring=ring, pre=pre, post=post, column_wgrad=column)
 
 
-def _layer_cost(model: ModelShape, layer: LayerType, layout: Layout, kernels: _Kernels,
+def _layer_cost(model: ModelShape, layer: LayerType, layout: Layout, kernels: LayerKernels,
                 collectives: CollectiveModel | None, groups: Sequence[tuple[int, ...]], free: bool,
                 gpu: GpuSpec, params: CostParameters) -> _LayerCost:
     """The layer's kernels plus its tensor-parallel collectives on one rank's groups."""
@@ -237,7 +238,7 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
         return tensor_parallel_groups(placement, rank, range(layout.dp))
 
     # Kernel times once per layer type; tensor-parallel time per rank, on its real groups (cached by the model).
-    kernels = {layer: _kernels(model, layer, layout, gpu, params) for layer, _ in model.layer_stacks()}
+    kernels = {layer: layer_kernels(model, layer, layout, gpu, params) for layer, _ in model.layer_stacks()}
     rank_costs = [{layer: _layer_cost(model, layer, layout, k, collectives, tp_groups(r), free, gpu, params)
                    for layer, k in kernels.items()} for r in range(p)]
     splits = {layer: dispatch_split(transformer_layer_ops(model, b, t, sp, layer, layout.fp8, layout.ep,

@@ -17,10 +17,12 @@ layouts takes well under a second.
 from __future__ import annotations
 
 from simcore.cost.collectives import Collective, nccl_bandwidth, ring_factor
+from simcore.cost.context_parallel import AttentionRing, Exchange, RingStep, Segment, local_model
 from simcore.cost.kernels import BYTES, optimizer_step_s
 from simcore.cost.parameters import FITTED, CostParameters
 from simcore.cost.partition import StageCosts, partition, stage_costs
-from simcore.domain.layout import CpComm, Layout, Precision, Recompute, Schedule
+from simcore.cost.workload import layer_kernels
+from simcore.domain.layout import Layout, Precision, Recompute, Schedule
 from simcore.domain.model import ModelShape
 from topology.cluster_spec import ClusterSpec
 from topology.hardware import GPUS
@@ -46,6 +48,7 @@ class Estimator:
         self._stages: dict[tuple[object, ...], list[tuple[float, float, float]]] = {}
         self.main_layer = model.main_layer()
         self._ranks: dict[tuple[object, ...], tuple[int, ...]] = {}
+        self._layers: dict[tuple[object, ...], tuple[float, float, float, float]] = {}
         self.nvlink_bytes_per_s = nccl_bandwidth(cluster.nvlink_bandwidth_bytes_per_s, "nvlink")
         # A group that leaves the node shares the node's NICs among the node's GPUs.
         self.network_bytes_per_s = min(
@@ -73,17 +76,22 @@ class Estimator:
             if name == dim:
                 break
             stride *= sizes[name]
-        inside = stride * sizes[dim] <= self.cluster.gpus_per_node
-        return self.nvlink_bytes_per_s if inside else self.network_bytes_per_s
+        per_node = self.cluster.gpus_per_node
+        if stride * sizes[dim] <= per_node:
+            return self.nvlink_bytes_per_s
+        # A group that leaves the node has max(1, gpus_per_node / stride) members in each node, each with its
+        # share of the node's NICs: NCCL runs a ring (channel) through each of them, so the group's ring moves
+        # that many shares at once, up to NVLink's rate inside the node.
+        members = max(1, min(sizes[dim], per_node // stride))
+        return min(self.nvlink_bytes_per_s, members * self.network_bytes_per_s)
 
     def iteration_s(self, layout: Layout) -> float:
         model = self.model
         b, t, p, v, d, m = (layout.microbatch_size, layout.tp, layout.pp, layout.virtual_stages, layout.dp,
                             layout.num_microbatches)
-        costs = self.stage_costs(layout)
-        # Context parallelism: a rank does 1/cp of each layer's work (the causal chunks balance attention) on
-        # s/cp tokens; its K/V ring hides under attention (p2p) or costs three exposed ring collectives of the
-        # whole sequence's K/V per layer (all_gather); gradients reduce over dp x cp.
+        # Context parallelism: a rank runs s/cp tokens of each layer, its attention core as the ring's blocks; what
+        # the ring's sends cannot hide under them (p2p) or all_gather's collectives add (`_layer`); gradients
+        # reduce over dp x cp.
         c = layout.cp
         message = BYTES * b * model.seq_length * model.hidden_size / c
         tp_layer = 0.0
@@ -96,10 +104,11 @@ class Estimator:
         if model.encoder_decoder:
             stage = self._encoder_decoder_stage(layout, tp_layer, pp_send)
         else:
-            layer = costs.layer[self.main_layer] / c + tp_layer + self._cp_exchange(layout)
+            layer_s, exposed_cp_s, embedding_s, logits_s = self._layer(layout)
+            layer = layer_s + tp_layer + exposed_cp_s
             per_rank = self._layers_per_rank(layout)
-            stage = max(per_rank[r] * layer + (costs.embedding / c if r == 0 else 0.0)
-                        + (costs.logits / c if r == p - 1 else 0.0) + pp_send * v for r in range(p))
+            stage = max(per_rank[r] * layer + (embedding_s if r == 0 else 0.0)
+                        + (logits_s if r == p - 1 else 0.0) + pp_send * v for r in range(p))
         pipeline = (m + (p - 1) / v * BUBBLE_SHARE.get(layout.schedule, 1.0)) * stage
         params = model.total_parameters() / (t * p)
         dp_s = 0.0
@@ -119,14 +128,49 @@ class Estimator:
         return pipeline + dp_s + optimizer_step_s(params / shards, self.gpu, self.params,
                                                          layout.precision is Precision.FP16)
 
-    def _cp_exchange(self, layout: Layout) -> float:
-        """all_gather's exposed K/V collectives per layer (forward gather, backward gather and reduce-scatter)."""
-        if layout.cp == 1 or layout.cp_comm is CpComm.P2P:
-            return 0.0
-        model = self.model
-        kv = 2 * BYTES * layout.microbatch_size * model.seq_length * max(model.num_kv_heads / layout.tp, 1.0) \
-            * model.head_dim
-        return 3 * ring_factor(Collective.ALL_GATHER, layout.cp) * kv / self._bandwidth(layout, "cp")
+    def _layer(self, layout: Layout) -> tuple[float, float, float, float]:
+        """Per microbatch on one rank of a single-stack model: a layer's compute (forward, backward and
+        recomputation; the mean over its layer types, weighted by their counts), the context-parallel exchange it
+        cannot hide, the embedding's and the logits' compute (cached). The kernels are the engine's
+        (simcore.cost.workload.layer_kernels): MoE, MLA and FP8 kernels where the layout has them, and with
+        context parallelism the rank's s/cp tokens with the attention core as its ring's blocks."""
+        key = (layout.microbatch_size, layout.tp, layout.sequence_parallel, layout.recompute, layout.cp,
+               layout.cp_comm, layout.fp8, layout.ep, layout.expert_tp)
+        found = self._layers.get(key)
+        if found is not None:
+            return found
+        local = local_model(self.model, layout.cp)
+        total = exposed = 0.0
+        count = 0
+        for layer, n in local.layer_stacks():
+            kernels = layer_kernels(local, layer, layout, self.gpu, self.params)
+            redo = kernels.forward if layout.recompute is Recompute.FULL else \
+                kernels.core if layout.recompute is Recompute.SELECTIVE else 0.0
+            total += n * (kernels.forward + kernels.backward + redo)
+            if kernels.ring is not None:
+                exposed += n * self._ring_exposed(kernels.ring, layout)
+            count += n
+        costs = stage_costs(local, layout.microbatch_size, layout.tp, layout.sequence_parallel,
+                            str(layout.recompute), self.gpu, self.params)
+        found = self._layers[key] = (total / count, exposed / count, costs.embedding, costs.logits)
+        return found
+
+    def _ring_exposed(self, ring: AttentionRing, layout: Layout) -> float:
+        """What one layer's context-parallel exchange adds to its compute: each ring step's send beyond its
+        attention block (p2p), or all_gather's collectives whole; recomputation runs the forward ring again."""
+        bandwidth = self._bandwidth(layout, "cp")
+
+        def exposed(segments: tuple[Segment, ...]) -> float:
+            seconds = 0.0
+            for segment in segments:
+                if isinstance(segment, RingStep):
+                    seconds += max(0.0, segment.send_bytes / bandwidth - segment.compute_s)
+                elif isinstance(segment, Exchange):
+                    seconds += ring_factor(segment.kind, layout.cp) * segment.size_bytes / bandwidth
+            return seconds
+
+        forward = exposed(ring.forward)
+        return forward + exposed(ring.backward) + (forward if layout.recompute is not Recompute.NONE else 0.0)
 
     def _layers_per_rank(self, layout: Layout) -> tuple[int, ...]:
         """Layers each pipeline rank holds (all its chunks) in the simulator's split of a single stack."""

@@ -30,6 +30,9 @@ from typing import Any, Protocol
 from simcore.planning.lifeline import Lifeline, watch_owner
 
 EXECUTORS = ("local", "ray")
+# An item that says: nothing to start until a task in flight has returned (a search that chooses its next
+# candidates from the results of the last ones).
+WAIT: Any = object()
 
 
 class ExecutorError(RuntimeError):
@@ -49,7 +52,8 @@ class Executor(Protocol):
     def run(self, fn: Callable[[Any], Any], items: Iterator[Any], on_result: Callable[[Any], None],
             stop: Callable[[], bool]) -> None:
         """Call fn on each item (in any order, `workers` at a time) and on_result on each result in this thread,
-        until the items run out or stop() says so; items already started finish."""
+        until the items run out or stop() says so; items already started finish. An item that is `WAIT` starts
+        nothing: the next item is asked for when a task in flight has returned."""
 
     def close(self) -> None: ...
 
@@ -83,6 +87,8 @@ class InlineExecutor(_Closing):
             item = next(items, None)
             if item is None:
                 return
+            if item is WAIT:  # every task has returned here
+                raise RuntimeError("the items wait for a result with no task in flight")
             on_result(fn(item))
 
 
@@ -112,6 +118,10 @@ def _windowed(submit: Callable[[Any], Any], wait_one: Callable[[list[Any]], tupl
                 item = next(items, None)
                 if item is None:
                     exhausted = True
+                    break
+                if item is WAIT:
+                    if not pending:
+                        raise RuntimeError("the items wait for a result with no task in flight")
                     break
                 pending.append(submit(item))
             if not pending:

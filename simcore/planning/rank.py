@@ -11,6 +11,7 @@ simulator's.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from simcore.domain.layout import Layout
@@ -52,11 +53,12 @@ class Evaluation:
         return self.capacity_gib - self.peak_memory_gib
 
 
-def evaluate(task: tuple[int, Scenario], network: Network | None = None) -> Evaluation:
+def evaluate(task: tuple[int, Scenario], network: Network | None = None,
+             progress: Callable[[int, int], None] | None = None) -> Evaluation:
     """Simulate one candidate (no spans kept). A module-level function so that process pools and Ray can run it;
-    `network` may carry the built cluster of earlier candidates on the same cluster."""
+    `network` may carry the built cluster of earlier candidates on the same cluster; `progress` is simulate's."""
     index, scenario = task
-    outcome = simulate(replace(scenario, keep_spans=False), network)
+    outcome = simulate(replace(scenario, keep_spans=False), network, progress)
     m = outcome.metrics
     return Evaluation(
         index=index, tokens_per_s=m.tokens_per_s, samples_per_s=m.samples_per_s,

@@ -20,25 +20,28 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from simcore.domain.layout import Layout
+from simcore.domain.model import ModelShape
+from simcore.planning.bounded import BASELINE, BoundedRun
 from simcore.planning.estimate import Estimator
 from simcore.planning.executors import make_executor
+from simcore.planning.frontier import Frontier, KindReport, error_kind
 from simcore.planning.objective import Goal, Objective, describe_score, plan_for, score
 from simcore.planning.prune import Plan, plan_search
 from simcore.planning.rank import Evaluation, explain
 from simcore.planning.screen import CandidateCost, Ended, Screen, select
 from simcore.planning.space import Space, family_of
-from simcore.planning.worker import evaluate_candidate
+from simcore.planning.worker import Overdue, evaluate_candidate
 from simcore.simulate import Scenario
 from topology.cluster_spec import ClusterSpec
 from topology.hardware import GPUS
 
 Progress = Callable[[int, int], None]  # (candidates done, candidates to simulate)
 
-BASELINE = -1
-FASTEST = Goal()  # the index of the baseline layout among the simulated tasks
+FASTEST = Goal()
 
 
 class StoppedBy(StrEnum):
+    PROVEN = "proven_best"  # no candidate left can beat the best simulated, within the estimate's measured error
     COMPLETE = "complete"  # every feasible candidate was simulated
     MAX_CANDIDATES = "max_candidates"
     TIME_LIMIT = "time_limit"
@@ -47,12 +50,15 @@ class StoppedBy(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Bounds:
-    """How much a search simulates: at most `max_candidates` (None: all), starting none after `time_limit_s`
-    seconds from its start (planning included; at least one is always simulated), and how many it returns."""
+    """How much a search simulates: the candidates that can still beat the best simulated
+    (simcore.planning.frontier), at most `max_candidates` (None: no limit), none after `time_limit_s` seconds from
+    its start (planning included; a candidate running then is stopped, except the search's first), and how many
+    it returns. `exhaustive`: every feasible candidate in the estimate's order instead (up to the limits)."""
 
     top_k: int = 5
     max_candidates: int | None = 500
     time_limit_s: float | None = None
+    exhaustive: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +107,9 @@ class SearchResult:
     clusters: tuple[ClusterSpec, ...] = ()  # the cluster sizes searched
     screened: tuple[ScreenedCandidate, ...] = ()  # in the estimate's order
     estimated_s: float | None = None  # the screen's estimate of what was chosen to simulate (None: no screen)
+    errors: tuple[KindReport, ...] = ()  # the estimate's error per kind, as the search learned it (not exhaustive)
+    could_win: int | None = None  # candidates not simulated whose bound beats the best (0: proven; None: exhaustive)
+    stopped_running: int = 0  # candidates stopped at the time limit while they ran
 
     @property
     def best(self) -> Ranked | None:
@@ -150,6 +159,29 @@ def fold_placements(ordered: list[Evaluation], candidates: Sequence[Layout],
         kept.append(e)
     return kept, folded
 
+def _frontier(candidates: Sequence[Layout], estimates: Sequence[float], owner: Sequence[int],
+              sizes: Sequence[ClusterSpec], goal: Goal, model: ModelShape, global_batch_size: int,
+              scenario_of: Callable[[int], Scenario], screen: Screen | None) -> Frontier:
+    """The frontier of a search's candidates: their estimates, error kinds, objective at a speed, and what the
+    screen says simulating each would cost (1 s each without a screen: the order is then the chance to win)."""
+    costs: dict[int, CandidateCost] = {}
+
+    def cost_of(i: int) -> CandidateCost:
+        found = costs.get(i)
+        if found is None:
+            assert screen is not None
+            found = costs[i] = screen.cost(scenario_of(i))
+        return found
+
+    def score_at(i: int, tokens_per_s: float) -> float:
+        cluster = sizes[owner[i]]
+        return score(goal, tokens_per_s, plan_for(goal, model, cluster, tokens_per_s, global_batch_size))
+
+    return Frontier(estimates, [error_kind(layout) for layout in candidates], owner, score_at,
+                    (lambda i: cost_of(i).seconds) if screen is not None else (lambda i: 1.0),
+                    (lambda i: screen.reason(cost_of(i))) if screen is not None else (lambda i: None))
+
+
 def search(base: Scenario, global_batch_size: int, space: Space, bounds: Bounds = Bounds(), *,
            goal: Goal = FASTEST, clusters: Sequence[ClusterSpec] = (), baseline: Scenario | None = None,
            executor: str = "local", address: str | None = None, workers: int | None = None,
@@ -177,49 +209,69 @@ def search(base: Scenario, global_batch_size: int, space: Space, bounds: Bounds 
             scores.append(score(goal, estimate, plan_for(goal, model, cluster, estimate, global_batch_size)))
         plans.append(plan)
     plan = _merge(plans)
-    order = sorted(range(len(plan.candidates)), key=lambda i: (scores[i], i))
     runs = [replace(base, cluster=cluster, training=goal.training) for cluster in sizes]
-    selection = select(order, lambda i: replace(runs[owner[i]], layout=plan.candidates[i]), bounds.max_candidates,
-                       screen, replace(baseline, training=goal.training) if baseline is not None else None)
-    chosen = selection.chosen
+    base_run = replace(baseline, training=goal.training) if baseline is not None else None
+
+    def scenario_of(i: int) -> Scenario:
+        return replace(runs[owner[i]], layout=plan.candidates[i])
+
+    wall_deadline = (time.time() + bounds.time_limit_s - (time.perf_counter() - started)
+                     if bounds.time_limit_s is not None else None)
+
+    def objective(e: Evaluation) -> float:
+        return score(goal, e.tokens_per_s, e.training)
+
+    run: BoundedRun | None = None
+    if bounds.exhaustive:
+        order = sorted(range(len(plan.candidates)), key=lambda i: (scores[i], i))
+        selection = select(order, scenario_of, bounds.max_candidates, screen, base_run)
+
+        def exhaustive() -> Iterator[object]:
+            if base_run is not None:
+                yield BASELINE, base_run, None
+            for n, i in enumerate(selection.chosen):
+                yield i, scenario_of(i), wall_deadline if n else None
+        tasks: Iterator[object] = exhaustive()
+    else:
+        run = BoundedRun(_frontier(plan.candidates, estimates, owner, sizes, goal, model, global_batch_size,
+                                   scenario_of, screen),
+                         scenario_of, bounds.max_candidates, screen, base_run, wall_deadline)
+        tasks = run.tasks()
     planning_s = time.perf_counter() - started
-
-    started_candidates = 0
-
-    def tasks() -> Iterator[tuple[int, Scenario]]:
-        nonlocal started_candidates
-        if baseline is not None:
-            yield BASELINE, replace(baseline, training=goal.training)
-        for i in chosen:
-            started_candidates += 1
-            yield i, replace(runs[owner[i]], layout=plan.candidates[i])
     results: dict[int, Evaluation] = {}
-    total = len(chosen) + (baseline is not None)
+    returned = 0
     timed_out = False
+
+    def to_simulate() -> int:
+        return run.to_simulate if run is not None else len(selection.chosen) + (baseline is not None)
 
     def stop() -> bool:
         # The time limit counts from the start (planning included); at least one candidate is always simulated.
         nonlocal timed_out
         seconds = bounds.time_limit_s
-        if seconds is not None and started_candidates > 0 and time.perf_counter() - started >= seconds:
+        if seconds is not None and returned > 0 and time.perf_counter() - started >= seconds:
             timed_out = True
         return timed_out
 
-    def on_result(e: Evaluation) -> None:
-        results[e.index] = e
+    def on_result(e: Evaluation | Overdue) -> None:
+        nonlocal returned
+        returned += 1
+        if run is not None:
+            run.returned(e, objective)
+        if isinstance(e, Evaluation):
+            results[e.index] = e
         if progress is not None:
-            progress(len(results), total)
+            progress(returned, max(to_simulate(), returned))
 
     with make_executor(executor, address, workers) as runner:
         if progress is not None:  # after the workers started: a progress bar's thread must not be forked
-            progress(0, total)
-        runner.run(evaluate_candidate, tasks(), on_result, stop)
+            progress(0, to_simulate())
+        runner.run(evaluate_candidate, tasks, on_result, stop)
         executor_name, worker_count = runner.name, runner.workers
+    if run is not None:
+        selection = run.selection()
 
     base_eval = results.pop(BASELINE, None)
-
-    def objective(e: Evaluation) -> float:
-        return score(goal, e.tokens_per_s, e.training)
 
     # Ties go to the earlier candidate (enumeration order), so the order never depends on which worker finished
     # first.
@@ -228,8 +280,12 @@ def search(base: Scenario, global_batch_size: int, space: Space, bounds: Bounds 
     top, folded = fold_placements(sorted(results.values(), key=lambda e: (objective(e), e.index)),
                                   plan.candidates, bounds.top_k)
     best = top[0] if top else None
-    if plan.truncated or (timed_out and len(results) < len(chosen)):
+    could_win = run.frontier.could_win() if run is not None else None
+    simulated_all = len(results) + (run.stopped_running if run else 0) >= len(selection.chosen)
+    if plan.truncated or (timed_out and (could_win if run is not None else not simulated_all)):
         stopped_by = StoppedBy.TIME_LIMIT
+    elif run is not None and not could_win:
+        stopped_by = StoppedBy.PROVEN
     elif selection.ended is Ended.BUDGET:
         stopped_by = StoppedBy.ESTIMATED_TIME
     elif selection.ended is Ended.MAX_CANDIDATES:
@@ -264,4 +320,5 @@ def search(base: Scenario, global_batch_size: int, space: Space, bounds: Bounds 
                                        s.reason) for s in selection.screened)
     return SearchResult(plan, ranked, len(results), stopped_by, base_ranked, family_discard,
                         RunInfo(executor_name, worker_count, planning_s, time.perf_counter() - started), goal, sizes,
-                        screened, selection.estimated_s)
+                        screened, selection.estimated_s, run.frontier.report() if run is not None else (),
+                        could_win, run.stopped_running if run is not None else 0)

@@ -17,8 +17,10 @@ say, collects as usual between them.
 from __future__ import annotations
 
 import gc
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 from simcore.planning.rank import Evaluation, evaluate
 from simcore.simulate import Network, Outcome, Scenario, build_network, simulate
@@ -53,12 +55,35 @@ def gc_paused() -> Iterator[None]:
 _CACHE = NetworkCache()
 
 
-def evaluate_candidate(task: tuple[int, Scenario]) -> Evaluation:
-    """`evaluate` one (index, scenario) task on this process's cached network with the collector paused. A
-    module-level function, so that the process pool and Ray can run it."""
-    network = _CACHE.network_for(task[1])
+@dataclass(frozen=True, slots=True)
+class Overdue:
+    """A candidate stopped at its deadline (the search's time limit): it has no figures."""
+
+    index: int
+
+
+class _PastDeadline(Exception):
+    pass
+
+
+def evaluate_candidate(task: tuple[int, Scenario] | tuple[int, Scenario, float | None]) -> Evaluation | Overdue:
+    """`evaluate` one (index, scenario) or (index, scenario, deadline) task on this process's cached network with
+    the collector paused; with a deadline (a `time.time()`, None: none) the simulation stops when it passes (the
+    engine reports its progress about 200 times a run) and the task returns `Overdue`. A module-level function,
+    so that the process pool and Ray can run it."""
+    index, scenario = task[0], task[1]
+    deadline = task[2] if len(task) > 2 else None
+    network = _CACHE.network_for(scenario)
+    progress = None
+    if deadline is not None:
+        def progress(done: int, total: int) -> None:
+            if time.time() >= deadline:
+                raise _PastDeadline
     with gc_paused():
-        return evaluate(task, network)
+        try:
+            return evaluate((index, scenario), network, progress)
+        except _PastDeadline:
+            return Overdue(index)
 
 
 def simulate_in_worker(scenario: Scenario) -> Outcome:

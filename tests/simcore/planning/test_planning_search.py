@@ -48,12 +48,32 @@ def test_the_most_promising_are_simulated_and_ranked_by_the_simulator() -> None:
 def test_a_whole_space_completes_and_a_baseline_is_compared() -> None:
     baseline = replace(BASE, layout=Layout(dp=8, tp=1, pp=1, microbatch_size=1, global_batch_size=16))
     space = replace(SPACE, tp=(4,), zero_stage=(1,), placement=("tp,dp,pp",))
-    result = search(BASE, 16, space, Bounds(max_candidates=None), baseline=baseline, workers=1)
+    result = search(BASE, 16, space, Bounds(max_candidates=None, exhaustive=True), baseline=baseline, workers=1)
     assert result.stopped_by is StoppedBy.COMPLETE and result.simulated == len(result.plan.candidates)
     assert result.baseline is not None and result.baseline.layout == baseline.layout
     assert result.best is not None and result.best_speedup == (
         result.best.evaluation.tokens_per_s / result.baseline.evaluation.tokens_per_s)
     assert result.baseline_family_discard is None  # DP 8 x TP 1 x PP 1 is not in this space
+
+
+def test_a_proven_best_is_the_exhaustive_best_with_fewer_simulated() -> None:
+    space = replace(SPACE, zero_stage=(0, 1, 2), recompute=(Recompute.NONE, Recompute.SELECTIVE))
+    everything = search(BASE, 16, space, Bounds(max_candidates=None, exhaustive=True), workers=1)
+    proven = search(BASE, 16, space, Bounds(max_candidates=None), workers=1)
+    assert proven.stopped_by is StoppedBy.PROVEN and proven.could_win == 0
+    assert proven.simulated < everything.simulated == len(everything.plan.candidates)
+    assert proven.best is not None and everything.best is not None
+    assert proven.best.evaluation.tokens_per_s == everything.best.evaluation.tokens_per_s
+    # every kind it simulated says how far the estimate was off, and its bound covers what it saw
+    assert proven.errors and all(r.low <= r.ratio_min and r.ratio_max <= r.high
+                                 for r in proven.errors if r.simulated)
+
+
+def test_the_same_candidates_whatever_the_workers() -> None:
+    one = search(BASE, 16, SPACE, Bounds(max_candidates=None), workers=1)
+    two = search(BASE, 16, SPACE, Bounds(max_candidates=None), workers=2)
+    assert one.simulated == two.simulated and [r.layout for r in one.top] == [r.layout for r in two.top]
+    assert [r.evaluation.tokens_per_s for r in one.top] == [r.evaluation.tokens_per_s for r in two.top]
 
 
 def test_a_time_limit_still_simulates_one() -> None:

@@ -1,0 +1,215 @@
+"""Which of a search's candidates can still win, and which to simulate next: the closed-form estimate's error,
+learned per kind of layout from the candidates simulated so far, turned into an optimistic bound of every other
+candidate (no I/O).
+
+The estimate (simcore.planning.estimate) is wrong by a factor r = estimated / simulated tokens/s that depends on
+what kind of layout it is: the schedule formula, the context-parallel ring, ZeRO-3's gathers and where the
+placement puts each group are each modelled more or less closely than the engine runs them. So the error is
+kept per *error kind*: the layout's kind (context-parallel, expert-parallel, ZeRO-3, interleaved, zero-bubble,
+DualPipe, GPipe or plain 1F1B) and its placement. Before a kind has been simulated its bound is the prior
+(estimates [0.8, 1.25] x the truth); once it has, the bound is the range of the ratios seen, widened by a margin
+that shrinks as the kind is sampled more (10% / sqrt(n), at least 2%). A candidate's optimistic bound is its
+estimate over the low end of its kind's range: the most the simulator could say of it, as far as the sample
+tells.
+
+The search simulates, a batch at a time, the candidates whose optimistic bound beats the best simulated so far,
+the one with the most chance to win per estimated simulation second first (chance: the share of its bound's
+range above the best so far, or above the best candidate's pessimistic bound before anything is simulated). It
+stops when no candidate's bound beats the best simulated: that answer is then *proven best within the
+estimate's measured error*. A batch is chosen only from what earlier batches returned, so the same search
+simulates the same candidates whichever executor runs it and however many workers it has.
+
+Candidates are grouped in *classes* (cluster size, error kind), each kept in the estimate's order: the best
+candidate of a class is its first one not yet taken, so a choice looks at one candidate a class.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
+
+from simcore.domain.layout import Layout, Schedule
+
+PRIOR = (0.8, 1.25)  # estimated / simulated before a kind has been simulated
+MARGIN = 0.10  # the bound's widening beyond the ratios seen, over sqrt(samples)
+MIN_MARGIN = 0.02
+BATCH = 4  # candidates chosen together (a fixed number: the choices do not depend on the workers)
+
+
+def error_kind(layout: Layout) -> tuple[str, str]:
+    """The kind of a layout whose estimate errs alike, and its placement."""
+    if layout.cp > 1:
+        kind = "context-parallel"
+    elif layout.ep > 1:
+        kind = "expert-parallel"
+    elif layout.zero_stage == 3:
+        kind = "ZeRO-3"
+    elif layout.schedule is Schedule.INTERLEAVED_1F1B:
+        kind = "interleaved"
+    elif layout.schedule in (Schedule.ZB_H1, Schedule.ZB_H2, Schedule.ZB_V):
+        kind = "zero-bubble"
+    elif layout.schedule is Schedule.DUALPIPE:
+        kind = "DualPipe"
+    elif layout.schedule is Schedule.GPIPE:
+        kind = "GPipe"
+    else:
+        kind = "1F1B"
+    return kind, layout.placement
+
+
+@dataclass(slots=True)
+class KindError:
+    """The ratios estimated / simulated tokens/s seen for one error kind."""
+
+    ratios: list[float] = field(default_factory=list)
+
+    @property
+    def margin(self) -> float:
+        return max(MIN_MARGIN, MARGIN / math.sqrt(len(self.ratios))) if self.ratios else 0.0
+
+    @property
+    def low(self) -> float:
+        """The smallest ratio the kind's candidates are taken to have (their estimate's most pessimistic)."""
+        return min(self.ratios) * (1 - self.margin) if self.ratios else PRIOR[0]
+
+    @property
+    def high(self) -> float:
+        return max(self.ratios) * (1 + self.margin) if self.ratios else PRIOR[1]
+
+
+@dataclass(frozen=True, slots=True)
+class KindReport:
+    """One error kind as the search ended: how many of its candidates were simulated, the ratios seen (min, max)
+    and the bound it pruned with."""
+
+    kind: str
+    placement: str
+    simulated: int
+    ratio_min: float | None
+    ratio_max: float | None
+    low: float
+    high: float
+
+
+Score = Callable[[int, float], float]  # (candidate, tokens/s) -> its objective's score; lower is better
+
+
+class Frontier:
+    """The candidates not yet simulated, by class, with the bounds that say which can still win.
+
+    `estimates[i]` is candidate i's estimated tokens/s, `kinds[i]` its error kind, `owners[i]` its cluster
+    size's index; `score(i, tokens_per_s)` is its objective's score at a speed (lower is better, decreasing in
+    tokens/s); `cost(i)` its estimated simulation seconds (called once, when it is first considered); `screened(i)`
+    a reason it may not be simulated (events, memory), or None."""
+
+    def __init__(self, estimates: Sequence[float], kinds: Sequence[Hashable], owners: Sequence[int], score: Score,
+                 cost: Callable[[int], float], screened: Callable[[int], str | None]) -> None:
+        self.estimates, self.kinds, self.score = estimates, kinds, score
+        self._cost, self._screened = cost, screened
+        self.errors: dict[Hashable, KindError] = {}
+        classes: dict[tuple[int, Hashable], list[int]] = {}
+        for i in sorted(range(len(estimates)), key=lambda i: (-estimates[i], i)):
+            classes.setdefault((owners[i], kinds[i]), []).append(i)
+            self.errors.setdefault(kinds[i], KindError())
+        self._classes = list(classes.values())
+        self._next = [0] * len(self._classes)
+        self.costs: dict[int, float] = {}
+        self.refused: list[tuple[int, str]] = []  # screened on the way, in the order they were met
+        self.best_score: float | None = None
+        self.simulated: dict[Hashable, int] = {}
+
+    def bound(self, i: int) -> tuple[float, float]:
+        """Candidate i's (optimistic, pessimistic) tokens/s as far as its kind's error is known."""
+        error = self.errors[self.kinds[i]]
+        return self.estimates[i] / error.low, self.estimates[i] / error.high
+
+    def can_win(self, i: int) -> bool:
+        """Whether candidate i's optimistic bound beats the best simulated (any can before one is)."""
+        return self.best_score is None or self.score(i, self.bound(i)[0]) < self.best_score
+
+    def _head(self, c: int) -> int | None:
+        """The first candidate of class c not yet taken nor screened (screening the ones met on the way)."""
+        members, k = self._classes[c], self._next[c]
+        while k < len(members):
+            i = members[k]
+            if i not in self.costs:
+                reason = self._screened(i)
+                if reason is not None:
+                    self.refused.append((i, reason))
+                    k += 1
+                    continue
+                self.costs[i] = max(self._cost(i), 1e-3)
+            self._next[c] = k
+            return i
+        self._next[c] = k
+        return None
+
+    def heads(self) -> list[int]:
+        """The best candidate of every class that can still win."""
+        found = []
+        for c in range(len(self._classes)):
+            i = self._head(c)
+            if i is not None and self.can_win(i):
+                found.append(i)
+        return found
+
+    def choose(self, limit: int = BATCH) -> list[int]:
+        """Up to `limit` candidates to simulate next, the most chance to win per estimated second first; empty
+        when none can win."""
+        chosen: list[int] = []
+        heads = self.heads()
+        if not heads:
+            return chosen
+        # (nothing simulated yet: the best any candidate is sure to reach)
+        target = self.best_score if self.best_score is not None else min(
+            self.score(i, self.bound(i)[1]) for i in heads)
+        taken: set[int] = set()
+        for _ in range(limit):
+            best, best_value = None, -1.0
+            for c in range(len(self._classes)):
+                i = self._head(c)
+                if i is None or i in taken or not self.can_win(i):
+                    continue
+                high, low = self.bound(i)
+                s_high, s_low = self.score(i, high), self.score(i, low)
+                chance = 1.0 if s_low <= target else (target - s_high) / (s_low - s_high) if s_low > s_high \
+                    else 1.0
+                value = max(chance, 1e-3) / self.costs[i]
+                if value > best_value:
+                    best, best_value = c, value
+            if best is None:
+                break
+            i = self._classes[best][self._next[best]]
+            self._next[best] += 1  # taken
+            taken.add(i)
+            chosen.append(i)
+        return chosen
+
+    def learn(self, i: int, tokens_per_s: float, score: float) -> None:
+        """Candidate i was simulated at `tokens_per_s` (its objective's `score`)."""
+        kind = self.kinds[i]
+        self.errors[kind].ratios.append(self.estimates[i] / tokens_per_s)
+        self.simulated[kind] = self.simulated.get(kind, 0) + 1
+        if self.best_score is None or score < self.best_score:
+            self.best_score = score
+
+    def could_win(self) -> int:
+        """How many candidates not simulated can still win (0: the best simulated is proven best)."""
+        count = 0
+        for c, members in enumerate(self._classes):
+            for i in members[self._next[c]:]:
+                if not self.can_win(i):
+                    break  # the rest of the class is estimated slower still (same kind, same cluster size)
+                if i not in self.costs and self._screened(i) is not None:
+                    continue
+                count += 1
+        return count
+
+    def report(self) -> tuple[KindReport, ...]:
+        out = []
+        for kind, error in self.errors.items():
+            name, placement = kind if isinstance(kind, tuple) else (str(kind), "")
+            out.append(KindReport(name, placement, len(error.ratios), min(error.ratios, default=None),
+                                  max(error.ratios, default=None), error.low, error.high))
+        return tuple(sorted(out, key=lambda r: (-r.simulated, r.kind, r.placement)))
