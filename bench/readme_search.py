@@ -1,7 +1,7 @@
 """Write the search results quoted in README.md's "Search and sweeps" section from the current code, between
-their markers: the GPT-3 175B problem's generated and pruned layouts and its best layout among a bounded number
-of candidates, GPT-100B against T5-100B, and the search around the published 1T layout. Every search here is
-bounded by a candidate count, never by time, so what it finds depends on the code alone (the machine's speed,
+their markers: the GPT-3 175B problem's generated and pruned layouts and its proven best layout, GPT-100B against
+T5-100B, and the search around the published 1T layout. Every search here ends by its proof or a candidate
+count, never by time, so what it finds depends on the code alone (the machine's speed,
 which `bench/search_speed.py` measures, is not figured here). tests/test_readme_search.py fails when README.md
 does not carry what this renders.
 
@@ -56,17 +56,24 @@ def _counts(search: dict[str, Any]) -> str:
             f"({search['discarded']['invalid']:,} break a layout rule, {search['discarded']['memory']:,} do not fit)")
 
 
+def _stopped(search: dict[str, Any], why: bool = False) -> str:
+    if search["stopped_by"] == "proven_best":
+        return f"{search['simulated']} simulated, the best proven" + (
+            " (no other layout's bound, its estimate over its kind's measured error, beats it)" if why else "")
+    return f"{search['simulated']} simulated (stopped by {search['stopped_by']})"
+
+
 def gpt3() -> str:
     whole = run_search({"model": {"preset": "gpt3-175b"}, "cluster": {"preset": "dgx-a100", "num_nodes": 128},
-                        "global_batch_size": 1536}, max_candidates=1, top_k=1, workers=1)
+                        "global_batch_size": 1536}, top_k=1, workers=WORKERS)
     narrowed = run_search(load_search_file(str(GPT3)), workers=WORKERS)
-    best = narrowed["best"]
+    best, narrowed_best = whole["best"], narrowed["best"]
     return (f"- GPT-3 175B on 1024 A100s, global batch 1536 (the problem `bench/search_speed.py` times): "
-            f"{_counts(whole['search'])}, {whole['search']['feasible']:,} feasible. "
+            f"{_counts(whole['search'])}, {whole['search']['feasible']:,} feasible, {_stopped(whole['search'], True)}: "
+            f"{_layout(best)}: {best['tokens_per_s']:,.0f} tokens/s, MFU {100 * best['mfu']:.1f}%. "
             f"`clustersim search examples/search/gpt3-175b-1024-a100.search.json` (TP 4 or 8, selective or full "
-            f"recomputation: {narrowed['search']['feasible']:,} feasible, the first "
-            f"{narrowed['search']['simulated']} in the estimate's order simulated): best {_layout(best)}: "
-            f"{best['tokens_per_s']:,.0f} tokens/s, MFU {100 * best['mfu']:.1f}%.")
+            f"recomputation: {narrowed['search']['feasible']:,} feasible, {_stopped(narrowed['search'])}) finds "
+            f"{'the same' if narrowed_best['layout'] == best['layout'] else _layout(narrowed_best)}.")
 
 
 def encoder_decoder() -> str:
@@ -92,7 +99,7 @@ def one_t() -> str:
     share = sum(exposed.values()) / best["iteration_time_s"]
     most = max(exposed, key=exposed.get).upper()
     return (f"- `clustersim search examples/gpt-1t-3072-a100.yaml --max-candidates {ONE_T_CANDIDATES}`: "
-            f"{_counts(result['search'])}, {result['search']['simulated']} simulated. Best: {_layout(best)}: "
+            f"{_counts(result['search'])}, {_stopped(result['search'])}. Best: {_layout(best)}: "
             f"{best['tokens_per_s']:,.0f} tokens/s, MFU {100 * best['mfu']:.1f}% (bubble "
             f"{100 * best['bubble_fraction']:.1f}%, exposed communication {100 * share:.1f}% of the iteration, "
             f"mostly {most}; "

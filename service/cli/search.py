@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -209,6 +210,9 @@ def cmd_search(args: argparse.Namespace) -> int:
         print(json.dumps(result, indent=2))
     else:
         render_search(result)
+    if result["search"]["stopped_by"] == "interrupted":
+        sys.stderr.write("clustersim: interrupted; the best of the layouts simulated so far is above\n")
+        return 130
     return 0
 
 

@@ -45,6 +45,7 @@ class StoppedBy(StrEnum):
     COMPLETE = "complete"  # every feasible candidate was simulated
     MAX_CANDIDATES = "max_candidates"
     TIME_LIMIT = "time_limit"
+    INTERRUPTED = "interrupted"  # Ctrl-C: the best of what had been simulated
     ESTIMATED_TIME = "estimated_time"  # the screen's budget of estimated seconds was spent
 
 
@@ -263,11 +264,18 @@ def search(base: Scenario, global_batch_size: int, space: Space, bounds: Bounds 
         if progress is not None:
             progress(returned, max(to_simulate(), returned))
 
-    with make_executor(executor, address, workers) as runner:
-        if progress is not None:  # after the workers started: a progress bar's thread must not be forked
-            progress(0, to_simulate())
-        runner.run(evaluate_candidate, tasks, on_result, stop)
-        executor_name, worker_count = runner.name, runner.workers
+    interrupted = False
+    executor_name, worker_count = executor, workers or 1
+    try:
+        with make_executor(executor, address, workers) as runner:
+            executor_name, worker_count = runner.name, runner.workers
+            if progress is not None:  # after the workers started: a progress bar's thread must not be forked
+                progress(0, to_simulate())
+            runner.run(evaluate_candidate, tasks, on_result, stop)
+    except KeyboardInterrupt:  # Ctrl-C: the workers are ended (the executor's block did it); keep what returned
+        if not results:
+            raise
+        interrupted = True
     if run is not None:
         selection = run.selection()
 
@@ -282,7 +290,9 @@ def search(base: Scenario, global_batch_size: int, space: Space, bounds: Bounds 
     best = top[0] if top else None
     could_win = run.frontier.could_win() if run is not None else None
     simulated_all = len(results) + (run.stopped_running if run else 0) >= len(selection.chosen)
-    if plan.truncated or (timed_out and (could_win if run is not None else not simulated_all)):
+    if interrupted:
+        stopped_by = StoppedBy.INTERRUPTED
+    elif plan.truncated or (timed_out and (could_win if run is not None else not simulated_all)):
         stopped_by = StoppedBy.TIME_LIMIT
     elif run is not None and not could_win:
         stopped_by = StoppedBy.PROVEN

@@ -54,8 +54,10 @@ def test_search_ranks_by_simulated_throughput_and_explains(small_result: dict[st
     s = r["search"]
     assert s["generated"] == s["pruned"] + s["feasible"]
     assert s["pruned"] == s["discarded"]["invalid"] + s["discarded"]["memory"]
-    assert s["simulated"] == 30 and s["stopped_by"] == "max_candidates"
-    assert s["not_simulated"] == s["feasible"] - 30
+    # Only what can still win is simulated: the search proved its best before the 30 it was allowed.
+    assert s["simulated"] < 30 and s["stopped_by"] == "proven_best" and s["could_win"] == 0
+    assert s["not_simulated"] == s["feasible"] - s["simulated"]
+    assert s["estimate_error"] and all(k["bound_low"] <= k["ratio_min"] for k in s["estimate_error"])
     top = r["top"]
     assert [e["rank"] for e in top] == [1, 2, 3, 4] and r["best"] == top[0]
     speeds = [e["tokens_per_s"] for e in top]

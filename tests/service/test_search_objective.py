@@ -18,7 +18,8 @@ SPACE = {"num_nodes": [4, 16], "schedule": ["1f1b"], "zero_stage": [1], "recompu
 FRAGILE = {"tokens": 2.6e11, "gpu_hour_usd": 2.0, "checkpoint": {"interval_s": "auto", "write_s": 900},
            "failures": {"mtbf_hours_per_gpu": 100, "restart_s": 7200}}
 BASE = {"model": {"preset": "gpt3-13b"}, "cluster": {"preset": "dgx-a100", "num_nodes": 4},
-        "global_batch_size": 512, "space": SPACE, "bounds": {"max_candidates": None, "top_k": 20}}
+        "global_batch_size": 512, "space": SPACE,
+        "bounds": {"max_candidates": None, "top_k": 20, "exhaustive": True}}  # every candidate: the rankings compared
 
 
 @pytest.fixture(scope="module")

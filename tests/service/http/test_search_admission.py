@@ -105,7 +105,9 @@ def test_a_capped_search_ends_within_its_time_limit(tmp_path: Path) -> None:
     timeout_s = 12.0
     budget = round((timeout_s - planning_bound_s(layouts_bound(SMALL))) / ESTIMATE_SHORTFALL, 1)
     with service(tmp_path, job_timeout_s=timeout_s) as client:
-        response = client.post("/v1/searches", json=SMALL)
+        # every candidate in the estimate's order: the budget, not the proof, is what ends it
+        exhaustive = {**SMALL, "bounds": {**SMALL.get("bounds", {}), "exhaustive": True}}
+        response = client.post("/v1/searches", json=exhaustive)
         assert response.status_code == 202, response.text
         assert response.json()["bounds"]["max_estimated_s"] == budget
         done = wait_done(client, response.json()["id"])
@@ -121,7 +123,8 @@ def test_a_capped_search_ends_within_its_time_limit(tmp_path: Path) -> None:
 
 def test_candidates_over_the_event_limit_are_screened_not_simulated(tmp_path: Path) -> None:
     with service(tmp_path, max_job_events=600) as client:
-        response = client.post("/v1/searches", json={**SMALL, "bounds": {"max_candidates": 10, "top_k": 10}})
+        response = client.post("/v1/searches", json={**SMALL, "bounds": {"max_candidates": 10, "top_k": 10,
+                                                                           "exhaustive": True}})
         assert response.status_code == 202, response.text
         done = wait_done(client, response.json()["id"])
         assert done["status"] == "succeeded", done

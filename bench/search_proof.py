@@ -1,0 +1,133 @@
+"""How fast the search proves its answer, and whether the answer is the exhaustive one: the issue's problems
+searched with default bounds (only what can still win is simulated, simcore.planning.frontier), each --repeat
+times (median wall), with the estimate's error per kind the search learned; and, with --exhaustive CASE, every
+feasible layout of a case simulated once, its answer stored in bench/data/search_exhaustive.json with the code
+version it was measured at, to compare the proven answers with.
+
+Cases:
+- llama70b: Llama-3-70B on 256 H100s (32 DGX H100), global batch 1024, seq 8192 (target: proven in 60 s).
+- gpt3-175b: GPT-3 175B on 1024 A100s (128 DGX A100), global batch 1536 (target: proven in 60 s).
+- gpt3-175b-example: the same on the space of examples/search/gpt3-175b-1024-a100.search.json (TP 4 or 8,
+  selective or full recompute), small enough to simulate whole here.
+- gpt-1t: the 1T of examples/gpt-1t-3072-a100.yaml on 3072 A100s, its published layout as the baseline (target:
+  within 120 s, at least as fast as DP 6 x TP 8 x PP 64).
+- llama70b-cost: Llama-3-70B on 1024 H100s ranked by the cost of 15T tokens at 2.5 USD a GPU-hour, under a
+  240 s time limit (target: an answer within it).
+
+Run:  python bench/search_proof.py [CASE ...] [--repeat R] [--workers N]
+      python bench/search_proof.py --exhaustive gpt3-175b-example   (long: every layout simulated)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from service.search import run_search
+
+ROOT = Path(__file__).resolve().parents[1]
+STORE = ROOT / "bench" / "data" / "search_exhaustive.json"
+LLAMA = {"model": {"preset": "llama3-70b"}, "cluster": {"preset": "dgx-h100", "num_nodes": 32},
+         "global_batch_size": 1024}
+GPT3 = {"model": {"preset": "gpt3-175b"}, "cluster": {"preset": "dgx-a100", "num_nodes": 128},
+        "global_batch_size": 1536}
+
+
+def _example_1t() -> dict[str, Any]:
+    loaded = yaml.safe_load((ROOT / "examples" / "gpt-1t-3072-a100.yaml").read_text())
+    return {"model": loaded["model"], "cluster": loaded["cluster"],
+            "global_batch_size": loaded["layout"]["global_batch_size"], "baseline": loaded["layout"]}
+
+
+CASES: dict[str, tuple[dict[str, Any], float | None]] = {
+    "llama70b": (LLAMA, None),
+    "gpt3-175b": (GPT3, None),
+    "gpt3-175b-example": ({**GPT3, "space": {"tp": [4, 8], "recompute": ["selective", "full"]}}, None),
+    "gpt-1t": (_example_1t(), None),
+    "llama70b-cost": ({**LLAMA, "cluster": {"preset": "dgx-h100", "num_nodes": 128}, "objective": "cost",
+                       "training": {"tokens": 15e12, "gpu_hour_usd": 2.5}}, 240.0),
+}
+
+
+def code_version() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def stored() -> dict[str, Any]:
+    return json.loads(STORE.read_text()) if STORE.exists() else {}
+
+
+def run(case: str, workers: int | None, exhaustive: bool = False) -> tuple[dict[str, Any], float]:
+    request, limit = CASES[case]
+    if exhaustive:
+        request = {**request, "bounds": {"exhaustive": True, "max_candidates": None}}
+    started = time.perf_counter()
+    result = run_search(request, time_limit_s=None if exhaustive else limit, workers=workers)
+    return result, time.perf_counter() - started
+
+
+def answer(result: dict[str, Any]) -> str:
+    best = result["best"]
+    return f"{best['summary']} at {best['tokens_per_s']:,.0f} tokens/s" if best else "none"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("cases", nargs="*", default=["llama70b", "gpt3-175b", "gpt-1t", "llama70b-cost"])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--workers", type=int, default=None)
+    parser.add_argument("--exhaustive", metavar="CASE", help="simulate every layout of CASE and store its answer")
+    args = parser.parse_args()
+    if args.exhaustive:
+        result, wall = run(args.exhaustive, args.workers, exhaustive=True)
+        entries = stored()
+        entries[args.exhaustive] = {"code_version": code_version(), "simulated": result["search"]["simulated"],
+                                    "wall_s": round(wall, 1), "best": result["best"]["summary"],
+                                    "tokens_per_s": result["best"]["tokens_per_s"]}
+        STORE.write_text(json.dumps(entries, indent=2) + "\n")
+        print(f"{args.exhaustive}: exhaustive, {result['search']['simulated']} simulated in {wall:.0f} s: "
+              f"{answer(result)} (stored in {STORE.relative_to(ROOT)})")
+        return
+    known = stored()
+    for case in args.cases:
+        walls, answers = [], []
+        for _ in range(args.repeat):
+            result, wall = run(case, args.workers)
+            walls.append(wall)
+            s = result["search"]
+            answers.append(answer(result))
+            print(f"{case}: {wall:.1f} s (planning {result['run']['planning_s']:.1f} s), {s['feasible']:,} feasible, "
+                  f"{s['simulated']} simulated, {s['screened']} screened, stopped by {s['stopped_by']}, could still "
+                  f"win {s['could_win']}: {answers[-1]}", flush=True)
+        print(f"{case}: median wall {statistics.median(walls):.1f} s of {args.repeat}; answers {sorted(set(answers))}")
+        baseline = result.get("baseline")
+        if baseline is not None:
+            print(f"  baseline {baseline['summary']}: {baseline['tokens_per_s']:,.0f} tokens/s; best "
+                  f"{baseline.get('best_speedup', 0):.2f}x")
+        print("  estimate / simulated tokens/s per kind (placement): n, min .. max, the bound pruned with")
+        for k in result["search"]["estimate_error"]:
+            print(f"    {k['kind']:16s} {k['placement']:10s} n {k['simulated']:3d}: {k['ratio_min']:.3f} .. "
+                  f"{k['ratio_max']:.3f}, bound {k['bound_low']:.3f}")
+        entry = known.get(case)
+        if entry is None:
+            print("  no exhaustive answer stored (python bench/search_proof.py --exhaustive " + case + ")")
+        else:
+            same = abs(entry["tokens_per_s"] - result["best"]["tokens_per_s"]) <= 1e-9 * entry["tokens_per_s"]
+            print(f"  exhaustive ({entry['simulated']:,} simulated in {entry['wall_s']:.0f} s at "
+                  f"{entry['code_version']}, code now {code_version()}): {entry['best']} at "
+                  f"{entry['tokens_per_s']:,.0f} tokens/s: {'the same answer' if same else 'DIFFERENT'}")
+
+
+if __name__ == "__main__":
+    main()
