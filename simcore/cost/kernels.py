@@ -19,6 +19,7 @@ from enum import StrEnum
 from simcore.cost.fp8 import QUANTIZE_BYTES, fp8_gemm_efficiency, scale_update_bytes
 from simcore.cost.gemm_ceilings import ceiling_fraction, large_gemm_efficiency
 from simcore.cost.gemm_shape import MAIN_GRAD_BYTES, Product, gradient_products, tiled_compute_s
+from simcore.cost.measured_gemm import slowdown
 from simcore.cost.parameters import (
     FLASH_BACKWARD_FACTOR,
     FLASH_RELATIVE_EFFICIENCY,
@@ -29,6 +30,7 @@ from simcore.cost.parameters import (
 from simcore.domain.layout import Fp8Recipe
 from simcore.domain.model import AttentionKind, LayerType, ModelShape
 from topology.hardware import GpuSpec
+from topology.measured import MeasuredGemm
 
 BYTES = 2  # 16-bit activations and weights
 
@@ -247,14 +249,43 @@ def logits_forward_ops(model: ModelShape, b: int, t: int, sequence_parallel: boo
 
 def op_time(op: Op, gpu: GpuSpec, params: CostParameters) -> float:
     """Seconds for one kernel: the slower of its compute and memory times, plus launch overhead. With the shape
-    model on (params.gemm_shape_model) a GEMM that knows its shape is costed by it (`shaped_gemm_times`)."""
+    model on (params.gemm_shape_model) a GEMM that knows its shape is costed by it (`shaped_gemm_times`). With the
+    user's GEMM sweep (cluster.measured.gemm; params then a measured_gemm.MeasuredParameters) a GEMM's time without
+    its launch overhead is scaled to the nearest measured shape's (simcore/cost/measured_gemm.py)."""
+    rows = getattr(params, "measured_gemms", ())
+    if rows and op.kind is OpKind.GEMM and op.shape is not None:
+        kernels = 2 if op.gradient and op.group > 1 and not params.gemm_shape_model else 1
+        overhead = kernels * KERNEL_OVERHEAD_S
+        return overhead + (_model_op_time(op, gpu, params) - overhead) * _gemm_slowdown(op, gpu, params, rows)
+    return _model_op_time(op, gpu, params)
+
+
+def _gemm_slowdown(op: Op, gpu: GpuSpec, params: CostParameters, rows: tuple[MeasuredGemm, ...],
+                   weight_only: bool = False) -> float:
+    """Measured over modelled time of a GEMM kernel's products (a backward's two, of equal FLOPs, averaged; with
+    `weight_only` the weight gradient's alone), each by its own shape without the batch."""
+    assert op.shape is not None
+    products = gradient_products(op.shape) if op.gradient else (op.shape,)
+    if weight_only:
+        products = products[-1:]
+    dtype = "fp8" if op.fp8 else "bf16"
+
+    def model_s(shape: Product) -> float:
+        probe = replace(_gemm("probe", shape.m, shape.n, shape.k), fp8=op.fp8)
+        return _model_op_time(probe, gpu, params) - KERNEL_OVERHEAD_S
+
+    return sum(slowdown(p, dtype, rows, model_s) for p in products) / len(products)
+
+
+def _model_op_time(op: Op, gpu: GpuSpec, params: CostParameters) -> float:
+    """`op_time` by the model alone (no measured GEMM rows)."""
     if op.kind is OpKind.GEMM and op.shape is not None and params.gemm_shape_model:
         return sum(shaped_gemm_times(op, gpu, params)) + KERNEL_OVERHEAD_S
     if op.gradient and op.group > 1:
         # a grouped GEMM's backward is two grouped GEMMs, the input gradients and then the weight gradients
         # (GroupedLinear's backward calls general_grouped_gemm for each), each with its own ramp, tail and launch
         half = replace(op, flops=op.flops / 2, bytes=op.bytes / 2, gradient=False)
-        return 2 * op_time(half, gpu, params)
+        return 2 * _model_op_time(half, gpu, params)
     memory_s = op.bytes / (gpu.hbm_bandwidth_bytes_per_s * params.memory_efficiency)
     if op.kind is OpKind.MEMORY:
         return memory_s + KERNEL_OVERHEAD_S
@@ -311,7 +342,9 @@ def weight_gradient_time(op: Op, gpu: GpuSpec, params: CostParameters) -> float:
     """Of a GEMM's backward kernel time (op_time), what its weight gradient takes: the second product's time
     with the shape model, else half of it (two products of equal FLOPs)."""
     if op.gradient and op.shape is not None and params.gemm_shape_model:
-        return shaped_gemm_times(op, gpu, params)[1] + KERNEL_OVERHEAD_S / 2
+        rows = getattr(params, "measured_gemms", ())
+        factor = _gemm_slowdown(op, gpu, params, rows, weight_only=True) if rows else 1.0
+        return shaped_gemm_times(op, gpu, params)[1] * factor + KERNEL_OVERHEAD_S / 2
     return op_time(op, gpu, params) / 2
 
 
