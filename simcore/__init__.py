@@ -50,9 +50,9 @@ __all__ = [
     "FITTED", "GB", "GIB", "GPUS", "MODEL_PRESETS", "MODEL_PRESET_SOURCES", "NODE_PRESETS", "NODE_PRESET_NOTES",
     "VERSION", "Activation", "Architecture", "AttentionKind", "Checkpointing", "ClusterSpec", "CollectiveAlgorithm",
     "Cost", "CostParameters", "CpComm", "DegradedLink", "Fabric", "Failures", "Fidelity", "Fp8Recipe", "GpuKind",
-    "GpuSpec", "Health", "Layout", "Measured", "MeasuredCollective", "MeasuredGemm", "Metrics", "ModelShape", "Network", "NodeGroup", "Outcome", "Partition", "Precision",
+    "GpuSpec", "Health", "Layout", "Metrics", "ModelShape", "Network", "NodeGroup", "Outcome", "Partition", "Precision",
     "Recompute", "RunTotals", "Scenario", "Schedule", "SlowGpu", "SpecError", "StageMemory", "StageReport",
     "TrainingPlan", "TrainingRun", "ZeroImplementation", "build_network", "check", "chrome_trace", "estimate_cost",
     "model_from_fields", "nearest_catalog_gpu", "plan_training", "simulate", "sized", "validate_layout",
-    "UserTopology", "graph_builders", "parse_topology",
+    "UserTopology", "graph_builders", "parse_topology", "Measured", "MeasuredCollective", "MeasuredGemm",
 ]

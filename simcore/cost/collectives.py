@@ -118,11 +118,10 @@ class CollectiveModel:
         self._counted: dict[tuple[object, ...], Counted] = {}  # patterns counted by class (translation.py)
         self._chosen: dict[tuple[Collective, Groups, NcclAlgorithm, Protocol, float, float], FlowPattern] = {}
         self._communicators: dict[tuple[int, ...], Communicator] = {}
-        # The user's nccl-tests tables (cluster.measured): a factor on the phases where one covers the collective
-        # (simcore/cost/measured_collectives.py); the phases then depend on the size whatever the algorithm.
-        measured = cluster.spec.measured
-        self.measured = MeasuredCollectives(cluster, measured.collectives) if measured and measured.collectives \
-            else None
+        # The user's nccl-tests tables (cluster.measured, simcore/cost/measured_collectives.py): the phases then
+        # depend on the size whatever the algorithm.
+        tables = cluster.spec.measured.collectives if cluster.spec.measured else ()
+        self.measured = MeasuredCollectives(cluster, tables) if tables else None
         self.sized = self.auto or self.measured is not None
         self._measured_phases: dict[tuple[Collective, Groups, float], tuple[FlowPattern, ...]] = {}
 
@@ -138,9 +137,8 @@ class CollectiveModel:
         if scaled is None:
             factor = self.measured.factor(kind, key[1], size_bytes, lambda some, size: sum(
                 p.latency_s + size / p.isolated_rate(self.capacity) for p in self.model_phases(kind, some, size)))
-            scaled = found if factor == 1.0 else tuple(
+            scaled = self._measured_phases[key] = found if factor == 1.0 else tuple(
                 FlowPattern(p.links, tuple(w * factor for w in p.loads), p.latency_s * factor) for p in found)
-            self._measured_phases[key] = scaled
         return scaled
 
     def model_phases(self, kind: Collective, groups: Sequence[Sequence[int]],

@@ -250,31 +250,30 @@ def logits_forward_ops(model: ModelShape, b: int, t: int, sequence_parallel: boo
 def op_time(op: Op, gpu: GpuSpec, params: CostParameters) -> float:
     """Seconds for one kernel: the slower of its compute and memory times, plus launch overhead. With the shape
     model on (params.gemm_shape_model) a GEMM that knows its shape is costed by it (`shaped_gemm_times`). With the
-    user's GEMM sweep (cluster.measured.gemm; params then a measured_gemm.MeasuredParameters) a GEMM's time without
-    its launch overhead is scaled to the nearest measured shape's (simcore/cost/measured_gemm.py)."""
+    user's GEMM sweep (cluster.measured.gemm; params then a measured_gemm.MeasuredParameters) a GEMM kernel takes,
+    for each of its products, the model's time of that product scaled to the nearest measured shape's
+    (`measured_products_s`, simcore/cost/measured_gemm.py)."""
     rows = getattr(params, "measured_gemms", ())
     if rows and op.kind is OpKind.GEMM and op.shape is not None:
         kernels = 2 if op.gradient and op.group > 1 and not params.gemm_shape_model else 1
-        overhead = kernels * KERNEL_OVERHEAD_S
-        return overhead + (_model_op_time(op, gpu, params) - overhead) * _gemm_slowdown(op, gpu, params, rows)
+        return kernels * KERNEL_OVERHEAD_S + sum(measured_products_s(op, gpu, params, rows))
     return _model_op_time(op, gpu, params)
 
 
-def _gemm_slowdown(op: Op, gpu: GpuSpec, params: CostParameters, rows: tuple[MeasuredGemm, ...],
-                   weight_only: bool = False) -> float:
-    """Measured over modelled time of a GEMM kernel's products (a backward's two, of equal FLOPs, averaged; with
-    `weight_only` the weight gradient's alone), each by its own shape without the batch."""
+def measured_products_s(op: Op, gpu: GpuSpec, params: CostParameters,
+                        rows: tuple[MeasuredGemm, ...]) -> tuple[float, ...]:
+    """Seconds of each product of a GEMM kernel (one forward; a backward's input and then weight gradient) by the
+    user's sweep: the model's time of the product alone, without launch overhead, times measured over modelled time
+    at the nearest measured shape of its dtype."""
     assert op.shape is not None
-    products = gradient_products(op.shape) if op.gradient else (op.shape,)
-    if weight_only:
-        products = products[-1:]
     dtype = "fp8" if op.fp8 else "bf16"
 
     def model_s(shape: Product) -> float:
-        probe = replace(_gemm("probe", shape.m, shape.n, shape.k), fp8=op.fp8)
+        probe = replace(_gemm("probe", shape.m, shape.n, shape.k, shape.batch), fp8=op.fp8)
         return _model_op_time(probe, gpu, params) - KERNEL_OVERHEAD_S
 
-    return sum(slowdown(p, dtype, rows, model_s) for p in products) / len(products)
+    products = gradient_products(op.shape) if op.gradient else (op.shape,)
+    return tuple(model_s(p) * slowdown(p, dtype, rows, model_s) for p in products)
 
 
 def _model_op_time(op: Op, gpu: GpuSpec, params: CostParameters) -> float:
@@ -341,10 +340,10 @@ def main_grad_bytes(op: Op) -> float:
 def weight_gradient_time(op: Op, gpu: GpuSpec, params: CostParameters) -> float:
     """Of a GEMM's backward kernel time (op_time), what its weight gradient takes: the second product's time
     with the shape model, else half of it (two products of equal FLOPs)."""
+    rows = getattr(params, "measured_gemms", ())
     if op.gradient and op.shape is not None and params.gemm_shape_model:
-        rows = getattr(params, "measured_gemms", ())
-        factor = _gemm_slowdown(op, gpu, params, rows, weight_only=True) if rows else 1.0
-        return shaped_gemm_times(op, gpu, params)[1] * factor + KERNEL_OVERHEAD_S / 2
+        weight_s = measured_products_s(op, gpu, params, rows)[1] if rows else shaped_gemm_times(op, gpu, params)[1]
+        return weight_s + KERNEL_OVERHEAD_S / 2
     return op_time(op, gpu, params) / 2
 
 

@@ -4,12 +4,15 @@ roofline's (simcore/cost/kernels.py), as a factor on each matrix product's time.
 For a product of shape (m, n, k) the nearest measured shape of its dtype (Euclidean in log m, log n, log k; ties to
 the first row) gives slowdown = t_measured / t_model at that shape, where t_measured = 2mnk / measured rate and
 t_model is the roofline's time of that shape on this GPU without its launch overhead (a sweep times the kernels
-alone, back to back: MAMF-finder's benchmark_mm, or any cuBLAS timing loop). The product's own modelled time,
-without its launch overhead, is multiplied by it: at a measured shape the product takes the measured time, and
-between or beyond measured shapes the model's shape dependence is kept, scaled by the nearest measured ratio (a
-shape outside the sweep's box in any dimension is an extrapolation). A backward kernel's two products (input and
-weight gradient, gemm_shape.gradient_products) each take their own shape's factor; a batched product (attention
-scores) the factor of one of its matrices. The fused attention kernel is not a GEMM and keeps the model's time.
+alone, back to back: MAMF-finder's benchmark_mm, or any cuBLAS timing loop). The product's own modelled time
+alone, without its launch overhead, is multiplied by it: at a measured shape the product takes the measured time,
+and between or beyond measured shapes the model's shape dependence is kept, scaled by the nearest measured ratio
+(a shape outside the sweep's box in any dimension is an extrapolation). A backward kernel is its two products
+(input and weight gradient, gemm_shape.gradient_products), each costed alone so and added, plus one launch (the
+model alone costs them as one kernel of twice the FLOPs); a batched product (attention
+scores: a product per head) is compared as a batch, the measured rate of its matrices' nearest shape against the
+model's time of the whole batch of that shape (a batched kernel fills the GPU as one large GEMM does, which a
+sweep of single products measures). The fused attention kernel is not a GEMM and keeps the model's time.
 
 Why a factor and not the measured rate alone: the measured rate of one shape says nothing of another's wave and
 tile quantization, its ramp or its memory traffic, which the roofline models; the factor carries what the sweep
@@ -66,9 +69,9 @@ def nearest(product: Product, dtype: str, rows: Sequence[MeasuredGemm]) -> Measu
 def slowdown(product: Product, dtype: str, rows: Sequence[MeasuredGemm],
              model_s: Callable[[Product], float]) -> float:
     """Measured over modelled time at the nearest measured shape of `dtype` (1.0 where none is measured);
-    `model_s(shape)` is the roofline's time of one product of that shape, without its launch overhead."""
+    `model_s(shape)` is the roofline's time of a (batched) product of that shape, without its launch overhead."""
     row = nearest(Product(max(product.m, 1.0), max(product.n, 1.0), max(product.k, 1.0)), dtype, rows)
     if row is None:
         return 1.0
-    modelled = model_s(Product(row.m, row.n, row.k))
-    return row.seconds / modelled if modelled > 0 else 1.0
+    modelled = model_s(Product(row.m, row.n, row.k, product.batch))
+    return product.batch * row.seconds / modelled if modelled > 0 else 1.0
