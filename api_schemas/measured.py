@@ -7,6 +7,7 @@ is inline. Units in the names: bytes, microseconds, GB/s (10^9 bytes), TFLOP/s (
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr, model_validator
@@ -102,15 +103,14 @@ class MeasuredIn(BaseModel):
         return self
 
 
-def with_measured_file(data: Any, source: str) -> Any:
-    """`data` with its `cluster.measured`, when that is a file path, replaced by the file's overlay (YAML or JSON).
-    A relative path is relative to the request file `source`."""
+def with_measured_file(data: Any, source: str, parse_document: Callable[[str, str], Any]) -> Any:
+    """`data` with its `cluster.measured`, when that is a file path, replaced by the file's overlay (YAML or JSON,
+    read by `parse_document(text, path)`: api_schemas.loading's, which imports this module). A relative path is
+    relative to the request file `source`."""
     cluster = data.get("cluster") if isinstance(data, dict) else None
     where = cluster.get("measured") if isinstance(cluster, dict) else None
     if not isinstance(where, str):
         return data
-    from api_schemas.loading import parse_document
-
     path = where if os.path.isabs(where) else os.path.join(os.path.dirname(os.path.abspath(source)), where)
     try:
         with open(path, encoding="utf-8") as handle:

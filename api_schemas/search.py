@@ -324,7 +324,7 @@ def load_search_file(path: str) -> SearchRequest:
     """A search request file; its `cluster.topology` and `cluster.measured` file paths read as simulation
     requests' are."""
     data = _mapping(read_request_text(path), path, "model, cluster and global_batch_size")
-    return search_request_from(with_measured_file(with_topology_file(data, path), path))
+    return search_request_from(with_measured_file(with_topology_file(data, path), path, parse_document))
 
 
 def load_sweep_file(path: str) -> SweepRequest:
