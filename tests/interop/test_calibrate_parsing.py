@@ -96,14 +96,16 @@ def test_mamf_finder_rows_of_both_formats() -> None:
     # v1-3 `{n:>6} | {mean:6.1f}(mean) {median:6.1f}(median) {max:6.1f}(max) @ {MxNxK:<20} | best: ...` joined by
     # carriage returns, v4 `{n:>6}  {MxNxK:<18} {mean:6.1f} {median:6.1f} {max:6.1f} {best:6.1f}`.
     v3 = ("python mamf-finder.py --m_range 1024 2048 1024 --n 4096 --k 4096 --dtype float16\n"
-          "     1 |  650.1(mean)  651.0(median)  660.2(max) @ 1024x4096x4096         | best:  650.1(mean)  651.0(median)"
-          "  660.2(max) TFLOPS\r     2 |  702.3(mean)  703.0(median)  710.0(max) @ 2048x4096x4096         | best:  "
+          "     1 |  650.1(mean)  651.0(median)  660.2(max) @ 1024x4096x4096         | best:  650.1(mean)  "
+          "651.0(median)  660.2(max) TFLOPS\r"
+          "     2 |  702.3(mean)  703.0(median)  710.0(max) @ 2048x4096x4096         | best:  "
           "702.3(mean)  703.0(median)  710.0(max) TFLOPS\r\n")
     assert parse_gemm_sweep(v3, "mm.out")["points"] == [
         {"m": 1024, "n": 4096, "k": 4096, "dtype": "bf16", "tflops": 650.1},
         {"m": 2048, "n": 4096, "k": 4096, "dtype": "bf16", "tflops": 702.3}]
     v4 = ("     #  MxNxK                mean median    max   best\n"
-          "     1  4096x4096x4096      712.9  713.4  718.0  712.9\r     2  4096x4096x4096      715.0  716.0  720.0  715.0\n")
+          "     1  4096x4096x4096      712.9  713.4  718.0  712.9\r"
+          "     2  4096x4096x4096      715.0  716.0  720.0  715.0\n")
     assert parse_gemm_sweep(v4, "mm.out")["points"] == [
         {"m": 4096, "n": 4096, "k": 4096, "dtype": "bf16", "tflops": 715.0}]
     with pytest.raises(RequestError, match="no GEMM rows"):
