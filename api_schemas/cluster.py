@@ -8,6 +8,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr, ValidationInfo, field_validator
 
+from api_schemas.measured import MeasuredIn
+
 __all__ = ["ClusterIn", "DegradedLinkIn", "GpuSpecIn", "NodeGroupIn", "NonNegativeFloat", "PositiveFloat", "Size",
            "SlowGpuIn"]
 
@@ -129,6 +131,11 @@ class ClusterIn(BaseModel):
                     "switch; edges with bandwidth_gb_per_s and latency_us), or GraphML text; from the CLI also a "
                     "file path (.json, .graphml), relative to the request file. Routes are found on it; the "
                     "cluster's size and node shape are the graph's")
+    measured: MeasuredIn | None = Field(
+        default=None,
+        description="the user's own measurements, written by `clustersim calibrate`: nccl-tests tables and a GEMM "
+                    "sweep that replace the model's collective times and GEMM rates where they exist; from the CLI "
+                    "also a file path (YAML or JSON), relative to the request file")
     node_groups: list[NodeGroupIn] | None = Field(
         default=None, min_length=1, max_length=64,
         description="a heterogeneous cluster: groups of whole nodes, each of its own GPU kind, in order")

@@ -392,8 +392,9 @@ def read_request_text(path: str) -> str:
 
 
 def load_request_file(path: str) -> SimulationRequest:
-    """Read a UTF-8 request file and parse it; an unreadable file raises RequestError on field ``file``. A
-    `cluster.topology` given as a file path is read too (`with_topology_file`)."""
+    """A UTF-8 request file parsed (RequestError on ``file`` if unreadable), cluster.topology/measured files in."""
+    from api_schemas.measured import with_measured_file
     from api_schemas.topology_file import with_topology_file
 
-    return _validated(with_topology_file(parse_document(read_request_text(path), path), path), path)
+    return _validated(with_measured_file(with_topology_file(parse_document(read_request_text(path), path), path),
+                                         path, parse_document), path)

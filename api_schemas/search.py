@@ -33,6 +33,7 @@ from pydantic import (
 
 from api_schemas.errors import WHOLE_REQUEST, FieldError, RequestError, from_validation_error
 from api_schemas.loading import Syntax, parse_document, read_request_text
+from api_schemas.measured import with_measured_file
 from api_schemas.request import (
     ClusterIn,
     LayoutIn,
@@ -323,9 +324,10 @@ def parse_sweep_request(text: str, source: str = "<request>") -> SweepRequest:
 
 
 def load_search_file(path: str) -> SearchRequest:
-    """A search request file; its `cluster.topology` file path read as simulation requests' are."""
+    """A search request file; its `cluster.topology` and `cluster.measured` file paths read as simulation
+    requests' are."""
     data = _mapping(read_request_text(path), path, "model, cluster and global_batch_size")
-    return search_request_from(with_topology_file(data, path))
+    return search_request_from(with_measured_file(with_topology_file(data, path), path, parse_document))
 
 
 def load_sweep_file(path: str) -> SweepRequest:

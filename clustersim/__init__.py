@@ -22,6 +22,7 @@ from service.python_api import (
     SimulationRequest,
     SimulationResult,
     Sweep,
+    calibrate,
     compare,
     export_config,
     import_config,
@@ -32,5 +33,5 @@ from service.python_api import (
     sweep,
 )
 
-__all__ = ["InvalidRequest", "SimulationRequest", "SimulationResult", "Sweep", "compare", "export_config",
-           "import_config", "plot", "request_from", "search", "simulate", "sweep"]
+__all__ = ["InvalidRequest", "SimulationRequest", "SimulationResult", "Sweep", "calibrate", "compare",
+           "export_config", "import_config", "plot", "request_from", "search", "simulate", "sweep"]

@@ -1,5 +1,6 @@
 """The request's `cluster` section -> the domain's ClusterSpec (part of service/convert.py's conversions, apart
-by concept): a preset and its overrides, a user-defined GPU, stragglers, and heterogeneous node groups.
+by concept): a preset and its overrides, a user-defined GPU, stragglers, heterogeneous node groups, and the user's
+own measurements (`cluster.measured`, beside whichever of the above).
 
 Node groups (a heterogeneous cluster): each group's unset fields default to the cluster's (its GPU kind, node
 shape and NIC rate), except NVLink, which belongs to the GPU: a group that names a catalog GPU gets its NVLink, a
@@ -15,6 +16,7 @@ from typing import Any
 
 from api_schemas import GpuSpecIn, SimulationRequest
 from api_schemas.cluster import ClusterIn, NodeGroupIn
+from api_schemas.measured import MeasuredIn
 from simcore import (
     GB,
     GIB,
@@ -26,6 +28,9 @@ from simcore import (
     GpuKind,
     GpuSpec,
     Health,
+    Measured,
+    MeasuredCollective,
+    MeasuredGemm,
     NodeGroup,
     SlowGpu,
     SpecError,
@@ -55,6 +60,24 @@ def _base(c: ClusterIn) -> ClusterSpec:
 
 
 def to_cluster(request: SimulationRequest) -> ClusterSpec:
+    spec = _sized(request)
+    measured = request.cluster.measured
+    if measured is None:
+        return spec
+    return replace(spec, measured=to_measured(measured)).validate()
+
+
+def to_measured(m: MeasuredIn) -> Measured:
+    """The overlay's tables in the domain's units: sizes in bytes, times in seconds (the out-of-place time, as
+    nccl-tests reports it first), GEMM rates in FLOP/s."""
+    tables = tuple(MeasuredCollective(t.collective, t.ranks, t.nodes, tuple(float(p.size_bytes) for p in t.points),
+                                      tuple(p.time_us * 1e-6 for p in t.points)) for t in m.collectives)
+    gemms = tuple(MeasuredGemm(float(p.m), float(p.n), float(p.k), p.dtype, p.tflops * 1e12)
+                  for p in (m.gemm.points if m.gemm is not None else ()))
+    return Measured(tables, gemms)
+
+
+def _sized(request: SimulationRequest) -> ClusterSpec:
     c = request.cluster
     base = _base(c)
     if c.gpu is not None:

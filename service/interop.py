@@ -1,6 +1,7 @@
 """Import and export, the one code path the CLI (`clustersim import`, `export`, `search --export`), the Python API
 and the HTTP routes share: a framework's configuration text -> a validated request document (with what was left
-out), and a request -> the framework's launch configuration. The mappings themselves live in interop/."""
+out), and a request -> the framework's launch configuration; and `clustersim calibrate`: nccl-tests outputs and a
+GEMM sweep -> a `cluster.measured` overlay. The mappings themselves live in interop/."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # imported where used: the CLI's parser reads the kinds below without loading the documents
     from api_schemas import SimulationRequest
 
-__all__ = ["EXPORT_KINDS", "IMPORT_KINDS", "ImportResult", "export_config", "import_config"]
+__all__ = ["EXPORT_KINDS", "IMPORT_KINDS", "ImportResult", "calibrate", "export_config", "import_config"]
 
 IMPORT_KINDS = ("megatron", "torchtitan", "deepspeed", "hf")
 EXPORT_KINDS = ("megatron", "torchtitan")
@@ -141,3 +142,66 @@ def best_request(search: Any, result: dict[str, Any]) -> SimulationRequest:
     cluster["num_gpus"] = best["num_gpus"]
     return SimulationRequest.model_validate({"model": search.model.model_dump(exclude_none=True), "cluster": cluster,
                                              "layout": best["layout"]})
+
+
+# What the simulator does with each collective's table (simcore/cost/measured_collectives.py).
+_APPLIED = ("all_reduce", "all_gather", "reduce_scatter")
+
+
+def _extrapolation(tables: list[dict[str, Any]], gemm: dict[str, Any] | None) -> list[str]:
+    """Where the simulator extrapolates from the overlay, in words (its `extrapolation` notes)."""
+    notes = []
+    for t in tables:
+        sizes = [p["size_bytes"] for p in t["points"]]
+        scope = "within one node" if t["nodes"] == 1 else f"across {t['nodes']} nodes"
+        if t["collective"] not in _APPLIED:
+            notes.append(f"{t['collective']} on {t['ranks']} ranks {scope}: recorded, not applied (the simulator "
+                         "prices alltoall and sendrecv by their link loads alone)")
+            continue
+        notes.append(f"{t['collective']} on {t['ranks']} ranks {scope}: measured from {sizes[0]} to {sizes[-1]} "
+                     f"bytes; smaller and larger messages take the model's curve scaled by the measured ratio at "
+                     f"{sizes[0]} and {sizes[-1]} bytes; groups of other ranks or nodes "
+                     f"{'within one node' if t['nodes'] == 1 else 'across nodes'} take the nearest table's ratio")
+    for kind in _APPLIED:
+        have = {t["nodes"] == 1 for t in tables if t["collective"] == kind}
+        for within, scope in ((True, "within a node"), (False, "across nodes")):
+            if have and within not in have:
+                notes.append(f"{kind} {scope}: not measured; the model's figures")
+    if gemm is not None:
+        for dtype in sorted({p["dtype"] for p in gemm["points"]}):
+            rows = [p for p in gemm["points"] if p["dtype"] == dtype]
+            box = ", ".join(f"{d} {min(p[d] for p in rows)}-{max(p[d] for p in rows)}" for d in ("m", "n", "k"))
+            notes.append(f"GEMM {dtype}: {len(rows)} shapes ({box}); other shapes take the model's time scaled by "
+                         "the nearest measured shape's ratio (outside that box an extrapolation)")
+    return notes
+
+
+def calibrate(nccl_tests: list[tuple[str, str]], gemm: tuple[str, str] | None = None) -> dict[str, Any]:
+    """nccl-tests outputs [(text, source)] and a GEMM sweep (text, source) -> a `cluster.measured` overlay,
+    validated as a request's (RequestError naming the file and line, or the field, otherwise)."""
+    from pydantic import ValidationError
+
+    from api_schemas import RequestError
+    from api_schemas.errors import from_validation_error
+    from api_schemas.measured import MeasuredIn
+    from interop.gemm_sweep import parse_gemm_sweep
+    from interop.nccl_tests import parse_nccl_tests
+    from service import convert
+    from service.convert_cluster import to_measured
+    from simcore import SpecError
+
+    if not nccl_tests and gemm is None:
+        raise RequestError.for_field("files", "give one nccl-tests output or more, or a GEMM sweep")
+    tables = [parse_nccl_tests(text, source) for text, source in nccl_tests]
+    sweep = parse_gemm_sweep(*gemm) if gemm is not None else None
+    overlay: dict[str, Any] = {"collectives": tables}
+    if sweep is not None:
+        overlay["gemm"] = sweep
+    overlay["extrapolation"] = _extrapolation(tables, sweep)
+    try:
+        to_measured(MeasuredIn.model_validate(overlay)).validate()
+    except ValidationError as exc:
+        raise from_validation_error(exc) from None
+    except SpecError as err:
+        raise convert.request_error(err) from None
+    return overlay

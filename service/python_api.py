@@ -223,6 +223,21 @@ def import_config(kind: str, text: str, *, cluster: str = "dgx-h100", nodes: int
     return {"request": result.request, "ignored": result.ignored, "assumed": result.assumed}
 
 
+def calibrate(nccl_tests: Sequence[str | os.PathLike[str]] = (), gemm: str | os.PathLike[str] | None = None
+              ) -> dict[str, Any]:
+    """A `cluster.measured` overlay from nccl-tests output files and a GEMM sweep file (what `clustersim calibrate`
+    writes); a request's `cluster.measured` takes it. InvalidRequest naming the file and line otherwise."""
+    from api_schemas.loading import read_request_text
+    from service.interop import calibrate as run
+
+    try:
+        files = [(read_request_text(os.fspath(p)), os.fspath(p)) for p in nccl_tests]
+        sweep = (read_request_text(os.fspath(gemm)), os.fspath(gemm)) if gemm is not None else None
+        return run(files, sweep)
+    except RequestError as err:
+        raise _invalid(err) from None
+
+
 def export_config(kind: str, request: Request) -> str:
     """The launch configuration of a request's layout (`kind` megatron: the torchrun command), as
     `clustersim export` and POST /v1/exports/{kind} give."""

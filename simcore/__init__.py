@@ -42,6 +42,7 @@ from topology import builders as graph_builders
 from topology.cluster_spec import NODE_PRESET_NOTES, NODE_PRESETS, ClusterSpec, Fabric, sized
 from topology.hardware import GB, GIB, GPUS, GpuKind, GpuSpec, nearest_catalog_gpu
 from topology.health import DegradedLink, Health, SlowGpu
+from topology.measured import Measured, MeasuredCollective, MeasuredGemm
 from topology.node_groups import NodeGroup
 from topology.user_topology import UserTopology, parse_topology
 
@@ -53,5 +54,5 @@ __all__ = [
     "Recompute", "RunTotals", "Scenario", "Schedule", "SlowGpu", "SpecError", "StageMemory", "StageReport",
     "TrainingPlan", "TrainingRun", "ZeroImplementation", "build_network", "check", "chrome_trace", "estimate_cost",
     "model_from_fields", "nearest_catalog_gpu", "plan_training", "simulate", "sized", "validate_layout",
-    "UserTopology", "graph_builders", "parse_topology",
+    "UserTopology", "graph_builders", "parse_topology", "Measured", "MeasuredCollective", "MeasuredGemm",
 ]

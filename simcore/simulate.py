@@ -6,6 +6,7 @@ import time
 from dataclasses import dataclass, field, replace
 
 from simcore.cost.collectives import CollectiveModel
+from simcore.cost.measured_gemm import measured_parameters
 from simcore.cost.memory import stage_memory
 from simcore.cost.parameters import FITTED, CostParameters
 from simcore.cost.per_gpu import cost_per_gpu, rank_gpus
@@ -145,22 +146,23 @@ def simulate(scenario: Scenario, network: Network | None = None, progress: Progr
     placement = place(layout.dp, layout.tp, layout.pp, layout.placement, scenario.cluster.num_gpus, layout.cp)
     collectives = network.collectives
     gpu = scenario.cluster.hardware
+    # the user's GEMM sweep (cluster.measured.gemm) beside the fitted parameters, where there is one
+    params = measured_parameters(scenario.cost_parameters, scenario.cluster)
     costing = None
     if scenario.cluster.node_groups:  # every rank on its own GPU (simcore/cost/per_gpu.py)
         costing = cost_per_gpu(model, layout, scenario.cluster, placement, collectives, scenario.free_communication,
-                               scenario.cost_parameters)
+                               params)
         workload = costing.workload
         gpu = replace(gpu, peak_flops_per_s=costing.mean_peak_flops_per_s, tdp_w=costing.mean_tdp_w)
     else:
-        workload = build_workload(model, layout, gpu, placement, collectives, scenario.free_communication,
-                                  scenario.cost_parameters)
+        workload = build_workload(model, layout, gpu, placement, collectives, scenario.free_communication, params)
     factors = straggler_factors(scenario, placement)
     mixed = costing.rank_workloads if costing is not None else {}
     # Ranks that differ cannot stand for each other: with stragglers, or replicas on different GPUs, every replica
     # is simulated.
     fidelity = Fidelity.FULL if factors or mixed else scenario.fidelity
     config = EngineConfig(layout, placement, workload, collectives, fidelity, scenario.free_communication,
-                          scenario.keep_spans, gpu=gpu, comm_sm_share=scenario.cost_parameters.comm_sm_share,
+                          scenario.keep_spans, gpu=gpu, comm_sm_share=params.comm_sm_share,
                           passes=network.passes(layout, workload), compute_time_factors=factors or None,
                           units=sharding_units(model, layout, workload), rank_workloads=mixed or None)
     result = run_engine(config, progress, scenario.extrapolate)

@@ -8,6 +8,7 @@ from enum import StrEnum
 from topology.errors import SpecError
 from topology.hardware import GB, GPUS, GpuKind, GpuSpec
 from topology.health import Health
+from topology.measured import Measured
 from topology.node_groups import NodeGroup, group_of_node, validate_groups
 from topology.user_topology import UserTopology
 
@@ -50,6 +51,9 @@ class ClusterSpec:
     # The user's own cluster graph (cluster.topology, topology/user_topology.py): its links and routes replace the
     # fabric's; the counts above are the graph's (service/convert_cluster.py sets them from it). None: the fabric.
     topology: UserTopology | None = None
+    # The user's own measurements (cluster.measured, topology/measured.py): collective times and GEMM rates that
+    # replace the cost model's where they exist. None: the model's figures throughout.
+    measured: Measured | None = None
 
     @property
     def num_nodes(self) -> int:
@@ -120,6 +124,11 @@ class ClusterSpec:
         self.health.validate(self.num_gpus, self.num_nodes, self.nics_per_node)
         if self.topology is not None:
             self._validate_topology(self.topology)
+        if self.measured is not None:
+            self.measured.validate()
+            if self.measured.gemms and self.node_groups:
+                raise SpecError("cluster.measured.gemm", "cannot be given with cluster.node_groups: a GEMM sweep "
+                                "measures one GPU kind")
         return self
 
     def _validate_topology(self, t: UserTopology) -> None:

@@ -7,6 +7,9 @@
     export {megatron,torchtitan} FILE
         the launch configuration of a simulation request's layout (Megatron-LM: the torchrun command;
         torchtitan: the job TOML).
+    calibrate nccl-tests FILE... [--gemm FILE] [--out FILE] [--json]
+        a `cluster.measured` overlay (YAML; --json for JSON) from nccl-tests outputs and a GEMM sweep, on stdout or
+        in --out; a request's cluster.measured takes it inline or as that file's path.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Any
 
 from service.cli.usage import positive_int
 
-__all__ = ["add_interop_commands", "cmd_export", "cmd_import", "render_import"]
+__all__ = ["add_interop_commands", "cmd_calibrate", "cmd_export", "cmd_import", "render_import"]
 
 
 def render_import(request: dict[str, Any], ignored: dict[str, Any], assumed: dict[str, Any]) -> str:
@@ -56,6 +59,33 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    import yaml
+
+    from api_schemas.loading import read_request_text
+    from service.interop import calibrate
+
+    gemm = (read_request_text(args.gemm), args.gemm) if args.gemm else None
+    overlay = calibrate([(read_request_text(path), path) for path in args.files], gemm)
+    if args.json:
+        text = json.dumps(overlay, indent=2) + "\n"
+    else:
+        sources = " ".join(args.files + ([f"--gemm {args.gemm}"] if args.gemm else []))
+        text = (f"# cluster.measured, written by `clustersim calibrate nccl-tests {sources}`\n"
+                + yaml.safe_dump(overlay, sort_keys=False, width=120))
+    if args.out:
+        try:
+            with open(args.out, "w", encoding="utf-8") as handle:
+                handle.write(text)
+        except OSError as exc:
+            from service.cli.usage import UsageError
+
+            raise UsageError("--out", f"{args.out} cannot be written ({exc.strerror or exc})") from None
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
 def add_interop_commands(sub: Any) -> None:
     from service.interop import DEFAULT_CLUSTER, EXPORT_KINDS, IMPORT_KINDS
 
@@ -74,3 +104,11 @@ def add_interop_commands(sub: Any) -> None:
     p.add_argument("kind", choices=EXPORT_KINDS)
     p.add_argument("file", help="a simulation request (YAML or JSON)")
     p.set_defaults(func=cmd_export)
+    p = sub.add_parser("calibrate", help="a cluster.measured overlay from your own nccl-tests and GEMM measurements")
+    p.add_argument("kind", choices=("nccl-tests",), help="the benchmark whose outputs follow")
+    p.add_argument("files", nargs="*", metavar="FILE", help="nccl-tests outputs (all_reduce_perf, all_gather_perf, "
+                   "reduce_scatter_perf, alltoall_perf, sendrecv_perf), one run each")
+    p.add_argument("--gemm", metavar="FILE", help="a GEMM sweep: CSV m,n,k,dtype,tflops or MAMF-finder's log")
+    p.add_argument("--out", "-o", metavar="FILE", help="write the overlay here (default stdout)")
+    p.add_argument("--json", action="store_true", help="JSON instead of YAML")
+    p.set_defaults(func=cmd_calibrate)

@@ -41,6 +41,7 @@ from simcore.cost.link_loads import (
     tree_loads,
     worst_hop,
 )
+from simcore.cost.measured_collectives import MeasuredCollectives
 from simcore.cost.nccl_kernels import nvls_latency_s
 from simcore.cost.nccl_tuning import (
     Choice,
@@ -117,9 +118,31 @@ class CollectiveModel:
         self._counted: dict[tuple[object, ...], Counted] = {}  # patterns counted by class (translation.py)
         self._chosen: dict[tuple[Collective, Groups, NcclAlgorithm, Protocol, float, float], FlowPattern] = {}
         self._communicators: dict[tuple[int, ...], Communicator] = {}
+        # The user's nccl-tests tables (cluster.measured, simcore/cost/measured_collectives.py): the phases then
+        # depend on the size whatever the algorithm.
+        tables = cluster.spec.measured.collectives if cluster.spec.measured else ()
+        self.measured = MeasuredCollectives(cluster, tables) if tables else None
+        self.sized = self.auto or self.measured is not None
+        self._measured_phases: dict[tuple[Collective, Groups, float], tuple[FlowPattern, ...]] = {}
 
     def phases(self, kind: Collective, groups: Sequence[Sequence[int]],
                size_bytes: float | None = None) -> tuple[FlowPattern, ...]:
+        """`model_phases`, with their loads and latencies scaled to the user's measured time where a measured
+        table covers the collective (simcore/cost/measured_collectives.py)."""
+        found = self.model_phases(kind, groups, size_bytes)
+        if self.measured is None or not found or not size_bytes or not self.measured.covers(kind):
+            return found
+        key = (kind, as_groups(groups), size_bytes)
+        scaled = self._measured_phases.get(key)
+        if scaled is None:
+            factor = self.measured.factor(kind, key[1], size_bytes, lambda some, size: sum(
+                p.latency_s + size / p.isolated_rate(self.capacity) for p in self.model_phases(kind, some, size)))
+            scaled = self._measured_phases[key] = found if factor == 1.0 else tuple(
+                FlowPattern(p.links, tuple(w * factor for w in p.loads), p.latency_s * factor) for p in found)
+        return scaled
+
+    def model_phases(self, kind: Collective, groups: Sequence[Sequence[int]],
+                     size_bytes: float | None = None) -> tuple[FlowPattern, ...]:
         """Phases of `kind` on `size_bytes` run at once by every group in `groups` (the first is the one
         simulated; the others are concurrent copies whose traffic shares the same links). The size matters only
         to `auto`, which must be given it.
@@ -215,7 +238,7 @@ class CollectiveModel:
         """`phases` of the data-parallel groups of pipeline rank `pp_rank` (one per tensor rank), cached by
         placement: the simulations of a search ask for the same ones for many layouts, and the flow network
         recognises a pattern it has seen by the object."""
-        size = size_bytes if self.auto else None
+        size = size_bytes if self.sized else None
         key = (kind, placement, pp_rank, size)
         found = self._dp_phases.get(key)
         if found is None:

@@ -19,6 +19,7 @@ from enum import StrEnum
 from simcore.cost.fp8 import QUANTIZE_BYTES, fp8_gemm_efficiency, scale_update_bytes
 from simcore.cost.gemm_ceilings import ceiling_fraction, large_gemm_efficiency
 from simcore.cost.gemm_shape import MAIN_GRAD_BYTES, Product, gradient_products, tiled_compute_s
+from simcore.cost.measured_gemm import slowdown
 from simcore.cost.parameters import (
     FLASH_BACKWARD_FACTOR,
     FLASH_RELATIVE_EFFICIENCY,
@@ -29,6 +30,7 @@ from simcore.cost.parameters import (
 from simcore.domain.layout import Fp8Recipe
 from simcore.domain.model import AttentionKind, LayerType, ModelShape
 from topology.hardware import GpuSpec
+from topology.measured import MeasuredGemm
 
 BYTES = 2  # 16-bit activations and weights
 
@@ -247,14 +249,42 @@ def logits_forward_ops(model: ModelShape, b: int, t: int, sequence_parallel: boo
 
 def op_time(op: Op, gpu: GpuSpec, params: CostParameters) -> float:
     """Seconds for one kernel: the slower of its compute and memory times, plus launch overhead. With the shape
-    model on (params.gemm_shape_model) a GEMM that knows its shape is costed by it (`shaped_gemm_times`)."""
+    model on (params.gemm_shape_model) a GEMM that knows its shape is costed by it (`shaped_gemm_times`). With the
+    user's GEMM sweep (cluster.measured.gemm; params then a measured_gemm.MeasuredParameters) a GEMM kernel takes,
+    for each of its products, the model's time of that product scaled to the nearest measured shape's
+    (`measured_products_s`, simcore/cost/measured_gemm.py)."""
+    rows = getattr(params, "measured_gemms", ())
+    if rows and op.kind is OpKind.GEMM and op.shape is not None:
+        kernels = 2 if op.gradient and op.group > 1 and not params.gemm_shape_model else 1
+        return kernels * KERNEL_OVERHEAD_S + sum(measured_products_s(op, gpu, params, rows))
+    return _model_op_time(op, gpu, params)
+
+
+def measured_products_s(op: Op, gpu: GpuSpec, params: CostParameters,
+                        rows: tuple[MeasuredGemm, ...]) -> tuple[float, ...]:
+    """Seconds of each product of a GEMM kernel (one forward; a backward's input and then weight gradient) by the
+    user's sweep: the model's time of the product alone, without launch overhead, times measured over modelled time
+    at the nearest measured shape of its dtype."""
+    assert op.shape is not None
+    dtype = "fp8" if op.fp8 else "bf16"
+
+    def model_s(shape: Product) -> float:
+        probe = replace(_gemm("probe", shape.m, shape.n, shape.k, shape.batch), fp8=op.fp8)
+        return _model_op_time(probe, gpu, params) - KERNEL_OVERHEAD_S
+
+    products = gradient_products(op.shape) if op.gradient else (op.shape,)
+    return tuple(model_s(p) * slowdown(p, dtype, rows, model_s) for p in products)
+
+
+def _model_op_time(op: Op, gpu: GpuSpec, params: CostParameters) -> float:
+    """`op_time` by the model alone (no measured GEMM rows)."""
     if op.kind is OpKind.GEMM and op.shape is not None and params.gemm_shape_model:
         return sum(shaped_gemm_times(op, gpu, params)) + KERNEL_OVERHEAD_S
     if op.gradient and op.group > 1:
         # a grouped GEMM's backward is two grouped GEMMs, the input gradients and then the weight gradients
         # (GroupedLinear's backward calls general_grouped_gemm for each), each with its own ramp, tail and launch
         half = replace(op, flops=op.flops / 2, bytes=op.bytes / 2, gradient=False)
-        return 2 * op_time(half, gpu, params)
+        return 2 * _model_op_time(half, gpu, params)
     memory_s = op.bytes / (gpu.hbm_bandwidth_bytes_per_s * params.memory_efficiency)
     if op.kind is OpKind.MEMORY:
         return memory_s + KERNEL_OVERHEAD_S
@@ -310,8 +340,10 @@ def main_grad_bytes(op: Op) -> float:
 def weight_gradient_time(op: Op, gpu: GpuSpec, params: CostParameters) -> float:
     """Of a GEMM's backward kernel time (op_time), what its weight gradient takes: the second product's time
     with the shape model, else half of it (two products of equal FLOPs)."""
+    rows = getattr(params, "measured_gemms", ())
     if op.gradient and op.shape is not None and params.gemm_shape_model:
-        return shaped_gemm_times(op, gpu, params)[1] + KERNEL_OVERHEAD_S / 2
+        weight_s = measured_products_s(op, gpu, params, rows)[1] if rows else shaped_gemm_times(op, gpu, params)[1]
+        return weight_s + KERNEL_OVERHEAD_S / 2
     return op_time(op, gpu, params) / 2
 
 

@@ -57,7 +57,7 @@ class DataParallelCollectives:
 
     def phases(self, rank: int, kind: Collective, size_bytes: float) -> tuple[FlowPattern, ...]:
         """The phases of a collective of `size_bytes` (the size matters only to NCCL's choice, `auto`)."""
-        key = (kind, rank, size_bytes if self.model.auto else 0.0)
+        key = (kind, rank, size_bytes if self.model.sized else 0.0)
         found = self._phases.get(key)
         if found is None:
             found = self._phases[key] = self.model.data_parallel_phases(kind, self.placement, rank, size_bytes)

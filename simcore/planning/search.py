@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
+from simcore.cost.measured_gemm import measured_parameters
 from simcore.domain.layout import Layout
 from simcore.domain.model import ModelShape
 from simcore.planning.bounded import BASELINE, BoundedRun
@@ -200,9 +201,10 @@ def search(base: Scenario, global_batch_size: int, space: Space, bounds: Bounds 
     # The time limit covers planning too: enumeration stops at it (and at least one candidate is simulated).
     deadline = started + bounds.time_limit_s if bounds.time_limit_s is not None else None
     for c, cluster in enumerate(sizes):
+        params = measured_parameters(base.cost_parameters, cluster)  # with the user's GEMM sweep, if any
         plan = plan_search(model, cluster.num_gpus, cluster.gpus_per_node, GPUS[cluster.gpu], global_batch_size,
-                           space, base.cost_parameters, deadline)
-        estimator = Estimator(model, cluster, base.cost_parameters)
+                           space, params, deadline)
+        estimator = Estimator(model, cluster, params)
         for layout in plan.candidates:
             estimate = estimator.tokens_per_s(layout)
             owner.append(c)

@@ -1,5 +1,6 @@
 """POST /v1/imports/{kind} and POST /v1/exports/{kind}: a framework's configuration in, as a request; a request's
-layout out, as the framework's launch configuration. The same code as `clustersim import` and `export`
+layout out, as the framework's launch configuration. POST /v1/calibrations/nccl-tests: nccl-tests outputs and a
+GEMM sweep in, a `cluster.measured` overlay out. The same code as `clustersim import`, `export` and `calibrate`
 (service/interop.py)."""
 
 from __future__ import annotations
@@ -38,6 +39,25 @@ class ExportOut(BaseModel):
     text: str
 
 
+class MeasurementFileIn(BaseModel):
+    """One benchmark output, as text; `name` (the file's name) stands for it in errors and may name its
+    collective (all_reduce.txt)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: StrictStr = Field(max_length=10_000_000)
+    name: StrictStr = Field(default="input", max_length=200)
+
+
+class CalibrationIn(BaseModel):
+    """nccl-tests outputs (one run each) and a GEMM sweep (CSV m,n,k,dtype,tflops or MAMF-finder's log)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    files: list[MeasurementFileIn] = Field(default_factory=list, max_length=100)
+    gemm: MeasurementFileIn | None = None
+
+
 @router.post("/v1/imports/{kind}", response_model=ImportOut, responses={401: ERROR, 422: ERROR})
 async def import_config(kind: Literal["megatron", "torchtitan", "deepspeed", "hf"], body: ImportIn,
                         svc: ServiceDep) -> ImportOut:
@@ -65,3 +85,17 @@ async def export_config(kind: Literal["megatron", "torchtitan"], body: Simulatio
         return ExportOut(text=await svc.off_loop(run, kind, body))
     except (RequestError, SpecError) as err:
         raise invalid(convert.request_error(err)) from None
+
+
+@router.post("/v1/calibrations/nccl-tests", responses={401: ERROR, 422: ERROR})
+async def calibrate(body: CalibrationIn, svc: ServiceDep) -> dict[str, Any]:
+    """A `cluster.measured` overlay (what `clustersim calibrate nccl-tests` writes, as JSON): a simulation request
+    carries it inline as `cluster.measured`. 422 naming the file and line (`all_reduce.txt:12`) otherwise."""
+    from service.interop import calibrate as run
+
+    files = [(f.text, f.name) for f in body.files]
+    gemm = (body.gemm.text, body.gemm.name) if body.gemm is not None else None
+    try:
+        return await svc.off_loop(run, files, gemm)
+    except RequestError as err:
+        raise invalid(err) from None

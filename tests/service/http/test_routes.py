@@ -22,11 +22,12 @@ def _needs_token(route: APIRoute) -> bool:
 def test_every_v1_route_and_no_other_needs_the_token() -> None:
     routers = [m.router for m in (simulations, jobs, plots, searches, comparisons, presets, health, interop)]
     routes = [r for router in routers for r in router.routes if isinstance(r, APIRoute)]
-    assert len(routes) == 19
+    assert len(routes) == 20
     writes = {(m, r.path) for r in routes for m in r.methods if m in ("POST", "DELETE")}
     assert writes == {("POST", "/v1/simulations"), ("POST", "/v1/jobs"), ("POST", "/v1/searches"),
                       ("POST", "/v1/comparisons"), ("POST", "/v1/plots"), ("DELETE", "/v1/jobs/{job_id}"),
-                      ("POST", "/v1/imports/{kind}"), ("POST", "/v1/exports/{kind}")}
+                      ("POST", "/v1/imports/{kind}"), ("POST", "/v1/exports/{kind}"),
+                      ("POST", "/v1/calibrations/nccl-tests")}
     for route in routes:
         assert _needs_token(route) == route.path.startswith("/v1/"), route.path
 

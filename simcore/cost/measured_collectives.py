@@ -1,0 +1,113 @@
+"""Collective times from the user's nccl-tests tables (cluster.measured, topology/measured.py) in place of the
+collective model's, as a factor on the model's phases.
+
+For a collective of S bytes over a group, the model's phases (simcore/cost/collectives.py) take t_model(S) alone on
+the links. A measured table of the same collective and scope (within one node, or across nodes) gives the time the
+user's cluster took; the phases' link loads and latencies are multiplied by factor = t_measured / t_model, so the
+collective takes the measured time alone on the links and still shares them, with that larger load, with whatever
+else runs beside it (concurrent copies of a data-parallel collective, pipeline sends).
+
+- Which table: of the tables of that collective whose scope is the group's (one node, or more than one), the one
+  nearest in nodes, then in ranks (log scale). No table of the scope: the model's time (nothing measured there).
+- The reference: the table's own configuration laid out on this cluster, its ranks' GPUs in order over its nodes
+  (nccl-tests runs one communicator in rank order): factor(S) = t_table(S) / t_model(reference, S). On the group
+  itself the model's time is scaled by that factor, so a group equal to the table's configuration takes the
+  measured time, and one of other ranks or nodes keeps the model's difference between the two. Where the table's
+  configuration does not fit on the cluster (more nodes than it has), the reference is the group alone and the
+  table's bus bandwidth is taken for the group's: t = t_table x f(n_group) / f(n_table), with nccl-tests'
+  bus-bandwidth factor f (2(n-1)/n for all-reduce, (n-1)/n for all-gather and reduce-scatter: nccl-tests
+  src/all_reduce.cu AllReduceGetBw, all_gather.cu, reduce_scatter.cu; doc/PERFORMANCE.md).
+- Between measured sizes t_table is interpolated linearly in log size and log time (a power law between two rows,
+  which keeps bus bandwidth monotone between them); outside the measured range the factor at the nearest measured
+  size is used: the model's shape of the curve, scaled by the nearest measured ratio (an extrapolation, which the
+  overlay `clustersim calibrate` writes says in its `extrapolation` notes).
+- alltoall and sendrecv tables are read into the overlay but not applied yet: the model prices those transfers
+  by their link loads alone (simcore/cost/moe.py, collectives.p2p).
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left
+from collections.abc import Callable, Sequence
+
+from simcore.cost.link_loads import by_domain
+from simcore.cost.nccl_tuning import Collective
+from topology.graph import Cluster
+from topology.measured import MeasuredCollective
+
+__all__ = ["MeasuredCollectives", "bus_factor", "interpolated_time"]
+
+Groups = Sequence[Sequence[int]]
+ModelTime = Callable[[tuple[tuple[int, ...], ...], float], float]  # (groups, size) -> the model's seconds alone
+
+
+def bus_factor(kind: Collective, n: int) -> float:
+    """nccl-tests' bus bandwidth over algorithm bandwidth for `kind` on n ranks."""
+    return 2 * (n - 1) / n if kind is Collective.ALL_REDUCE else (n - 1) / n
+
+
+def interpolated_time(table: MeasuredCollective, size_bytes: float) -> float:
+    """The table's time (s) at `size_bytes`, linear in log size and log time between its rows; `size_bytes` must lie
+    within its sizes."""
+    sizes, times = table.sizes_bytes, table.times_s
+    i = bisect_left(sizes, size_bytes)
+    if i < len(sizes) and sizes[i] == size_bytes:
+        return times[i]
+    lo, hi = i - 1, i
+    w = (math.log(size_bytes) - math.log(sizes[lo])) / (math.log(sizes[hi]) - math.log(sizes[lo]))
+    return math.exp(math.log(times[lo]) + w * (math.log(times[hi]) - math.log(times[lo])))
+
+
+class MeasuredCollectives:
+    """The measured tables of one cluster, and the factor they put on the model's collective times (module
+    docstring). Factors are cached by collective, group and size."""
+
+    def __init__(self, cluster: Cluster, tables: Sequence[MeasuredCollective]) -> None:
+        self.cluster = cluster
+        self._tables = {kind: [t for t in tables if t.collective == kind.value] for kind in Collective}
+        self._factors: dict[tuple[Collective, tuple[int, ...], float], float] = {}
+
+    def covers(self, kind: Collective) -> bool:
+        return bool(self._tables[kind])
+
+    def table_for(self, kind: Collective, group: Sequence[int]) -> MeasuredCollective | None:
+        """The table of `kind` whose scope is the group's, nearest in nodes then ranks; None if none is."""
+        nodes = len(by_domain(self.cluster, group))
+        same = [t for t in self._tables[kind] if t.within_node == (nodes == 1)]
+        if not same:
+            return None
+        return min(same, key=lambda t: (abs(math.log(t.nodes / nodes)), abs(math.log(t.ranks / len(group)))))
+
+    def reference(self, table: MeasuredCollective) -> tuple[int, ...] | None:
+        """The table's configuration on this cluster: its ranks in order over its nodes (NVLink domains), or None
+        where the cluster has too few domains or GPUs in one."""
+        domain = self.cluster.spec.domain_gpus
+        per_node = table.ranks // table.nodes
+        if per_node > domain or table.nodes * domain > self.cluster.spec.num_gpus:
+            return None
+        return tuple(d * domain + j for d in range(table.nodes) for j in range(per_node))
+
+    def factor(self, kind: Collective, groups: Groups, size_bytes: float, model_time: ModelTime) -> float:
+        """Measured over modelled time for `kind` on `size_bytes` over the first group (1.0 where no table of its
+        scope exists)."""
+        group = tuple(groups[0])
+        key = (kind, group, size_bytes)
+        found = self._factors.get(key)
+        if found is None:
+            found = self._factors[key] = self._factor(kind, group, size_bytes, model_time)
+        return found
+
+    def _factor(self, kind: Collective, group: tuple[int, ...], size_bytes: float, model_time: ModelTime) -> float:
+        table = self.table_for(kind, group)
+        if table is None or size_bytes <= 0:
+            return 1.0
+        size = min(max(size_bytes, table.sizes_bytes[0]), table.sizes_bytes[-1])  # outside: the nearest row's ratio
+        measured = interpolated_time(table, size)
+        reference = self.reference(table)
+        if reference is None:  # the table's bus bandwidth, on the group itself
+            reference = group
+            measured *= bus_factor(kind, len(group)) / bus_factor(kind, table.ranks)
+        modelled = model_time((reference,), size)
+        return measured / modelled if modelled > 0 else 1.0
+
