@@ -54,7 +54,8 @@ async def import_config(kind: Literal["megatron", "torchtitan", "deepspeed", "hf
 
 
 @router.post("/v1/exports/{kind}", response_model=ExportOut, responses={401: ERROR, 422: ERROR})
-async def export_config(kind: Literal["megatron", "torchtitan"], body: SimulationRequest, svc: ServiceDep) -> ExportOut:
+async def export_config(kind: Literal["megatron", "torchtitan", "deepspeed"], body: SimulationRequest,
+                        svc: ServiceDep) -> ExportOut:
     """The launch configuration of a request's layout (megatron: the torchrun command). 422 naming the field a
     framework cannot run, and which framework can."""
     from service import convert
