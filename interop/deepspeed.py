@@ -29,7 +29,7 @@ from typing import Any
 
 from api_schemas import RequestError
 
-__all__ = ["Launch", "deepspeed_keys", "layout_from_deepspeed", "read_launch"]
+__all__ = ["Launch", "deepspeed_keys", "layout_from_deepspeed", "megatron_deepspeed_flags", "read_launch"]
 
 _OFFLOAD = ("offload_optimizer", "offload_param", "cpu_offload", "cpu_offload_param")
 
@@ -37,6 +37,13 @@ _OFFLOAD = ("offload_optimizer", "offload_param", "cpu_offload", "cpu_offload_pa
 @cache
 def deepspeed_keys() -> frozenset[str]:
     text = resources.files("interop").joinpath("data/deepspeed_keys.txt").read_text(encoding="utf-8")
+    return frozenset(line for line in text.splitlines() if line and not line.startswith("#"))
+
+
+@cache
+def megatron_deepspeed_flags() -> frozenset[str]:
+    """The flags of a Megatron-DeepSpeed launch, as recorded in interop/data/megatron_deepspeed_flags.txt."""
+    text = resources.files("interop").joinpath("data/megatron_deepspeed_flags.txt").read_text(encoding="utf-8")
     return frozenset(line for line in text.splitlines() if line and not line.startswith("#"))
 
 
@@ -142,8 +149,6 @@ class Launch:
 
 
 def _launch_flags(command: str, source: str) -> dict[str, str]:
-    from interop.deepspeed_export import megatron_deepspeed_flags
-
     try:
         words = shlex.split(command.replace("\\\n", " "), comments=True)
     except ValueError as exc:

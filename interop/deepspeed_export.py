@@ -27,14 +27,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from functools import cache
-from importlib import resources
 from typing import Any
 
 from api_schemas import RequestError, SimulationRequest
-from interop.deepspeed import deepspeed_keys
+from interop.deepspeed import deepspeed_keys, megatron_deepspeed_flags
 
-__all__ = ["CONFIG_NAME", "deepspeed_config", "deepspeed_launch", "megatron_deepspeed_flags"]
+__all__ = ["CONFIG_NAME", "deepspeed_config", "deepspeed_launch"]
 
 CONFIG_NAME = "ds_config.json"
 _SCHEDULE_FLAGS = {"1f1b": [], "zb_h1": ["--enable-zbh1-pipeline", "--enable-zbh1-exact-semantics"]}
@@ -45,12 +43,6 @@ _SCHEDULES_ELSEWHERE = {
     "zb_v": "torchtitan can (pipeline_parallel_schedule = \"ZBVZeroBubble\")",
     "dualpipe": "DeepSeek's DualPipe (deepseek-ai/DualPipe) can; torchtitan has DualPipeV",
 }
-
-
-@cache
-def megatron_deepspeed_flags() -> frozenset[str]:
-    text = resources.files("interop").joinpath("data/megatron_deepspeed_flags.txt").read_text(encoding="utf-8")
-    return frozenset(line for line in text.splitlines() if line and not line.startswith("#"))
 
 
 def _refuse(field: str, rule: str) -> RequestError:

@@ -68,10 +68,11 @@ def _agree(flag: Any, config: Any, field: str, key: str) -> None:
 
 def import_config(kind: str, text: str, source: str = "<input>", *, cluster: str = DEFAULT_CLUSTER,
                   nodes: int | None = None, layout: dict[str, Any] | None = None,
-                  model: str | None = None) -> ImportResult:
+                  model: str | dict[str, Any] | None = None) -> ImportResult:
     """`kind` (megatron or hf) `text` -> ImportResult; RequestError naming the line or key otherwise. A config.json
     holds no layout: `layout` (default one GPU per data-parallel rank over the cluster) goes beside it; a
-    ds_config.json (deepspeed) holds no model: `model` names its preset (data parallelism over the cluster)."""
+    ds_config.json (deepspeed) holds no model: `model` names its preset, or is a request's model section (data
+    parallelism over the cluster, or the degrees its launch script gives)."""
     from api_schemas import RequestError
 
     if kind == "megatron":
@@ -118,7 +119,8 @@ def import_config(kind: str, text: str, source: str = "<input>", *, cluster: str
                    "train_micro_batch_size_per_gpu")
             _agree(launch.global_batch_size, fields["global_batch_size"], f"{source}.--global-batch-size",
                    "train_batch_size")
-        request = {"model": {"preset": model}, "cluster": {"preset": cluster, **size},
+        request = {"model": {"preset": model} if isinstance(model, str) else dict(model),
+                   "cluster": {"preset": cluster, **size},
                    "layout": {"dp": dp, **degrees, **fields}}
         return ImportResult(_checked(request), {**config_ignored, **ignored})
     if kind == "hf":
