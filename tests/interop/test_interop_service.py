@@ -191,3 +191,11 @@ def test_http_deepspeed_export(tmp_path: Path) -> None:
                                                      "cluster": "dgx-a100"})
         assert back.status_code == 200, back.text
         assert back.json()["request"]["layout"]["zero_stage"] == 2
+        yaml_body = yaml.safe_dump({**doc, "layout": {**doc["layout"], "dp": 8, "pp": 1}})
+        answer = c.post("/v1/exports/megatron", content=yaml_body, headers={"content-type": "application/yaml"})
+        assert answer.status_code == 422  # ZeRO 2: named, YAML read as POST /v1/simulations reads it
+        assert answer.json()["error"]["details"][0]["field"] == "layout.zero_stage"
+        typo = c.post("/v1/exports/deepspeed", content="model: {preset: gpt3-1.3b}\nlayuot: {}\n",
+                      headers={"content-type": "application/yaml"})
+        assert typo.status_code == 422
+        assert "layuot" in [d["field"] for d in typo.json()["error"]["details"]]
