@@ -69,10 +69,10 @@ def _agree(flag: Any, config: Any, field: str, key: str) -> None:
 def import_config(kind: str, text: str, source: str = "<input>", *, cluster: str = DEFAULT_CLUSTER,
                   nodes: int | None = None, layout: dict[str, Any] | None = None,
                   model: str | dict[str, Any] | None = None) -> ImportResult:
-    """`kind` (megatron or hf) `text` -> ImportResult; RequestError naming the line or key otherwise. A config.json
-    holds no layout: `layout` (default one GPU per data-parallel rank over the cluster) goes beside it; a
-    ds_config.json (deepspeed) holds no model: `model` names its preset, or is a request's model section (data
-    parallelism over the cluster, or the degrees its launch script gives)."""
+    """`kind` (megatron, torchtitan, deepspeed or hf) `text` -> ImportResult; RequestError naming the line or key
+    otherwise. A config.json holds no layout: `layout` (default one GPU per data-parallel rank over the cluster)
+    goes beside it; a ds_config.json (deepspeed) holds no model: `model` names its preset, or is a request's model
+    section (data parallelism over the cluster, or the degrees its launch script gives)."""
     from api_schemas import RequestError
 
     if kind == "megatron":
