@@ -8,20 +8,28 @@ gradient_accumulation_steps x data-parallel ranks, any two giving the third. Wha
 (3: `zero_implementation: deepspeed`), overlap_comm (`overlap_grad_reduce`; DeepSpeed's default is on for stage 3),
 fp16/bf16 enabled. CPU or NVMe offload changes the answer and is not simulated: an error. Bucket and prefetch
 sizes, and every other key, are listed in `ignored` with their values (the simulator buckets as its own model
-says).
+says). overlap_comm is read at ZeRO 1 to 3 only: at stage 0 DeepSpeed all-reduces after backward whatever it says.
+
+`read_launch` also takes the script `clustersim export deepspeed` writes (a heredoc writing the config, then the
+`deepspeed ... pretrain_gpt.py` command): the config, and from the command the GPUs per node and nodes, the tensor
+and pipeline degrees, sequence parallelism, recompute and the schedule (interop/deepspeed_export.py says which
+flags mean what); every other flag is listed in `ignored`, one Megatron-DeepSpeed does not have is an error.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import shlex
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from typing import Any
 
 from api_schemas import RequestError
 
-__all__ = ["deepspeed_keys", "layout_from_deepspeed"]
+__all__ = ["Launch", "deepspeed_keys", "layout_from_deepspeed", "megatron_deepspeed_flags", "read_launch"]
 
 _OFFLOAD = ("offload_optimizer", "offload_param", "cpu_offload", "cpu_offload_param")
 
@@ -29,6 +37,13 @@ _OFFLOAD = ("offload_optimizer", "offload_param", "cpu_offload", "cpu_offload_pa
 @cache
 def deepspeed_keys() -> frozenset[str]:
     text = resources.files("interop").joinpath("data/deepspeed_keys.txt").read_text(encoding="utf-8")
+    return frozenset(line for line in text.splitlines() if line and not line.startswith("#"))
+
+
+@cache
+def megatron_deepspeed_flags() -> frozenset[str]:
+    """The flags of a Megatron-DeepSpeed launch, as recorded in interop/data/megatron_deepspeed_flags.txt."""
+    text = resources.files("interop").joinpath("data/megatron_deepspeed_flags.txt").read_text(encoding="utf-8")
     return frozenset(line for line in text.splitlines() if line and not line.startswith("#"))
 
 
@@ -97,14 +112,99 @@ def layout_from_deepspeed(text: str, *, dp: int, source: str = "<ds_config>") ->
             read.add(sub)
             if sub.endswith(".device") and flat[sub] != "none":
                 raise error(sub, "offloading to CPU or NVMe is not simulated")
-    if get("fp16.enabled", False) is True and get("bf16.enabled", False) is True:
+    fp16, bf16 = get("fp16.enabled", False) is True, get("bf16.enabled", False) is True
+    if fp16 and bf16:
         raise error("bf16.enabled", "fp16 and bf16 cannot both be enabled")
     layout: dict[str, Any] = {
         "microbatch_size": micro, "global_batch_size": batch, "zero_stage": stage,
-        "overlap_grad_reduce": bool(get("zero_optimization.overlap_comm", stage == 3)),
+        "overlap_grad_reduce": stage > 0 and bool(get("zero_optimization.overlap_comm", stage == 3)),
         "precision": "fp16" if get("fp16.enabled", False) is True else "bf16",
     }
     if stage == 3:
         layout["zero_implementation"] = "deepspeed"
+    if stage == 0:  # not read: DeepSpeed overlaps nothing at stage 0 (engine.py allreduce_gradients)
+        read.discard("zero_optimization.overlap_comm")
     ignored = {k: v for k, v in sorted(flat.items()) if k not in read}
     return layout, ignored
+
+
+_HEREDOC = re.compile(r"^cat > (\S+) <<'?(\w+)'?\n(.*?)\n\2$", re.S | re.M)
+_RECOMPUTE = {"full": "full", "selective": "selective"}
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    """What a Megatron-DeepSpeed launch command says beside its config: layout fields, the cluster's size (None
+    where it does not say), the ZeRO stage and precision flags (which must agree with the config) and the flags it
+    holds that the request cannot represent, with their values."""
+
+    layout: dict[str, Any] = field(default_factory=dict)
+    num_nodes: int | None = None
+    gpus_per_node: int | None = None
+    zero_stage: int | None = None
+    precision: str | None = None
+    microbatch_size: int | None = None
+    global_batch_size: int | None = None
+    ignored: dict[str, Any] = field(default_factory=dict)
+
+
+def _launch_flags(command: str, source: str) -> dict[str, str]:
+    try:
+        words = shlex.split(command.replace("\\\n", " "), comments=True)
+    except ValueError as exc:
+        raise RequestError.for_field(source, f"cannot be read as a command line ({exc})") from None
+    flags: dict[str, str] = {}
+    for i, word in enumerate(words):
+        if not word.startswith("--"):
+            continue
+        name, _, inline = word.partition("=")
+        if name not in megatron_deepspeed_flags():
+            raise RequestError.for_field(f"{source}.{name}", "is not a Megatron-DeepSpeed or DeepSpeed launcher "
+                                         "flag (checked against megatron/arguments.py and deepspeed/launcher)")
+        following = words[i + 1] if i + 1 < len(words) and not words[i + 1].startswith("--") else "True"
+        flags[name] = inline or (following if not following.endswith(".py") else "True")
+    return flags
+
+
+def _int_flag(flags: dict[str, str], name: str, source: str) -> int | None:
+    if name not in flags:
+        return None
+    value = flags.pop(name)
+    if not value.isdigit() or int(value) < 1:
+        raise RequestError.for_field(f"{source}.{name}", f"must be an integer >= 1 (given {value!r})")
+    return int(value)
+
+
+def read_launch(text: str, source: str = "<ds_config>") -> tuple[str, Launch | None]:
+    """(the ds_config.json text, what the launch command says) of an exported script; (text, None) for a
+    ds_config.json alone."""
+    found = _HEREDOC.search(text)
+    if found is None or text.lstrip().startswith("{"):
+        return text, None
+    flags = _launch_flags(text[found.end():], source)
+    for name in ("--deepspeed", "--deepspeed_config"):
+        flags.pop(name, None)
+    layout: dict[str, Any] = {}
+    for name, key in (("--tensor-model-parallel-size", "tp"), ("--pipeline-model-parallel-size", "pp")):
+        layout[key] = _int_flag(flags, name, source) or 1
+    if flags.pop("--sequence-parallel", None) is not None and layout["tp"] > 1:
+        layout["sequence_parallel"] = True
+    if flags.pop("--enable-zbh1-pipeline", None) is not None and layout["pp"] > 1:
+        if flags.pop("--enable-zbh1-exact-semantics", None) is None:
+            raise RequestError.for_field(f"{source}.--enable-zbh1-pipeline", "without --enable-zbh1-exact-semantics "
+                                         "it defers weight gradients only where needed, which is not simulated")
+        layout["schedule"] = "zb_h1"
+    granularity = flags.pop("--recompute-granularity", None)
+    if granularity is not None:
+        layout["recompute"] = _RECOMPUTE.get(granularity, "none")
+        if granularity == "full" and (flags.pop("--recompute-method", "uniform") != "uniform"
+                                      or flags.pop("--recompute-num-layers", "1") != "1"):
+            raise RequestError.for_field(f"{source}.--recompute-num-layers", "recomputing other than every layer "
+                                         "(uniform, 1) is not simulated")
+    flags.pop("--no-pipeline-parallel", None)
+    nodes, per_node = _int_flag(flags, "--num_nodes", source), _int_flag(flags, "--num_gpus", source)
+    stage = flags.pop("--zero-stage", None)
+    precision = "fp16" if flags.pop("--fp16", None) else "bf16" if flags.pop("--bf16", None) else None
+    micro, batch = _int_flag(flags, "--micro-batch-size", source), _int_flag(flags, "--global-batch-size", source)
+    return found.group(3), Launch(layout, nodes, per_node, int(stage) if stage and stage.isdigit() else None,
+                                  precision, micro, batch, {k.lstrip("-"): v for k, v in sorted(flags.items())})

@@ -11,10 +11,11 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # imported where used: the CLI's parser reads the kinds below without loading the documents
     from api_schemas import SimulationRequest
 
-__all__ = ["EXPORT_KINDS", "IMPORT_KINDS", "ImportResult", "calibrate", "export_config", "import_config"]
+__all__ = ["EXPORT_KINDS", "IMPORT_KINDS", "ImportResult", "best_request", "calibrate", "export_config",
+           "import_config", "request_to_export"]
 
 IMPORT_KINDS = ("megatron", "torchtitan", "deepspeed", "hf")
-EXPORT_KINDS = ("megatron", "torchtitan")
+EXPORT_KINDS = ("megatron", "torchtitan", "deepspeed")
 DEFAULT_CLUSTER = "dgx-h100"
 
 
@@ -59,12 +60,20 @@ def _checked(request: dict[str, Any]) -> dict[str, Any]:
     return request
 
 
+def _agree(flag: Any, config: Any, field: str, key: str) -> None:
+    from api_schemas import RequestError
+
+    if flag is not None and flag != config:
+        raise RequestError.for_field(field, f"says {flag} where the config's {key} says {config}")
+
+
 def import_config(kind: str, text: str, source: str = "<input>", *, cluster: str = DEFAULT_CLUSTER,
                   nodes: int | None = None, layout: dict[str, Any] | None = None,
-                  model: str | None = None) -> ImportResult:
-    """`kind` (megatron or hf) `text` -> ImportResult; RequestError naming the line or key otherwise. A config.json
-    holds no layout: `layout` (default one GPU per data-parallel rank over the cluster) goes beside it; a
-    ds_config.json (deepspeed) holds no model: `model` names its preset (data parallelism over the cluster)."""
+                  model: str | dict[str, Any] | None = None) -> ImportResult:
+    """`kind` (megatron, torchtitan, deepspeed or hf) `text` -> ImportResult; RequestError naming the line or key
+    otherwise. A config.json holds no layout: `layout` (default one GPU per data-parallel rank over the cluster)
+    goes beside it; a ds_config.json (deepspeed) holds no model: `model` names its preset, or is a request's model
+    section (data parallelism over the cluster, or the degrees its launch script gives)."""
     from api_schemas import RequestError
 
     if kind == "megatron":
@@ -81,16 +90,40 @@ def import_config(kind: str, text: str, source: str = "<input>", *, cluster: str
         request, ignored = request_from_torchtitan(text, cluster_preset=cluster, num_nodes=nodes, source=source,
                                                    gpus=nodes * per_node if nodes is not None else None)
         return ImportResult(_checked(request), ignored)
-    if kind == "deepspeed":  # the layout of a config; the model comes from `model` (a preset name)
-        from interop.deepspeed import layout_from_deepspeed
+    if kind == "deepspeed":  # the layout of a config (and of its launch command); the model comes from `model`
+        from interop.deepspeed import layout_from_deepspeed, read_launch
 
         if model is None:
             raise RequestError.for_field("model", "a ds_config.json holds no model: give a model preset (--model)")
-        gpus = (nodes or 1) * _gpus_per_node(cluster)
-        fields, ignored = layout_from_deepspeed(text, dp=gpus, source=source)
-        request = {"model": {"preset": model}, "cluster": {"preset": cluster, "num_nodes": nodes or 1},
-                   "layout": {"dp": gpus, "tp": 1, "pp": 1, **fields}}
-        return ImportResult(_checked(request), ignored)
+        config, launch = read_launch(text, source)
+        per_node = _gpus_per_node(cluster)
+        size: dict[str, int] = {"num_nodes": nodes or 1}
+        degrees = {"tp": 1, "pp": 1}
+        ignored: dict[str, Any] = {}
+        if launch is not None:
+            degrees.update(launch.layout)
+            ignored.update({f"launch.{k}": v for k, v in launch.ignored.items()})
+            if nodes is None and launch.num_nodes is not None:
+                size = {"num_nodes": launch.num_nodes}
+            if launch.gpus_per_node is not None and launch.gpus_per_node != per_node and size["num_nodes"] == 1:
+                size = {"num_gpus": launch.gpus_per_node}  # part of one node
+        gpus = size.get("num_gpus") or size["num_nodes"] * per_node
+        if gpus % (degrees["tp"] * degrees["pp"]):
+            raise RequestError.for_field(f"{source}.--tensor-model-parallel-size", f"tp x pp = "
+                                         f"{degrees['tp'] * degrees['pp']} must divide the {gpus} GPUs")
+        dp = gpus // (degrees["tp"] * degrees["pp"])
+        fields, config_ignored = layout_from_deepspeed(config, dp=dp, source=source)
+        if launch is not None:
+            _agree(launch.zero_stage, fields["zero_stage"], f"{source}.--zero-stage", "zero_optimization.stage")
+            _agree(launch.precision, fields["precision"], f"{source}.--{launch.precision}", "fp16/bf16.enabled")
+            _agree(launch.microbatch_size, fields["microbatch_size"], f"{source}.--micro-batch-size",
+                   "train_micro_batch_size_per_gpu")
+            _agree(launch.global_batch_size, fields["global_batch_size"], f"{source}.--global-batch-size",
+                   "train_batch_size")
+        request = {"model": {"preset": model} if isinstance(model, str) else dict(model),
+                   "cluster": {"preset": cluster, **size},
+                   "layout": {"dp": dp, **degrees, **fields}}
+        return ImportResult(_checked(request), {**config_ignored, **ignored})
     if kind == "hf":
         import json
 
@@ -108,10 +141,33 @@ def import_config(kind: str, text: str, source: str = "<input>", *, cluster: str
     raise RequestError.for_field("kind", f"must be one of {', '.join(IMPORT_KINDS)} (given {kind!r})")
 
 
+def _deepspeed_buckets(request: SimulationRequest, dp: int) -> dict[str, int]:
+    """The zero_optimization sizes the simulation uses, as DeepSpeed's keys: ZeRO 3 (zero_implementation deepspeed
+    or deepspeed_2021) DeepSpeed's own defaults as simcore/cost/sharding.py models them; ZeRO 1 and 2 with the
+    reduction overlapped, the bucket the simulated reduction runs in (simcore/engine/dp_sync.py)."""
+    from simcore import ZeroImplementation
+    from simcore.cost.parameters import DP_BUCKET_ELEMENTS
+    from simcore.cost.sharding import policy
+    from simcore.engine.dp_sync import BUCKET_ELEMENTS_PER_DP_RANK
+
+    lay = request.layout
+    if lay.zero_stage == 3:
+        found = policy(ZeroImplementation(lay.zero_implementation))
+        if found is None:
+            return {}
+        return {"reduce_bucket_size": found.reduce_bucket_elements,
+                "stage3_prefetch_bucket_size": found.prefetch_elements,
+                "stage3_param_persistence_threshold": found.persistence_threshold,
+                "stage3_max_reuse_distance": found.reuse_distance_elements}
+    if lay.zero_stage in (1, 2) and lay.overlap_grad_reduce:
+        return {"reduce_bucket_size": max(DP_BUCKET_ELEMENTS, BUCKET_ELEMENTS_PER_DP_RANK * dp)}
+    return {}
+
+
 def export_config(kind: str, request: SimulationRequest) -> str:
     """The launch configuration of `request`'s layout for `kind` (megatron: the torchrun command; torchtitan: the
-    job TOML); RequestError
-    naming the field a framework cannot run, and which framework can."""
+    job TOML; deepspeed: a script writing ds_config.json and starting Megatron-DeepSpeed); RequestError naming the
+    field a framework cannot run, and which framework can."""
     from api_schemas import RequestError
     from service import convert
 
@@ -126,22 +182,69 @@ def export_config(kind: str, request: SimulationRequest) -> str:
         from interop.torchtitan import torchtitan_toml
 
         return torchtitan_toml(request)
+    if kind == "deepspeed":
+        from interop.deepspeed_export import deepspeed_launch
+
+        return deepspeed_launch(request, model, num_gpus=scenario.cluster.num_gpus,
+                                gpus_per_node=scenario.cluster.gpus_per_node,
+                                buckets=_deepspeed_buckets(request, request.layout.dp))
     raise RequestError.for_field("kind", f"must be one of {', '.join(EXPORT_KINDS)} (given {kind!r})")
+
+
+def _layout_request(model: dict[str, Any], cluster: dict[str, Any], entry: dict[str, Any]) -> SimulationRequest:
+    """A search's model and cluster (sized as the ranked entry's) with the entry's layout."""
+    from api_schemas import SimulationRequest
+
+    cluster = {k: v for k, v in cluster.items() if k not in ("num_nodes", "num_gpus")}
+    cluster["num_gpus"] = entry["num_gpus"]
+    return SimulationRequest.model_validate({"model": model, "cluster": cluster, "layout": entry["layout"]})
 
 
 def best_request(search: Any, result: dict[str, Any]) -> SimulationRequest:
     """The simulation request of a search's best layout: the search's model and cluster (sized as the best
     layout's), the layout it found. RequestError when the search found none."""
-    from api_schemas import RequestError, SimulationRequest
+    from api_schemas import RequestError
 
     best = result.get("best")
     if not best:
         raise RequestError.for_field("search", "found no layout to export")
-    cluster = search.cluster.model_dump(exclude_none=True)
-    cluster.pop("num_nodes", None), cluster.pop("num_gpus", None)
-    cluster["num_gpus"] = best["num_gpus"]
-    return SimulationRequest.model_validate({"model": search.model.model_dump(exclude_none=True), "cluster": cluster,
-                                             "layout": best["layout"]})
+    return _layout_request(search.model.model_dump(exclude_none=True), search.cluster.model_dump(exclude_none=True),
+                           best)
+
+
+def request_to_export(path: str, rank: int | None = None) -> SimulationRequest:
+    """The simulation request a file holds for `export`: a request file as it is; a saved search result (`search
+    --json`) its `rank`-th layout (default 1, the best) with the search's model and cluster, which the result echoes
+    as `problem.request`. A saved simulation result echoes no request: RequestError, as for anything else."""
+    import json
+
+    from api_schemas import RequestError, load_request_file
+    from api_schemas.loading import read_request_text
+
+    try:
+        data = json.loads(read_request_text(path))
+    except json.JSONDecodeError:
+        data = None  # YAML: a request
+    if isinstance(data, dict) and "iteration_time_s" in data and "layout" not in data:
+        raise RequestError.for_field(path, "is a simulation result, which does not hold its request (model, cluster, "
+                                     "layout): export the request file that was simulated")
+    if not (isinstance(data, dict) and "top" in data and "problem" in data):
+        if rank is not None:
+            raise RequestError.for_field("--rank", "applies to a saved search result only")
+        return load_request_file(path)
+    echoed = data["problem"].get("request") if isinstance(data["problem"], dict) else None
+    if not isinstance(echoed, dict) or not {"model", "cluster"} <= echoed.keys():
+        raise RequestError.for_field(f"{path}.problem.request", "is missing: this search result was saved before "
+                                     "results echoed the search's model and cluster; search again, or use "
+                                     "`clustersim search FILE --export KIND`")
+    top = data["top"] if isinstance(data["top"], list) else []
+    if not top:
+        raise RequestError.for_field(f"{path}.top", "the search found no layout to export")
+    rank = 1 if rank is None else rank
+    if not 1 <= rank <= len(top):
+        raise RequestError.for_field("--rank", f"must be between 1 and {len(top)}, the layouts the result holds "
+                                     f"(given {rank})")
+    return _layout_request(echoed["model"], echoed["cluster"], top[rank - 1])
 
 
 # What the simulator does with each collective's table (simcore/cost/measured_collectives.py).

@@ -122,6 +122,9 @@ def result_document(req: SearchRequest, base: Scenario, result: SearchResult) ->
             "global_batch_size": req.global_batch_size, "objective": req.objective,
             "cluster_sizes": [{"num_nodes": c.num_nodes, "num_gpus": c.num_gpus}
                               for c in result.clusters or (cluster,)],
+            # the search's own model and cluster: with a ranked layout, the request `clustersim export` writes
+            "request": {"model": req.model.model_dump(exclude_none=True, exclude_defaults=True),
+                        "cluster": req.cluster.model_dump(exclude_none=True, exclude_defaults=True)},
         },
         "best": None,
         "top": [],

@@ -4,9 +4,11 @@
         a request (YAML; --json for JSON) that `clustersim simulate` runs unchanged. In YAML the keys the input
         held and the request cannot represent follow as `# ignored:` comments, with their values, and the values
         assumed as `# assumed:`; with --json both go to stderr.
-    export {megatron,torchtitan} FILE
+    export {megatron,torchtitan,deepspeed} FILE [--rank K]
         the launch configuration of a simulation request's layout (Megatron-LM: the torchrun command;
-        torchtitan: the job TOML).
+        torchtitan: the job TOML; DeepSpeed: a script writing ds_config.json, then the Megatron-DeepSpeed
+        command), or of a saved search result's best layout (`search --json`; --rank K: its K-th). A saved
+        simulation result holds no request: exit 2.
     calibrate nccl-tests FILE... [--gemm FILE] [--out FILE] [--json]
         a `cluster.measured` overlay (YAML; --json for JSON) from nccl-tests outputs and a GEMM sweep, on stdout or
         in --out; a request's cluster.measured takes it inline or as that file's path.
@@ -52,10 +54,9 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from api_schemas import load_request_file
-    from service.interop import export_config
+    from service.interop import export_config, request_to_export
 
-    print(export_config(args.kind, load_request_file(args.file)), end="")
+    print(export_config(args.kind, request_to_export(args.file, args.rank)), end="")
     return 0
 
 
@@ -102,7 +103,9 @@ def add_interop_commands(sub: Any) -> None:
     p.set_defaults(func=cmd_import)
     p = sub.add_parser("export", help="the launch configuration of a request's layout")
     p.add_argument("kind", choices=EXPORT_KINDS)
-    p.add_argument("file", help="a simulation request (YAML or JSON)")
+    p.add_argument("file", help="a simulation request (YAML or JSON), or a saved search result (search --json)")
+    p.add_argument("--rank", type=positive_int, metavar="K", help="a search result's K-th layout (default 1, the "
+                   "best)")
     p.set_defaults(func=cmd_export)
     p = sub.add_parser("calibrate", help="a cluster.measured overlay from your own nccl-tests and GEMM measurements")
     p.add_argument("kind", choices=("nccl-tests",), help="the benchmark whose outputs follow")

@@ -1,7 +1,7 @@
 """The `search` and `sweep` commands of `clustersim` (registered by service.cli.main through add_search_commands).
 
     search FILE [--json] [--top K] [--max-candidates N] [--time-limit S] [--executor local|ray] [--address A]
-                [--workers N] [--plot OUT.svg|OUT.png] [--no-limits] [--export megatron|torchtitan]
+                [--workers N] [--plot OUT.svg|OUT.png] [--no-limits] [--export megatron|torchtitan|deepspeed]
     sweep FILE [--out DIR] [--executor local|ray] [--address A] [--workers N]   (DIR/mfu.svg: a chart of MFU
                                                                                  against the grid's first field)
 
@@ -69,7 +69,8 @@ def add_search_commands(subparsers: Any) -> None:
                    help="simulate every feasible layout in the estimate's order (up to the other bounds), not only "
                    "those that can still beat the best simulated")
     p.add_argument("--plot", metavar="FILE", help="draw the top layouts and the discarded families (.svg or .png)")
-    p.add_argument("--export", choices=("megatron", "torchtitan"), help="print the best layout's launch configuration")
+    p.add_argument("--export", choices=("megatron", "torchtitan", "deepspeed"),
+                   help="print the best layout's launch configuration")
     p.add_argument("--no-limits", action="store_true",
                    help="simulate even candidates over a job's limits (estimated engine events, memory), which are "
                    "otherwise screened: listed with their estimate, not simulated")

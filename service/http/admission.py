@@ -28,7 +28,7 @@ from service.settings import Settings
 from simcore import VERSION, Scenario, SpecError, check
 
 __all__ = ["MAX_INT", "Admitted", "AdmittedComparison", "AdmittedSearch", "admit", "admit_comparison", "admit_request",
-           "admit_search", "cache_key"]
+           "admit_search", "cache_key", "parse_body"]
 
 # Integers above 2^53 are not exact in JSON readers that use doubles, nor in the float arithmetic of the cost
 # model: the service refuses them rather than simulate a rounded value.
@@ -120,6 +120,14 @@ def _parse(body: bytes, parser: Callable[..., T], syntax: Syntax | None) -> T:
     except (ValueError, RecursionError) as err:  # a number with thousands of digits, nesting past the stack
         rule = "cannot be read: " + " ".join(str(err).split())[:200]
         raise invalid(RequestError.for_field("request", rule)) from None
+
+
+def parse_body(body: bytes, syntax: Syntax | None) -> SimulationRequest:
+    """A simulation request body (JSON, YAML, or YAML then JSON, as `syntax` says), validated, not simulated: what
+    POST /v1/exports/{kind} reads. ApiError 422 naming the field."""
+    request = _parse(body, parse_request, syntax)
+    _refuse_big_ints(request)
+    return request
 
 
 def _over(field: str, what: str, value: int, limit: int) -> ApiError:

@@ -494,6 +494,99 @@ async function openJob(id, kind) {
   }
 }
 
+// ---- import and export of launch configurations -----------------------------------------------------------------
+const EXPORT_FILES = {megatron: "pretrain_gpt.sh", torchtitan: "train.toml", deepspeed: "launch_deepspeed.sh"};
+const IMPORT_HINTS = {
+  megatron: "torchrun --nproc_per_node 8 --nnodes 1 pretrain_gpt.py --num-layers 32 ... (or a log's arguments block)",
+  torchtitan: "[model]\nname = \"llama3\"\nflavor = \"8B\"\n[training]\n...",
+  deepspeed: "{\"train_batch_size\": 64, \"train_micro_batch_size_per_gpu\": 1, \"zero_optimization\": {\"stage\": 1}}",
+  hf: "{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 4096, ...}",
+};
+
+// The body of POST /v1/imports/{kind}: the text, the cluster preset, the nodes when given, the model for deepspeed.
+function importBody(kind, text, cluster, nodes, model) {
+  const body = {text, cluster};
+  if (nodes !== "" && nodes !== null && nodes !== undefined) body.nodes = Number(nodes);
+  if (kind === "deepspeed") body.model = model;
+  return body;
+}
+
+// The file a framework's launch configuration is saved as.
+function exportFileName(kind) {
+  return EXPORT_FILES[kind] || `${kind}.txt`;
+}
+
+// The ignored and assumed keys of an import, as "key: value" lines.
+function noteLines(entries) {
+  return Object.entries(entries || {}).map(([key, value]) => `${key}: ${JSON.stringify(value)}`);
+}
+
+// An error as the lines a user acts on: each "field: rule" the API named, else the message.
+function errorText(err) {
+  const details = (err && err.body && err.body.error && err.body.error.details) || [];
+  return details.length ? details.map((d) => `${d.field}: ${d.rule}`).join("\n") : String((err && err.message) || err);
+}
+
+function showNotes(container, answer) {
+  const parts = [];
+  for (const [title, entries, what] of [
+    ["Ignored", answer.ignored, "in the input, not representable in a request"],
+    ["Assumed", answer.assumed, "not said by the input"]]) {
+    const lines = noteLines(entries);
+    if (!lines.length) continue;
+    parts.push(el("h4", {text: `${title} (${lines.length}): ${what}`}),
+      el("ul", {"data-notes": title.toLowerCase()}, lines.map((line) => el("li", {}, el("code", {text: line})))));
+  }
+  container.replaceChildren(...(parts.length ? parts : [el("div", {class: "meta", text: "Nothing ignored or assumed."})]));
+}
+
+async function runImport() {
+  const kind = $("#imp-kind").value;
+  const status = $("#imp-status");
+  const notes = $("#imp-notes");
+  setStatus(status, "running", "importing…");
+  try {
+    const body = importBody(kind, $("#imp-text").value, $("#imp-cluster").value, $("#imp-nodes").value,
+      $("#imp-model").value);
+    const answer = await api("POST", `/v1/imports/${kind}`, JSON.stringify(body));
+    $("#request").value = pretty(answer.request);
+    setStatus(status, "succeeded", "loaded into the request");
+    showNotes(notes, answer);
+  } catch (err) {
+    setStatus(status, "failed", "failed");
+    notes.replaceChildren(el("div", {class: "error-box"}, el("b", {text: `Not imported (${err.status || "error"})`}),
+      el("pre", {text: errorText(err)})));
+  }
+}
+
+async function runExport() {
+  const kind = $("#exp-kind").value;
+  const status = $("#exp-status");
+  const box = $("#exp-error");
+  box.hidden = true;
+  setStatus(status, "running", "exporting…");
+  try {
+    const answer = await api("POST", `/v1/exports/${kind}`, $("#request").value);
+    const name = exportFileName(kind);
+    const link = el("a", {href: URL.createObjectURL(new Blob([answer.text], {type: "text/plain"})), download: name});
+    document.body.append(link);
+    link.click();
+    link.remove();
+    status.dataset.file = name;
+    setStatus(status, "succeeded", `saved ${name}`);
+  } catch (err) {
+    setStatus(status, "failed", "failed");
+    box.replaceChildren(el("b", {text: `Cannot export (${err.status || "error"})`}), el("pre", {text: errorText(err)}));
+    box.hidden = false;
+  }
+}
+
+function syncImportKind() {
+  const kind = $("#imp-kind").value;
+  $("#imp-model-label").hidden = kind !== "deepspeed";
+  $("#imp-text").placeholder = IMPORT_HINTS[kind];
+}
+
 // ---- presets and the request builder --------------------------------------------------------------------------
 function exampleSelect() {
   return el("select", {"aria-label": "example"}, EXAMPLES.map((e, i) => el("option", {value: String(i), text: e.name})));
@@ -507,6 +600,10 @@ async function loadPresets() {
       el("option", {text: name, title: c.description || ""})));
     $("#b-model").value = "gpt3-13b";
     $("#b-cluster").value = "dgx-a100";
+    $("#imp-model").replaceChildren(...Object.keys(models.models).map((name) => el("option", {text: name})));
+    $("#imp-cluster").replaceChildren(...Object.keys(clusters.clusters).map((name) => el("option", {text: name})));
+    $("#imp-model").value = "gpt3-1.3b";
+    $("#imp-cluster").value = "dgx-h100";
   } catch (err) {
     $("#b-model").replaceChildren(el("option", {text: "(presets unavailable: " + err.status + ")"}));
   }
@@ -552,6 +649,10 @@ function start() {
   $("#run-inline").addEventListener("click", runInline);
   $("#run-job").addEventListener("click", runJob);
   $("#b-write").addEventListener("click", writeFromBuilder);
+  $("#imp-kind").addEventListener("change", syncImportKind);
+  $("#imp-run").addEventListener("click", runImport);
+  $("#exp-download").addEventListener("click", runExport);
+  syncImportKind();
   $("#compare-add").addEventListener("click", () => addCompareEditor(1));
   $("#compare-run").addEventListener("click", runCompare);
   $("#search-run").addEventListener("click", runSearch);

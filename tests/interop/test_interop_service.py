@@ -113,3 +113,89 @@ def test_inline_hf_config_over_http(tmp_path: Path) -> None:
         refused = c.post("/v1/simulations", json=doc)
     assert refused.status_code == 422
     assert refused.json()["error"]["details"][0]["field"] == "model.hf_config.architectures"
+
+
+def test_export_deepspeed_then_import_the_script(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "run.yaml"
+    path.write_text("model: {preset: gpt3-1.3b}\ncluster: {preset: dgx-a100, num_nodes: 2}\nlayout: {dp: 4, tp: 2, "
+                    "pp: 2, microbatch_size: 2, global_batch_size: 64, zero_stage: 1, overlap_grad_reduce: true}\n")
+    code, script, err = _cli(capsys, "export", "deepspeed", str(path))
+    assert code == 0, err
+    assert "cat > ds_config.json <<'EOF'" in script and "deepspeed --num_nodes 2 --num_gpus 8 pretrain_gpt.py" in script
+    launch = tmp_path / "launch.sh"
+    launch.write_text(script)
+    code, again, err = _cli(capsys, "import", "deepspeed", str(launch), "--model", "gpt3-1.3b", "--cluster", "dgx-a100")
+    assert code == 0, err
+    assert yaml.safe_load(again)["layout"] == {**yaml.safe_load(path.read_text())["layout"], "precision": "bf16"}
+
+
+def test_export_from_a_saved_search_result(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "search.yaml"
+    path.write_text("model: {preset: gpt3-1.3b}\ncluster: {preset: dgx-a100, num_nodes: 1}\nglobal_batch_size: 32\n"
+                    "bounds: {max_candidates: 6}\n")
+    code, out, err = _cli(capsys, "search", str(path), "--json", "--workers", "1")
+    assert code == 0, err
+    saved = tmp_path / "result.json"
+    saved.write_text(out)
+    result = json.loads(out)
+    assert result["problem"]["request"] == {"model": {"preset": "gpt3-1.3b"},
+                                            "cluster": {"preset": "dgx-a100", "num_nodes": 1}}
+    code, best, err = _cli(capsys, "export", "megatron", str(saved))
+    assert code == 0, err
+    code, from_search, err = _cli(capsys, "search", str(path), "--export", "megatron", "--workers", "1")
+    assert code == 0 and best == from_search, err  # the same layout, the same command
+    ranked = {t["rank"]: t["layout"] for t in result["top"]}
+    for kind in ("megatron", "deepspeed"):
+        code, out, err = _cli(capsys, "export", kind, str(saved), "--rank", str(len(ranked)))
+        last = ranked[len(ranked)]
+        if code == 0:
+            assert f"--global-batch-size {last['global_batch_size']}" in out
+            assert f"--micro-batch-size {last['microbatch_size']}" in out
+        else:  # a layout the framework cannot run: exit 2, one line naming the field
+            assert code == 2 and err.count("\n") == 1 and "layout." in err
+    code, _out, err = _cli(capsys, "export", "megatron", str(saved), "--rank", str(len(ranked) + 1))
+    assert code == 2 and "--rank" in err and f"between 1 and {len(ranked)}" in err
+    del result["problem"]["request"]  # a result saved before results echoed the request
+    saved.write_text(json.dumps(result))
+    code, _out, err = _cli(capsys, "export", "megatron", str(saved))
+    assert code == 2 and "problem.request" in err and err.count("\n") == 1
+
+
+def test_a_simulation_result_cannot_be_exported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "run.yaml"
+    path.write_text("model: {preset: gpt3-125m}\ncluster: {preset: dgx-a100, num_gpus: 1}\nlayout: {dp: 1, tp: 1, "
+                    "pp: 1, global_batch_size: 1}\n")
+    code, out, err = _cli(capsys, "simulate", str(path))
+    assert code == 0, err
+    saved = tmp_path / "result.json"
+    saved.write_text(out)
+    code, _out, err = _cli(capsys, "export", "deepspeed", str(saved))
+    assert code == 2 and "simulation result" in err and "export the request file" in err and err.count("\n") == 1
+    code, _out, err = _cli(capsys, "export", "deepspeed", str(path), "--rank", "2")
+    assert code == 2 and "--rank" in err
+
+
+def test_http_deepspeed_export(tmp_path: Path) -> None:
+    doc = {"model": {"preset": "gpt3-1.3b"}, "cluster": {"preset": "dgx-a100", "num_nodes": 1},
+           "layout": {"dp": 8, "tp": 1, "pp": 1, "global_batch_size": 32, "zero_stage": 2}}
+    with TestClient(create_app(Settings(database=str(tmp_path / "db.sqlite"))), base_url="http://localhost") as c:
+        answer = c.post("/v1/exports/deepspeed", json=doc)
+        assert answer.status_code == 200, answer.text
+        assert '"stage": 2' in answer.json()["text"] and "--no-pipeline-parallel" in answer.json()["text"]
+        doc["layout"].update(dp=4, pp=2)
+        refused = c.post("/v1/exports/deepspeed", json=doc)
+        assert refused.status_code == 422
+        detail = refused.json()["error"]["details"][0]
+        assert detail["field"] == "layout.zero_stage" and "torchtitan" in detail["rule"]
+        back = c.post("/v1/imports/deepspeed", json={"text": answer.json()["text"], "model": "gpt3-1.3b",
+                                                     "cluster": "dgx-a100"})
+        assert back.status_code == 200, back.text
+        assert back.json()["request"]["layout"]["zero_stage"] == 2
+        yaml_body = yaml.safe_dump({**doc, "layout": {**doc["layout"], "dp": 8, "pp": 1}})
+        answer = c.post("/v1/exports/megatron", content=yaml_body, headers={"content-type": "application/yaml"})
+        assert answer.status_code == 422  # ZeRO 2: named, YAML read as POST /v1/simulations reads it
+        assert answer.json()["error"]["details"][0]["field"] == "layout.zero_stage"
+        typo = c.post("/v1/exports/deepspeed", content="model: {preset: gpt3-1.3b}\nlayuot: {}\n",
+                      headers={"content-type": "application/yaml"})
+        assert typo.status_code == 422
+        assert "layuot" in [d["field"] for d in typo.json()["error"]["details"]]

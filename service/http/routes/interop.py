@@ -7,19 +7,21 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 
 from api_schemas import RequestError, SimulationRequest
 from service.http.context import AUTHORIZED, ServiceDep
 from service.http.errors import invalid
-from service.http.openapi import ERROR
+from service.http.httpio import read_document
+from service.http.openapi import ERROR, body_of
 
 router = APIRouter(tags=["interop"], dependencies=AUTHORIZED)
 
 
 class ImportIn(BaseModel):
-    """A Megatron-LM command line or log (megatron) or a config.json (hf), as text."""
+    """A Megatron-LM command line or log (megatron), a job TOML (torchtitan), a ds_config.json or the script
+    `clustersim export deepspeed` writes (deepspeed) or a config.json (hf), as text."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -73,16 +75,25 @@ async def import_config(kind: Literal["megatron", "torchtitan", "deepspeed", "hf
     return ImportOut(request=result.request, ignored=result.ignored, assumed=result.assumed)
 
 
-@router.post("/v1/exports/{kind}", response_model=ExportOut, responses={401: ERROR, 422: ERROR})
-async def export_config(kind: Literal["megatron", "torchtitan"], body: SimulationRequest, svc: ServiceDep) -> ExportOut:
-    """The launch configuration of a request's layout (megatron: the torchrun command). 422 naming the field a
-    framework cannot run, and which framework can."""
+@router.post("/v1/exports/{kind}", response_model=ExportOut, openapi_extra=body_of(SimulationRequest),
+             responses={401: ERROR, 413: ERROR, 415: ERROR, 422: ERROR})
+async def export_config(kind: Literal["megatron", "torchtitan", "deepspeed"], request: Request,
+                        svc: ServiceDep) -> ExportOut:
+    """The launch configuration of a request's layout (JSON or YAML, as POST /v1/simulations reads it; megatron:
+    the torchrun command; torchtitan: the job TOML; deepspeed: a script writing ds_config.json, then the
+    Megatron-DeepSpeed command). 422 naming the field a framework cannot run, and which framework can."""
     from service import convert
+    from service.http.admission import parse_body
     from service.interop import export_config as run
     from simcore import SpecError
 
+    body, syntax = await read_document(request, svc.settings)
+
+    def export() -> str:
+        return run(kind, parse_body(body, syntax))
+
     try:
-        return ExportOut(text=await svc.off_loop(run, kind, body))
+        return ExportOut(text=await svc.off_loop(export))
     except (RequestError, SpecError) as err:
         raise invalid(convert.request_error(err)) from None
 

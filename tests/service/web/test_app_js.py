@@ -44,3 +44,32 @@ def test_a_context_parallel_family_names_cp() -> None:
 def test_the_search_table_uses_the_label() -> None:
     text = APP.read_text(encoding="utf-8")
     assert "familyLabel(f.family)" in text and "text: f.family}" not in text
+
+
+def test_an_import_body_carries_the_model_for_deepspeed_only() -> None:
+    script = (f"{function_source('importBody')}\nprocess.stdout.write(JSON.stringify([importBody('deepspeed', 'x', "
+              "'dgx-a100', '2', 'gpt3-1.3b'), importBody('megatron', 'y', 'dgx-h100', '', 'gpt3-1.3b')]));")
+    out = subprocess.run([NODE, "-e", script], capture_output=True, text=True, check=True, timeout=60).stdout
+    assert json.loads(out) == [{"text": "x", "cluster": "dgx-a100", "nodes": 2, "model": "gpt3-1.3b"},
+                               {"text": "y", "cluster": "dgx-h100"}]
+
+
+def test_an_export_is_saved_under_the_frameworks_file_name() -> None:
+    text = APP.read_text(encoding="utf-8")
+    table = re.search(r"^const EXPORT_FILES = .*?;$", text, flags=re.M)
+    assert table is not None
+    script = f"{table.group(0)}\n{function_source('exportFileName')}\nprocess.stdout.write(JSON.stringify(" \
+             "['megatron', 'torchtitan', 'deepspeed', 'other'].map(exportFileName)));"
+    out = subprocess.run([NODE, "-e", script], capture_output=True, text=True, check=True, timeout=60).stdout
+    assert json.loads(out) == ["pretrain_gpt.sh", "train.toml", "launch_deepspeed.sh", "other.txt"]
+
+
+def test_ignored_and_assumed_keys_are_written_with_their_values() -> None:
+    assert call("noteLines", {"lr": "0.00015", "seq_length": 131072}) == "lr: \"0.00015\",seq_length: 131072"
+
+
+def test_an_error_is_shown_as_the_fields_it_names() -> None:
+    err = {"status": 422, "message": "422 invalid_request: ...", "body": {"error": {"code": "invalid_request",
+           "message": "layout.tp: ...", "details": [{"field": "layout.precision", "rule": "Megatron-LM can"}]}}}
+    assert call("errorText", err) == "layout.precision: Megatron-LM can"
+    assert call("errorText", {"message": "503 busy"}) == "503 busy"

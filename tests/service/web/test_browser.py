@@ -208,3 +208,51 @@ def test_docs_render_with_no_request_leaving_the_machine(browser: Any, server: S
         assert set(hosts) == {"127.0.0.1"}, hosts
     finally:
         context.close()
+
+
+INTEROP = Path(__file__).resolve().parents[2] / "interop" / "data"
+
+
+def test_a_launch_config_is_imported_into_the_form_and_exported(page: Any, server: Server, artifacts: Path) -> None:
+    page.click("#import-panel summary")
+    assert page.is_hidden("#imp-model-label")  # a model preset only for a ds_config.json
+    page.select_option("#imp-kind", "megatron")
+    page.select_option("#imp-cluster", "dgx-h100")
+    page.fill("#imp-text", (INTEROP / "train_llama3_8b_h100_fp8.args").read_text())
+    page.click("#imp-run")
+    page.wait_for_selector("#imp-status[data-state=succeeded]")
+    loaded = json.loads(page.input_value("#request"))
+    api = httpx.post(server.url + "/v1/imports/megatron", timeout=120,
+                     json={"text": (INTEROP / "train_llama3_8b_h100_fp8.args").read_text()}).json()
+    assert loaded == api["request"] and loaded["model"]["num_layers"] == 32
+    ignored = page.locator("#imp-notes ul[data-notes=ignored] li").all_inner_texts()
+    assert len(ignored) == len(api["ignored"]) and 'lr: "0.00015"' in ignored
+    # fp8 is Megatron-LM's: the DeepSpeed export refuses it, naming the field and who can
+    page.select_option("#exp-kind", "deepspeed")
+    page.click("#exp-download")
+    page.wait_for_selector("#exp-status[data-state=failed]")
+    assert "layout.precision" in page.inner_text("#exp-error") and "Megatron-LM can" in page.inner_text("#exp-error")
+    page.screenshot(path=str(artifacts / "export-refused.png"), full_page=True)
+    page.select_option("#exp-kind", "megatron")
+    with page.expect_download() as download:
+        page.click("#exp-download")
+    saved = download.value
+    assert saved.suggested_filename == "pretrain_gpt.sh"
+    text = Path(saved.path()).read_text()
+    assert text == httpx.post(server.url + "/v1/exports/megatron", json=loaded, timeout=120).json()["text"]
+    assert page.is_hidden("#exp-error")
+    # a ds_config.json names no model: the page asks for one
+    page.select_option("#imp-kind", "deepspeed")
+    assert page.is_visible("#imp-model-label")
+    page.select_option("#imp-model", "gpt3-350m")
+    page.select_option("#imp-cluster", "dgx-a100")
+    page.fill("#imp-text", (INTEROP / "deepspeed" / "ds_config_func_bs8_zero2.json").read_text())
+    page.click("#imp-run")
+    page.wait_for_selector("#imp-status[data-state=succeeded]")
+    assert json.loads(page.input_value("#request"))["layout"]["zero_stage"] == 2
+    assert "zero_optimization.reduce_bucket_size" in page.inner_text("#imp-notes")
+    page.screenshot(path=str(artifacts / "import.png"), full_page=True)
+    page.fill("#imp-text", '{"train_batch_size": 8, "zero_optimisation": {"stage": 1}}')
+    page.click("#imp-run")
+    page.wait_for_selector("#imp-status[data-state=failed]")
+    assert "input.zero_optimisation.stage" in page.inner_text("#imp-notes .error-box")

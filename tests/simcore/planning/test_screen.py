@@ -81,7 +81,8 @@ def test_a_search_simulates_what_the_screen_chose() -> None:
     assert screened.simulated == len(plan.candidates) - len(over) and screened.stopped_by is StoppedBy.COMPLETE
     assert not over & {r.layout for r in screened.top}
     # Simulating only what can win, the search meets (and reports) the screened candidates that could have won.
-    bounded = search(BASE, 16, SPACE, Bounds(max_candidates=None), workers=1, screen=Screen(estimated, max_events=limit))
+    bounded = search(BASE, 16, SPACE, Bounds(max_candidates=None), workers=1,
+                     screen=Screen(estimated, max_events=limit))
     assert {s.layout for s in bounded.screened} <= over and not over & {r.layout for r in bounded.top}
     assert bounded.simulated < screened.simulated
     budgeted = search(BASE, 16, SPACE, Bounds(max_candidates=None), workers=1, screen=Screen(estimated, budget_s=3.0))
