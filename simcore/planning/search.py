@@ -23,18 +23,16 @@ from simcore.cost.measured_gemm import measured_parameters
 from simcore.domain.layout import Layout
 from simcore.domain.model import ModelShape
 from simcore.planning.bounded import BASELINE, BoundedRun
-from simcore.planning.estimate import Estimator
-from simcore.planning.executors import make_executor
+from simcore.planning.executors import Executor, make_executor
 from simcore.planning.frontier import Frontier, KindReport, error_kind
 from simcore.planning.objective import Goal, Objective, describe_score, plan_for, score
-from simcore.planning.prune import Plan, plan_search
+from simcore.planning.prune import Plan
 from simcore.planning.rank import Evaluation, explain
 from simcore.planning.screen import CandidateCost, Ended, Screen, select
-from simcore.planning.space import Space, family_of
-from simcore.planning.worker import Overdue, evaluate_candidate
+from simcore.planning.space import Space, context_parallel_sizes, divisors, family_of
+from simcore.planning.worker import Overdue, PlanSlice, evaluate_candidate, plan_slice
 from simcore.simulate import Scenario
 from topology.cluster_spec import ClusterSpec
-from topology.hardware import GPUS
 
 Progress = Callable[[int, int], None]  # (candidates done, candidates to simulate)
 
@@ -161,6 +159,39 @@ def fold_placements(ordered: list[Evaluation], candidates: Sequence[Layout],
         kept.append(e)
     return kept, folded
 
+def _plan(runner: Executor, model: ModelShape, sizes: Sequence[ClusterSpec], space: Space, base: Scenario,
+          global_batch_size: int, seconds: float | None) -> list[tuple[Plan, list[float]]]:
+    """Each cluster size's plan and its candidates' estimates. With more than one worker the space is planned in
+    slices, one a (tp, cp) of each size, on the workers: the slices' candidates, in slice order, are the whole
+    space's in its enumeration order (simcore.planning.space enumerates tp, then cp, outermost)."""
+    slices: list[PlanSlice] = []
+    for c, cluster in enumerate(sizes):
+        params = measured_parameters(base.cost_parameters, cluster)  # with the user's GEMM sweep, if any
+        n = cluster.num_gpus
+        parts = [space]
+        if runner.workers > 1:
+            tps = space.tp if space.tp is not None else tuple(t for t in divisors(n) if t <= cluster.gpus_per_node)
+            parts = []
+            for tp in tps:
+                cps = (space.cp if space.cp is not None else context_parallel_sizes(model, n // tp)) \
+                    if n % tp == 0 else None
+                parts += [replace(space, tp=(tp,))] if cps is None else [replace(space, tp=(tp,), cp=(cp,))
+                                                                          for cp in cps]
+        slices += [PlanSlice(c, model, cluster, global_batch_size, part, params, seconds) for part in parts]
+    done: dict[int, tuple[int, Plan, list[float]]] = {}
+    items = iter(list(enumerate(slices)))
+
+    def task(item: tuple[int, PlanSlice]) -> PlanSlice:
+        return replace(item[1], index=item[0])
+
+    runner.run(plan_slice, (task(item) for item in items), lambda out: done.__setitem__(out[0], out), lambda: False)
+    out = []
+    for c in range(len(sizes)):
+        mine = [done[k] for k in sorted(done) if slices[k].index == c]
+        out.append((_merge([plan for _, plan, _ in mine]), [e for _, _, found in mine for e in found]))
+    return out
+
+
 def _frontier(candidates: Sequence[Layout], estimates: Sequence[float], owner: Sequence[int],
               sizes: Sequence[ClusterSpec], goal: Goal, model: ModelShape, global_batch_size: int,
               scenario_of: Callable[[int], Scenario], screen: Screen | None) -> Frontier:
@@ -197,20 +228,22 @@ def search(base: Scenario, global_batch_size: int, space: Space, bounds: Bounds 
     goal.validate()
     model = base.model
     sizes = tuple(clusters) or (base.cluster,)
-    plans, owner, estimates, scores = [], [], [], []
+    owner, estimates, scores = [], [], []
     # The time limit covers planning too: enumeration stops at it (and at least one candidate is simulated).
-    deadline = started + bounds.time_limit_s if bounds.time_limit_s is not None else None
-    for c, cluster in enumerate(sizes):
-        params = measured_parameters(base.cost_parameters, cluster)  # with the user's GEMM sweep, if any
-        plan = plan_search(model, cluster.num_gpus, cluster.gpus_per_node, GPUS[cluster.gpu], global_batch_size,
-                           space, params, deadline)
-        estimator = Estimator(model, cluster, params)
-        for layout in plan.candidates:
-            estimate = estimator.tokens_per_s(layout)
+    runner_block = make_executor(executor, address, workers)
+    runner = runner_block.__enter__()  # left below, by the block that runs the candidates (or by a failure)
+    try:
+        planned = _plan(runner, model, sizes, space, base, global_batch_size,
+                      bounds.time_limit_s - (time.perf_counter() - started) if bounds.time_limit_s else None)
+    except BaseException as exc:
+        runner_block.__exit__(type(exc), exc, exc.__traceback__)
+        raise
+    for c, (cluster, (_, cluster_estimates)) in enumerate(zip(sizes, planned)):
+        for estimate in cluster_estimates:
             owner.append(c)
             estimates.append(estimate)
             scores.append(score(goal, estimate, plan_for(goal, model, cluster, estimate, global_batch_size)))
-        plans.append(plan)
+    plans = [plan for plan, _ in planned]
     plan = _merge(plans)
     runs = [replace(base, cluster=cluster, training=goal.training) for cluster in sizes]
     base_run = replace(baseline, training=goal.training) if baseline is not None else None
@@ -267,10 +300,9 @@ def search(base: Scenario, global_batch_size: int, space: Space, bounds: Bounds 
             progress(returned, max(to_simulate(), returned))
 
     interrupted = False
-    executor_name, worker_count = executor, workers or 1
+    executor_name, worker_count = runner.name, runner.workers
     try:
-        with make_executor(executor, address, workers) as runner:
-            executor_name, worker_count = runner.name, runner.workers
+        with runner_block:
             if progress is not None:  # after the workers started: a progress bar's thread must not be forked
                 progress(0, to_simulate())
             runner.run(evaluate_candidate, tasks, on_result, stop)
