@@ -141,6 +141,7 @@ def result_document(req: SearchRequest, base: Scenario, result: SearchResult) ->
             "order": ESTIMATE_ORDER[req.objective] if req.bounds.exhaustive else
             BOUNDED_ORDER.format(RANKED_BY[req.objective]),
             "could_win": result.could_win,
+            "screened_could_win": result.screened_could_win,
             "stopped_running": result.stopped_running,
             "estimate_error": [
                 {"kind": r.kind, "placement": r.placement, "simulated": r.simulated, "ratio_min": r.ratio_min,

@@ -128,8 +128,10 @@ def render_search(result: dict[str, Any]) -> None:
                   f"{search['stopped_by']})")
     if search.get("could_win") == 0:
         kinds = search["estimate_error"]
+        over = search.get("screened_could_win", 0)
         console.print(f"proven best within the estimate's measured error: no layout left can beat it (the estimate "
-                      f"was checked on {sum(k['simulated'] for k in kinds)} layouts of {len(kinds)} kinds)")
+                      f"was checked on {sum(k['simulated'] for k in kinds)} layouts of {len(kinds)} kinds)"
+                      + (f", but {over} screened over the limits could (--no-limits simulates them)" if over else ""))
     elif search.get("could_win"):
         console.print(f"not proven: {search['could_win']:,} layouts not simulated could still beat the best")
     if search.get("stopped_running"):

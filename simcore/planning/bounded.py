@@ -74,11 +74,6 @@ class BoundedRun:
         elif e.index != BASELINE:
             self.frontier.learn(e.index, e.tokens_per_s, score(e))
 
-    @property
-    def to_simulate(self) -> int:
-        """Candidates chosen so far, the baseline included (a progress bar's total: it grows batch by batch)."""
-        return len(self.chosen) + (self.baseline is not None)
-
     def selection(self) -> Selection:
         """What was chosen and screened, as the exhaustive path's selection says it."""
         screened = tuple(Screened(i, self.screen.cost(self.scenario_of(i)), reason)

@@ -203,16 +203,20 @@ class Frontier:
             self.best_score = score
 
     def could_win(self) -> int:
-        """How many candidates not simulated can still win (0: the best simulated is proven best)."""
+        """How many candidates not simulated nor screened can still win (0: the best simulated is proven best
+        among what the limits let the search simulate; `screened_could_win` says how many of the screened could
+        have beaten it). Candidates met later may still be screened: the count is the most that remain."""
         count = 0
         for c, members in enumerate(self._classes):
             for i in members[self._next[c]:]:
                 if not self.can_win(i):
                     break  # the rest of the class is estimated slower still (same kind, same cluster size)
-                if i not in self.costs and self._screened(i) is not None:
-                    continue
                 count += 1
         return count
+
+    def screened_could_win(self) -> int:
+        """How many of the candidates screened (over the limits, not simulated) have a bound that beats the best."""
+        return sum(1 for i, _ in self.refused if self.can_win(i))
 
     def report(self) -> tuple[KindReport, ...]:
         out = []

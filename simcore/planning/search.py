@@ -34,7 +34,8 @@ from simcore.planning.worker import Overdue, PlanSlice, evaluate_candidate, plan
 from simcore.simulate import Scenario
 from topology.cluster_spec import ClusterSpec
 
-Progress = Callable[[int, int], None]  # (candidates done, candidates to simulate)
+# (candidates done, candidates to simulate: bounded, those done, running and not simulated that could still win)
+Progress = Callable[[int, int], None]
 
 FASTEST = Goal()
 
@@ -109,6 +110,7 @@ class SearchResult:
     estimated_s: float | None = None  # the screen's estimate of what was chosen to simulate (None: no screen)
     errors: tuple[KindReport, ...] = ()  # the estimate's error per kind, as the search learned it (not exhaustive)
     could_win: int | None = None  # candidates not simulated whose bound beats the best (0: proven; None: exhaustive)
+    screened_could_win: int = 0  # of the screened candidates, those whose bound beats the best
     stopped_running: int = 0  # candidates stopped at the time limit while they ran
 
     @property
@@ -279,7 +281,11 @@ def search(base: Scenario, global_batch_size: int, space: Space, bounds: Bounds 
     timed_out = False
 
     def to_simulate() -> int:
-        return run.to_simulate if run is not None else len(selection.chosen) + (baseline is not None)
+        # Bounded: what returned, what runs, and what could still win (the frontier's count: it shrinks as the
+        # best improves and the bounds tighten).
+        if run is not None:
+            return returned + run.outstanding + run.frontier.could_win()
+        return len(selection.chosen) + (baseline is not None)
 
     def stop() -> bool:
         # The time limit counts from the start (planning included); at least one candidate is always simulated.
@@ -365,4 +371,5 @@ def search(base: Scenario, global_batch_size: int, space: Space, bounds: Bounds 
     return SearchResult(plan, ranked, len(results), stopped_by, base_ranked, family_discard,
                         RunInfo(executor_name, worker_count, planning_s, time.perf_counter() - started), goal, sizes,
                         screened, selection.estimated_s, run.frontier.report() if run is not None else (),
-                        could_win, run.stopped_running if run is not None else 0)
+                        could_win, run.frontier.screened_could_win() if run is not None else 0,
+                        run.stopped_running if run is not None else 0)
