@@ -14,7 +14,12 @@ Cases:
 - llama70b-cost: Llama-3-70B on 1024 H100s ranked by the cost of 15T tokens at 2.5 USD a GPU-hour, under a
   240 s time limit (target: an answer within it).
 
-Run:  python bench/search_proof.py [CASE ...] [--repeat R] [--workers N]
+With --check-bounds K, each case's search is checked against layouts it did not simulate: per error kind,
+K of the kind's most promising layouts left unsimulated and K drawn at random from the rest are simulated, and
+each ratio estimated / simulated is compared with the low end of the bound the search pruned with: a ratio
+below it is a bound exceeded, and one whose layout beats the search's best would have changed the answer.
+
+Run:  python bench/search_proof.py [CASE ...] [--repeat R] [--workers N] [--check-bounds K]
       python bench/search_proof.py --exhaustive gpt3-175b-example   (long: every layout simulated)
 """
 
@@ -22,15 +27,23 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import statistics
 import subprocess
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from service.search import run_search
+from api_schemas.search import search_request_from
+from service import convert as adapters
+from service.search import prepare, run_search
+from simcore import simulate
+from simcore.planning.estimate import Estimator
+from simcore.planning.frontier import PRIOR, error_kind
+from simcore.planning.search import Bounds, search
 
 ROOT = Path(__file__).resolve().parents[1]
 STORE = ROOT / "bench" / "data" / "search_exhaustive.json"
@@ -82,12 +95,54 @@ def answer(result: dict[str, Any]) -> str:
     return f"{best['summary']} at {best['tokens_per_s']:,.0f} tokens/s" if best else "none"
 
 
+def check_bounds(case: str, k: int) -> None:
+    """Search again on domain objects (the same search), then simulate layouts it did not and compare their
+    error with the bound it pruned with."""
+    request, _ = CASES[case]
+    req = search_request_from(dict(request))
+    base, clusters, goal = prepare(req)
+    if len(clusters) > 1:
+        print("  (bounds are checked on searches of one cluster size)")
+        return
+    found = search(base, req.global_batch_size, adapters.to_space(req.space), Bounds(), goal=goal)
+    cluster = base.cluster
+    plan, estimator = found.plan, Estimator(base.model, cluster, base.cost_parameters)
+    simulated = set(found.simulated_layouts)
+    low = {(e.kind, e.placement): e.low for e in found.errors}
+    best = found.best.evaluation.tokens_per_s if found.best else 0.0
+    by_kind: dict[tuple[str, str], list[Any]] = {}
+    for layout in plan.candidates:
+        if layout not in simulated:
+            by_kind.setdefault(error_kind(layout), []).append(layout)
+    draw = random.Random(0)
+    exceeded = changed = checked = 0
+    for kind, layouts in sorted(by_kind.items()):
+        layouts.sort(key=lambda lay: -estimator.tokens_per_s(lay))
+        picked = layouts[:k] + draw.sample(layouts[k:], min(k, len(layouts[k:])))
+        bound = low.get(kind, PRIOR[0])
+        worst = 10.0
+        for layout in picked:
+            speed = simulate(replace(base, layout=layout)).metrics.tokens_per_s
+            ratio = estimator.tokens_per_s(layout) / speed
+            checked += 1
+            worst = min(worst, ratio)
+            if ratio < bound:
+                exceeded += 1
+                changed += speed > best
+        print(f"    {kind[0]:16s} {kind[1]:10s} {len(picked)} checked: lowest ratio {worst:.3f}, bound {bound:.3f}"
+              f"{'  EXCEEDED' if worst < bound else ''}", flush=True)
+    print(f"  bounds checked on {checked} layouts the search did not simulate: {exceeded} below their kind's bound, "
+          f"{changed} of them faster than the search's best")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("cases", nargs="*", default=["llama70b", "gpt3-175b", "gpt-1t", "llama70b-cost"])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--exhaustive", metavar="CASE", help="simulate every layout of CASE and store its answer")
+    parser.add_argument("--check-bounds", type=int, default=0, metavar="K",
+                        help="per error kind, simulate 2K layouts the search did not and check its bounds")
     args = parser.parse_args()
     if args.exhaustive:
         result, wall = run(args.exhaustive, args.workers, exhaustive=True)
@@ -119,6 +174,8 @@ def main() -> None:
         for k in result["search"]["estimate_error"]:
             print(f"    {k['kind']:16s} {k['placement']:10s} n {k['simulated']:3d}: {k['ratio_min']:.3f} .. "
                   f"{k['ratio_max']:.3f}, bound {k['bound_low']:.3f}")
+        if args.check_bounds:
+            check_bounds(case, args.check_bounds)
         entry = known.get(case)
         if entry is None:
             print("  no exhaustive answer stored (python bench/search_proof.py --exhaustive " + case + ")")

@@ -112,6 +112,7 @@ class SearchResult:
     could_win: int | None = None  # candidates not simulated whose bound beats the best (0: proven; None: exhaustive)
     screened_could_win: int = 0  # of the screened candidates, those whose bound beats the best
     stopped_running: int = 0  # candidates stopped at the time limit while they ran
+    simulated_layouts: tuple[Layout, ...] = ()  # every candidate simulated (not the baseline), in index order
 
     @property
     def best(self) -> Ranked | None:
@@ -372,4 +373,5 @@ def search(base: Scenario, global_batch_size: int, space: Space, bounds: Bounds 
                         RunInfo(executor_name, worker_count, planning_s, time.perf_counter() - started), goal, sizes,
                         screened, selection.estimated_s, run.frontier.report() if run is not None else (),
                         could_win, run.frontier.screened_could_win() if run is not None else 0,
-                        run.stopped_running if run is not None else 0)
+                        run.stopped_running if run is not None else 0,
+                        tuple(plan.candidates[i] for i in sorted(results)))
