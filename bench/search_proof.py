@@ -9,6 +9,8 @@ Cases:
 - gpt3-175b: GPT-3 175B on 1024 A100s (128 DGX A100), global batch 1536 (target: proven in 60 s).
 - gpt3-175b-example: the same on the space of examples/search/gpt3-175b-1024-a100.search.json (TP 4 or 8,
   selective or full recompute), small enough to simulate whole here.
+- llama70b-narrow: the Llama-3-70B problem on a space of 992 layouts (cp 1, 2 or 4, ZeRO 1, no or selective
+  recompute, two placements, microbatch 1 or 2), small enough to simulate whole here.
 - gpt-1t: the 1T of examples/gpt-1t-3072-a100.yaml on 3072 A100s, its published layout as the baseline (target:
   within 120 s, at least as fast as DP 6 x TP 8 x PP 64).
 - llama70b-cost: Llama-3-70B on 1024 H100s ranked by the cost of 15T tokens at 2.5 USD a GPU-hour, under a
@@ -63,6 +65,8 @@ CASES: dict[str, tuple[dict[str, Any], float | None]] = {
     "llama70b": (LLAMA, None),
     "gpt3-175b": (GPT3, None),
     "gpt3-175b-example": ({**GPT3, "space": {"tp": [4, 8], "recompute": ["selective", "full"]}}, None),
+    "llama70b-narrow": ({**LLAMA, "space": {"cp": [1, 2, 4], "zero_stage": [1], "recompute": ["none", "selective"],
+                                            "placement": ["tp,dp,pp", "tp,pp,dp"], "max_microbatch_size": 2}}, None),
     "gpt-1t": (_example_1t(), None),
     "llama70b-cost": ({**LLAMA, "cluster": {"preset": "dgx-h100", "num_nodes": 128}, "objective": "cost",
                        "training": {"tokens": 15e12, "gpu_hour_usd": 2.5}}, 240.0),

@@ -5,8 +5,8 @@ first in the family, then layouts spread over the family by simcore.estimate.est
 with --search, the search itself under a time limit (median of --repeat runs).
 
 The error is estimated / simulated tokens/s: above 1 the estimate is optimistic (it ranks the layout too high).
-A bound per family that covers the sample is printed (today's search orders by the point estimate and does not
-prune by these bounds; no exhaustive run is stored yet).
+A bound per family that covers the sample is printed. The search learns such bounds itself as it goes and prunes
+by them (simcore.planning.frontier); bench/search_proof.py times that and checks its bounds.
 
 Run:  python bench/search_quality.py [--sample N] [--search] [--time-limit S] [--repeat R]
 """
