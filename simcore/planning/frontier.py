@@ -8,9 +8,9 @@ placement puts each group are each modelled more or less closely than the engine
 kept per *error kind*: the layout's kind (context-parallel, expert-parallel, ZeRO-3, interleaved, zero-bubble,
 DualPipe, GPipe or plain 1F1B) and its placement. Before a kind has been simulated its bound is the prior
 (estimates [0.8, 1.25] x the truth); once it has, the bound is the range of the ratios seen, widened by a margin
-that shrinks as the kind is sampled more (10% / sqrt(n), at least 2%), and never above 1. A candidate's optimistic bound is its
-estimate over the low end of its kind's range: the most the simulator could say of it, as far as the sample
-tells.
+that shrinks as the kind is sampled more (10% / sqrt(n), at least 2%), its low end never above 1. A candidate's
+optimistic bound is its estimate over the low end of its kind's range: the most the simulator could say of it, as
+far as the sample tells.
 
 The search simulates, a batch at a time, the candidates whose optimistic bound beats the best simulated so far,
 the one with the most chance to win per estimated simulation second first (chance: the share of its bound's

@@ -19,18 +19,18 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from simcore.cost.measured_gemm import measured_parameters
 from simcore.domain.layout import Layout
 from simcore.domain.model import ModelShape
 from simcore.planning.bounded import BASELINE, BoundedRun
-from simcore.planning.executors import Executor, make_executor
+from simcore.planning.executors import make_executor
 from simcore.planning.frontier import Frontier, KindReport, error_kind
 from simcore.planning.objective import Goal, Objective, describe_score, plan_for, score
 from simcore.planning.prune import Plan
 from simcore.planning.rank import Evaluation, explain
 from simcore.planning.screen import CandidateCost, Ended, Screen, select
-from simcore.planning.space import Space, context_parallel_sizes, divisors, family_of
-from simcore.planning.worker import Overdue, PlanSlice, evaluate_candidate, plan_slice
+from simcore.planning.slices import merge_plans, plan_in_slices
+from simcore.planning.space import Space, family_of
+from simcore.planning.worker import Overdue, evaluate_candidate
 from simcore.simulate import Scenario
 from topology.cluster_spec import ClusterSpec
 
@@ -126,23 +126,6 @@ class SearchResult:
         return self.best.evaluation.tokens_per_s / self.baseline.evaluation.tokens_per_s
 
 
-def _merge(plans: Sequence[Plan]) -> Plan:
-    """One plan of several cluster sizes: candidates in size order; a family's dp x tp x pp names its size."""
-    if len(plans) == 1:
-        return plans[0]
-    merged = Plan()
-    for plan in plans:
-        merged.candidates.extend(plan.candidates)
-        merged.peak_memory_bytes.extend(plan.peak_memory_bytes)
-        merged.families.update(plan.families)
-        merged.generated += plan.generated
-        merged.truncated |= plan.truncated
-        for kind, count in plan.discarded.items():
-            merged.discarded[kind] = merged.discarded.get(kind, 0) + count
-    return merged
-
-
-
 def fold_placements(ordered: list[Evaluation], candidates: Sequence[Layout],
                     top_k: int) -> tuple[list[Evaluation], dict[int, list[str]]]:
     """The first `top_k` of `ordered` (best first) with layouts that differ from an earlier one only in
@@ -161,39 +144,6 @@ def fold_placements(ordered: list[Evaluation], candidates: Sequence[Layout],
         first[key] = e
         kept.append(e)
     return kept, folded
-
-def _plan(runner: Executor, model: ModelShape, sizes: Sequence[ClusterSpec], space: Space, base: Scenario,
-          global_batch_size: int, seconds: float | None) -> list[tuple[Plan, list[float]]]:
-    """Each cluster size's plan and its candidates' estimates. With more than one worker the space is planned in
-    slices, one a (tp, cp) of each size, on the workers: the slices' candidates, in slice order, are the whole
-    space's in its enumeration order (simcore.planning.space enumerates tp, then cp, outermost)."""
-    slices: list[PlanSlice] = []
-    for c, cluster in enumerate(sizes):
-        params = measured_parameters(base.cost_parameters, cluster)  # with the user's GEMM sweep, if any
-        n = cluster.num_gpus
-        parts = [space]
-        if runner.workers > 1:
-            tps = space.tp if space.tp is not None else tuple(t for t in divisors(n) if t <= cluster.gpus_per_node)
-            parts = []
-            for tp in tps:
-                cps = (space.cp if space.cp is not None else context_parallel_sizes(model, n // tp)) \
-                    if n % tp == 0 else None
-                parts += [replace(space, tp=(tp,))] if cps is None else [replace(space, tp=(tp,), cp=(cp,))
-                                                                          for cp in cps]
-        slices += [PlanSlice(c, model, cluster, global_batch_size, part, params, seconds) for part in parts]
-    done: dict[int, tuple[int, Plan, list[float]]] = {}
-    items = iter(list(enumerate(slices)))
-
-    def task(item: tuple[int, PlanSlice]) -> PlanSlice:
-        return replace(item[1], index=item[0])
-
-    runner.run(plan_slice, (task(item) for item in items), lambda out: done.__setitem__(out[0], out), lambda: False)
-    out = []
-    for c in range(len(sizes)):
-        mine = [done[k] for k in sorted(done) if slices[k].index == c]
-        out.append((_merge([plan for _, plan, _ in mine]), [e for _, _, found in mine for e in found]))
-    return out
-
 
 def _frontier(candidates: Sequence[Layout], estimates: Sequence[float], owner: Sequence[int],
               sizes: Sequence[ClusterSpec], goal: Goal, model: ModelShape, global_batch_size: int,
@@ -236,7 +186,7 @@ def search(base: Scenario, global_batch_size: int, space: Space, bounds: Bounds 
     runner_block = make_executor(executor, address, workers)
     runner = runner_block.__enter__()  # left below, by the block that runs the candidates (or by a failure)
     try:
-        planned = _plan(runner, model, sizes, space, base, global_batch_size,
+        planned = plan_in_slices(runner, model, sizes, space, base, global_batch_size,
                       bounds.time_limit_s - (time.perf_counter() - started) if bounds.time_limit_s else None)
     except BaseException as exc:
         runner_block.__exit__(type(exc), exc, exc.__traceback__)
@@ -247,7 +197,7 @@ def search(base: Scenario, global_batch_size: int, space: Space, bounds: Bounds 
             estimates.append(estimate)
             scores.append(score(goal, estimate, plan_for(goal, model, cluster, estimate, global_batch_size)))
     plans = [plan for plan, _ in planned]
-    plan = _merge(plans)
+    plan = merge_plans(plans)
     runs = [replace(base, cluster=cluster, training=goal.training) for cluster in sizes]
     base_run = replace(baseline, training=goal.training) if baseline is not None else None
 

@@ -22,15 +22,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from simcore.cost.parameters import CostParameters
-from simcore.domain.model import ModelShape
-from simcore.planning.estimate import Estimator
-from simcore.planning.prune import Plan, plan_search
 from simcore.planning.rank import Evaluation, evaluate
-from simcore.planning.space import Space
 from simcore.simulate import Network, Outcome, Scenario, build_network, simulate
-from topology.cluster_spec import ClusterSpec
-from topology.hardware import GPUS
 
 
 class NetworkCache:
@@ -98,29 +91,3 @@ def simulate_in_worker(scenario: Scenario) -> Outcome:
     network = _CACHE.network_for(scenario)
     with gc_paused():
         return simulate(scenario, network)
-
-
-@dataclass(frozen=True, slots=True)
-class PlanSlice:
-    """A part of a search's planning: the layouts of `space` (narrowed to one tp and cp) on one cluster size,
-    enumerated, pruned and estimated; `seconds` (None: no limit) is the time left to enumerate."""
-
-    index: int
-    model: ModelShape
-    cluster: ClusterSpec
-    global_batch_size: int
-    space: Space
-    params: CostParameters
-    seconds: float | None
-
-
-def plan_slice(task: PlanSlice) -> tuple[int, Plan, list[float]]:
-    """Plan one slice (simcore.planning.prune.plan_search) and estimate its candidates' tokens/s
-    (simcore.planning.estimate): (its index, its plan, the estimates). A module-level function, so that the
-    process pool and Ray can run it."""
-    deadline = time.perf_counter() + task.seconds if task.seconds is not None else None
-    cluster = task.cluster
-    plan = plan_search(task.model, cluster.num_gpus, cluster.gpus_per_node, GPUS[cluster.gpu], task.global_batch_size,
-                       task.space, task.params, deadline)
-    estimator = Estimator(task.model, cluster, task.params)
-    return task.index, plan, [estimator.tokens_per_s(layout) for layout in plan.candidates]
