@@ -120,7 +120,14 @@ def start(way: str, request: Path) -> subprocess.Popen[bytes]:
         argv = [sys.executable, "-m", "service.cli.main", "search", str(request), "--workers", str(WORKERS),
                 "--json"]
     return subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=terminal_sigint)
+
+
+def terminal_sigint() -> None:
+    """In the child before it runs: SIGINT as a terminal's shell leaves it (its default). A process that ignores
+    SIGINT passes that on to what it starts (a test runner that ran an in-process job worker does), and a Python
+    started with SIGINT ignored never raises KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def busy_workers(parent: subprocess.Popen[bytes], deadline_s: float) -> list[Proc]:

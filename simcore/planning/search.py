@@ -231,12 +231,16 @@ def search(base: Scenario, global_batch_size: int, space: Space, bounds: Bounds 
     returned = 0
     timed_out = False
 
+    shown = [0]  # the last total reported (bounded: never raised again, so the bar only moves forward)
+
     def to_simulate() -> int:
         # Bounded: what returned, what runs, and what could still win (the frontier's count: it shrinks as the
-        # best improves and the bounds tighten).
-        if run is not None:
-            return returned + run.outstanding + run.frontier.could_win()
-        return len(selection.chosen) + (baseline is not None)
+        # best improves and the bounds tighten; a bound that widens can raise it, which the bar does not show).
+        if run is None:
+            return len(selection.chosen) + (baseline is not None)
+        total = returned + run.outstanding + run.frontier.could_win()
+        shown[0] = max(returned, min(shown[0], total) if shown[0] else total)
+        return shown[0]
 
     def stop() -> bool:
         # The time limit counts from the start (planning included); at least one candidate is always simulated.
@@ -263,6 +267,8 @@ def search(base: Scenario, global_batch_size: int, space: Space, bounds: Bounds 
             if progress is not None:  # after the workers started: a progress bar's thread must not be forked
                 progress(0, to_simulate())
             runner.run(evaluate_candidate, tasks, on_result, stop)
+        if progress is not None and run is not None:  # the search is over: all it will simulate is done
+            progress(returned, returned)
     except KeyboardInterrupt:  # Ctrl-C: the workers are ended (the executor's block did it); keep what returned
         if not results:
             raise

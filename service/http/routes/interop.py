@@ -60,7 +60,8 @@ class CalibrationIn(BaseModel):
     gemm: MeasurementFileIn | None = None
 
 
-@router.post("/v1/imports/{kind}", response_model=ImportOut, responses={401: ERROR, 422: ERROR})
+# (400: a body that is not JSON at all, which FastAPI refuses before it reaches the model)
+@router.post("/v1/imports/{kind}", response_model=ImportOut, responses={400: ERROR, 401: ERROR, 422: ERROR})
 async def import_config(kind: Literal["megatron", "torchtitan", "deepspeed", "hf"], body: ImportIn,
                         svc: ServiceDep) -> ImportOut:
     """A request from a framework's configuration; the keys it cannot represent listed in `ignored` with their
@@ -98,7 +99,7 @@ async def export_config(kind: Literal["megatron", "torchtitan", "deepspeed"], re
         raise invalid(convert.request_error(err)) from None
 
 
-@router.post("/v1/calibrations/nccl-tests", responses={401: ERROR, 422: ERROR})
+@router.post("/v1/calibrations/nccl-tests", responses={400: ERROR, 401: ERROR, 422: ERROR})
 async def calibrate(body: CalibrationIn, svc: ServiceDep) -> dict[str, Any]:
     """A `cluster.measured` overlay (what `clustersim calibrate nccl-tests` writes, as JSON): a simulation request
     carries it inline as `cluster.measured`. 422 naming the file and line (`all_reduce.txt:12`) otherwise."""

@@ -54,7 +54,8 @@ def test_ctrl_c_prints_the_best_so_far_and_exits_130(tmp_path: Path) -> None:
     command = [sys.executable, "-m", "service.cli.main", "search", str(request), "--exhaustive",
                "--max-candidates", "100000", "--workers", "2"]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               start_new_session=True, cwd=Path(__file__).resolve().parents[3])
+                               start_new_session=True, cwd=Path(__file__).resolve().parents[3],
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as a shell leaves it
     time.sleep(12)
     assert process.poll() is None, process.communicate()
     os.killpg(process.pid, signal.SIGINT)
