@@ -125,8 +125,9 @@ def start(way: str, request: Path) -> subprocess.Popen[bytes]:
 
 def terminal_sigint() -> None:
     """In the child before it runs: SIGINT as a terminal's shell leaves it (its default). A process that ignores
-    SIGINT passes that on to what it starts (a test runner that ran an in-process job worker does), and a Python
-    started with SIGINT ignored never raises KeyboardInterrupt."""
+    SIGINT passes that on to what it starts, and a Python started with SIGINT ignored never raises
+    KeyboardInterrupt: in CI's whole test run the runner's SIGINT had come to be ignored by the time these tests
+    ran (which earlier test leaves it so is not known yet)."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
