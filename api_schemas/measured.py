@@ -6,13 +6,12 @@ is inline. Units in the names: bytes, microseconds, GB/s (10^9 bytes), TFLOP/s (
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr, model_validator
 
-from api_schemas.errors import RequestError
+from api_schemas.beside import read_beside
 
 __all__ = ["MEASURED_FIELD", "CollectivePointIn", "GemmPointIn", "MeasuredCollectiveIn", "MeasuredGemmIn",
            "MeasuredIn", "with_measured_file"]
@@ -112,12 +111,6 @@ def with_measured_file(data: Any, source: str, parse_document: Callable[[str, st
     where = cluster.get("measured") if isinstance(cluster, dict) else None
     if not isinstance(where, str):
         return data
-    path = where if os.path.isabs(where) else os.path.join(os.path.dirname(os.path.abspath(source)), where)
-    try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not UTF-8 text"
-        raise RequestError.for_field(MEASURED_FIELD, f"{where}: cannot be read ({reason})") from None
+    path, text = read_beside(where, source, MEASURED_FIELD)
     assert isinstance(cluster, dict)  # (a path was found in it)
     return {**data, "cluster": {**cluster, "measured": parse_document(text, path)}}

@@ -5,9 +5,9 @@ graph must be in the request: topology/user_topology.py says so)."""
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
+from api_schemas.beside import read_beside
 from api_schemas.errors import RequestError
 
 __all__ = ["TOPOLOGY_FIELD", "with_topology_file"]
@@ -23,13 +23,7 @@ def with_topology_file(data: Any, source: str) -> Any:
     where = cluster.get("topology") if isinstance(cluster, dict) else None
     if not isinstance(where, str) or where.lstrip().startswith("<"):
         return data
-    path = where if os.path.isabs(where) else os.path.join(os.path.dirname(os.path.abspath(source)), where)
-    try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not UTF-8 text"
-        raise RequestError.for_field(TOPOLOGY_FIELD, f"{where}: cannot be read ({reason})") from None
+    path, text = read_beside(where, source, TOPOLOGY_FIELD)
     if path.lower().endswith((".graphml", ".xml")):
         graph: Any = text
     else:

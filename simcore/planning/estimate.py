@@ -46,7 +46,6 @@ class Estimator:
         self.gpu = GPUS[cluster.gpu]
         self._costs: dict[tuple[int, int, bool, Recompute], StageCosts] = {}
         self._stages: dict[tuple[object, ...], list[tuple[float, float, float]]] = {}
-        self.main_layer = model.main_layer()
         self._ranks: dict[tuple[object, ...], tuple[int, ...]] = {}
         self._layers: dict[tuple[object, ...], tuple[float, float, float, float]] = {}
         self.nvlink_bytes_per_s = nccl_bandwidth(cluster.nvlink_bandwidth_bytes_per_s, "nvlink")
