@@ -133,7 +133,7 @@ def check_bounds(case: str, k: int) -> None:
             if ratio < bound:
                 exceeded += 1
                 changed += speed > best
-        print(f"    {kind[0]:16s} {kind[1]:10s} {len(picked)} checked: lowest ratio {worst:.3f}, bound {bound:.3f}"
+        print(f"    {kind[0]:24s} {kind[1]:10s} {len(picked)} checked: lowest ratio {worst:.3f}, bound {bound:.3f}"
               f"{'  EXCEEDED' if worst < bound else ''}", flush=True)
     print(f"  bounds checked on {checked} layouts the search did not simulate: {exceeded} below their kind's bound, "
           f"{changed} of them faster than the search's best")
@@ -176,7 +176,7 @@ def main() -> None:
                   f"{baseline.get('best_speedup', 0):.2f}x")
         print("  estimate / simulated tokens/s per kind (placement): n, min .. max, the bound pruned with")
         for k in result["search"]["estimate_error"]:
-            print(f"    {k['kind']:16s} {k['placement']:10s} n {k['simulated']:3d}: {k['ratio_min']:.3f} .. "
+            print(f"    {k['kind']:24s} {k['placement']:10s} n {k['simulated']:3d}: {k['ratio_min']:.3f} .. "
                   f"{k['ratio_max']:.3f}, bound {k['bound_low']:.3f}")
         if args.check_bounds:
             check_bounds(case, args.check_bounds)

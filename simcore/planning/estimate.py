@@ -22,7 +22,7 @@ from simcore.cost.kernels import BYTES, optimizer_step_s
 from simcore.cost.parameters import FITTED, CostParameters
 from simcore.cost.partition import StageCosts, partition, stage_costs
 from simcore.cost.workload import layer_kernels
-from simcore.domain.layout import Layout, Precision, Recompute, Schedule
+from simcore.domain.layout import CpComm, Layout, Precision, Recompute, Schedule
 from simcore.domain.model import ModelShape
 from topology.cluster_spec import ClusterSpec
 from topology.hardware import GPUS
@@ -47,7 +47,8 @@ class Estimator:
         self._costs: dict[tuple[int, int, bool, Recompute], StageCosts] = {}
         self._stages: dict[tuple[object, ...], list[tuple[float, float, float]]] = {}
         self._ranks: dict[tuple[object, ...], tuple[int, ...]] = {}
-        self._layers: dict[tuple[object, ...], tuple[float, float, float, float]] = {}
+        self._layers: dict[tuple[object, ...], tuple[float, float, float, float, float]] = {}
+        self._groups: dict[tuple[object, ...], tuple[int, int]] = {}
         self.nvlink_bytes_per_s = nccl_bandwidth(cluster.nvlink_bandwidth_bytes_per_s, "nvlink")
         # A group that leaves the node shares the node's NICs among the node's GPUs.
         self.network_bytes_per_s = min(
@@ -64,25 +65,37 @@ class Estimator:
                                                    self.params)
         return found
 
-    def _bandwidth(self, layout: Layout, dim: str) -> float:
-        """Per-GPU bandwidth of a ring over the layout's `dim` group: NVLink if the group stays in a node."""
-        sizes = {"dp": layout.dp, "tp": layout.tp, "pp": layout.pp, "cp": layout.cp}
-        stride = 1
-        names = layout.placement.split(",")
-        if "cp" not in names:  # an order without cp puts it right after tp (simcore/domain/placement.py)
-            names.insert(names.index("tp") + 1, "cp")
-        for name in names:
-            if name == dim:
-                break
-            stride *= sizes[name]
-        per_node = self.cluster.gpus_per_node
-        if stride * sizes[dim] <= per_node:
+    def _group(self, layout: Layout, *dims: str) -> tuple[int, int]:
+        """(nodes, members in each) of the group of ranks that differ only in `dims` (cached)."""
+        key = (layout.dp, layout.tp, layout.pp, layout.cp, layout.placement, dims)
+        found = self._groups.get(key)
+        if found is None:
+            sizes = {"dp": layout.dp, "tp": layout.tp, "pp": layout.pp, "cp": layout.cp}
+            names = layout.placement.split(",")
+            if "cp" not in names:  # an order without cp puts it right after tp (simcore/domain/placement.py)
+                names.insert(names.index("tp") + 1, "cp")
+            gpus, stride = [0], 1
+            for name in names:
+                if name in dims:
+                    gpus = [g + k * stride for k in range(sizes[name]) for g in gpus]
+                stride *= sizes[name]
+            nodes = len({g // self.cluster.gpus_per_node for g in gpus})
+            found = self._groups[key] = (nodes, len(gpus) // nodes)
+        return found
+
+    def _bandwidth(self, layout: Layout, *dims: str) -> float:
+        """Per-GPU bandwidth of a ring over the group of ranks that differ only in `dims` (data parallelism's
+        gradients: ("dp", "cp")): NVLink if the group stays in a node."""
+        nodes, members = self._group(layout, *dims)
+        if nodes == 1:
             return self.nvlink_bytes_per_s
-        # A group that leaves the node has max(1, gpus_per_node / stride) members in each node, each with its
-        # share of the node's NICs: NCCL runs a ring (channel) through each of them, so the group's ring moves
-        # that many shares at once, up to NVLink's rate inside the node.
-        members = max(1, min(sizes[dim], per_node // stride))
+        # A group that leaves the node has `members` in each node, each with its share of the node's NICs: NCCL
+        # runs a ring (channel) through each of them, so the group's ring moves that many shares at once, up to
+        # NVLink's rate inside the node.
         return min(self.nvlink_bytes_per_s, members * self.network_bytes_per_s)
+
+    def _leaves_node(self, layout: Layout, *dims: str) -> bool:
+        return self._group(layout, *dims)[0] > 1
 
     def iteration_s(self, layout: Layout) -> float:
         model = self.model
@@ -103,22 +116,38 @@ class Estimator:
         if model.encoder_decoder:
             stage = self._encoder_decoder_stage(layout, tp_layer, pp_send)
         else:
-            layer_s, exposed_cp_s, embedding_s, logits_s = self._layer(layout)
+            layer_s, exposed_cp_s, sent_cp_s, embedding_s, logits_s = self._layer(layout)
             layer = layer_s + tp_layer + exposed_cp_s
             per_rank = self._layers_per_rank(layout)
+            if layout.zero_stage >= 2 and d * c > 1:
+                # ZeRO 2 reduce-scatters a layer's gradients every microbatch, ZeRO 3 also gathers its parameters
+                # before its forward and its backward, the next layer's while this one computes: a layer takes
+                # at least that traffic's time, and the context-parallel ring's too when both leave the node
+                # (the same NICs carry them).
+                n = d * c
+                layer_params = model.total_parameters() / (t * p) / max(1, max(per_rank))
+                sharded_s = (n - 1) / n * layer_params * (
+                    layout.grad_reduce_bytes + (2 * BYTES if layout.zero_stage >= 3 else 0)) \
+                    / self._bandwidth(layout, "dp", "cp")
+                if c > 1 and self._leaves_node(layout, "cp") and self._leaves_node(layout, "dp", "cp"):
+                    sharded_s += sent_cp_s
+                layer = max(layer, sharded_s + tp_layer)
             stage = max(per_rank[r] * layer + (embedding_s if r == 0 else 0.0)
                         + (logits_s if r == p - 1 else 0.0) + pp_send * v for r in range(p))
         pipeline = (m + (p - 1) / v * BUBBLE_SHARE.get(layout.schedule, 1.0)) * stage
         params = model.total_parameters() / (t * p)
         dp_s = 0.0
         if d * c > 1:
-            ring = ring_factor(Collective.ALL_REDUCE, d * c) / self._bandwidth(layout, "dp")
+            ring = ring_factor(Collective.ALL_REDUCE, d * c) / self._bandwidth(layout, "dp", "cp")
             grads = params * layout.grad_reduce_bytes
             traffic = ring * grads  # an all-reduce (ZeRO 1: a reduce-scatter and a gather, the same bytes)
             if layout.zero_stage >= 2:
-                traffic = ring / 2 * grads * m  # a reduce-scatter after every microbatch
-            if layout.zero_stage >= 3:
-                traffic += ring / 2 * params * BYTES * 2 * m  # a gather before every forward and backward
+                if not model.encoder_decoder:
+                    traffic = 0.0  # in each layer's time, above
+                else:
+                    traffic = ring / 2 * grads * m  # a reduce-scatter after every microbatch
+                    if layout.zero_stage >= 3:
+                        traffic += ring / 2 * params * BYTES * 2 * m  # a gather before every forward and backward
             hidden = layout.overlap_grad_reduce or layout.zero_stage >= 2
             dp_s = traffic * OVERLAPPED_DP_SHARE if hidden else traffic
             if layout.zero_stage >= 2:
@@ -127,19 +156,26 @@ class Estimator:
         return pipeline + dp_s + optimizer_step_s(params / shards, self.gpu, self.params,
                                                          layout.precision is Precision.FP16)
 
-    def _layer(self, layout: Layout) -> tuple[float, float, float, float]:
+    def _layer(self, layout: Layout) -> tuple[float, float, float, float, float]:
         """Per microbatch on one rank of a single-stack model: a layer's compute (forward, backward and
         recomputation; the mean over its layer types, weighted by their counts), the context-parallel exchange it
-        cannot hide, the embedding's and the logits' compute (cached). The kernels are the engine's
+        cannot hide and all it sends, the embedding's and the logits' compute (cached). The kernels are the engine's
         (simcore.cost.workload.layer_kernels): MoE, MLA and FP8 kernels where the layout has them, and with
         context parallelism the rank's s/cp tokens with the attention core as its ring's blocks."""
+        # A p2p ring step goes at its slowest hop's rate: one NIC's share once the ring leaves the node; all_gather's
+        # collectives at the group's (_bandwidth).
+        cp_bandwidth = 0.0
+        if layout.cp > 1:
+            cp_bandwidth = self._bandwidth(layout, "cp")
+            if layout.cp_comm is CpComm.P2P and self._leaves_node(layout, "cp"):
+                cp_bandwidth = self.network_bytes_per_s
         key = (layout.microbatch_size, layout.tp, layout.sequence_parallel, layout.recompute, layout.cp,
-               layout.cp_comm, layout.fp8, layout.ep, layout.expert_tp)
+               layout.cp_comm, layout.fp8, layout.ep, layout.expert_tp, cp_bandwidth)
         found = self._layers.get(key)
         if found is not None:
             return found
         local = local_model(self.model, layout.cp)
-        total = exposed = 0.0
+        total = exposed = sent = 0.0
         count = 0
         for layer, n in local.layer_stacks():
             kernels = layer_kernels(local, layer, layout, self.gpu, self.params)
@@ -147,29 +183,36 @@ class Estimator:
                 kernels.core if layout.recompute is Recompute.SELECTIVE else 0.0
             total += n * (kernels.forward + kernels.backward + redo)
             if kernels.ring is not None:
-                exposed += n * self._ring_exposed(kernels.ring, layout)
+                ring_exposed, ring_sent = self._ring_exposed(kernels.ring, layout, cp_bandwidth)
+                exposed += n * ring_exposed
+                sent += n * ring_sent
             count += n
         costs = stage_costs(local, layout.microbatch_size, layout.tp, layout.sequence_parallel,
                             str(layout.recompute), self.gpu, self.params)
-        found = self._layers[key] = (total / count, exposed / count, costs.embedding, costs.logits)
+        found = self._layers[key] = (total / count, exposed / count, sent / count, costs.embedding, costs.logits)
         return found
 
-    def _ring_exposed(self, ring: AttentionRing, layout: Layout) -> float:
-        """What one layer's context-parallel exchange adds to its compute: each ring step's send beyond its
-        attention block (p2p), or all_gather's collectives whole; recomputation runs the forward ring again."""
-        bandwidth = self._bandwidth(layout, "cp")
+    def _ring_exposed(self, ring: AttentionRing, layout: Layout, bandwidth: float) -> tuple[float, float]:
+        """What one layer's context-parallel exchange adds to its compute (each ring step's send beyond its
+        attention block (p2p), or all_gather's collectives whole) and the seconds of all it sends, at `bandwidth`;
+        recomputation runs the forward ring again."""
 
-        def exposed(segments: tuple[Segment, ...]) -> float:
-            seconds = 0.0
+        def exposed(segments: tuple[Segment, ...]) -> tuple[float, float]:
+            seconds = sent = 0.0
             for segment in segments:
                 if isinstance(segment, RingStep):
-                    seconds += max(0.0, segment.send_bytes / bandwidth - segment.compute_s)
+                    send = segment.send_bytes / bandwidth
+                    seconds += max(0.0, send - segment.compute_s)
+                    sent += send
                 elif isinstance(segment, Exchange):
-                    seconds += ring_factor(segment.kind, layout.cp) * segment.size_bytes / bandwidth
-            return seconds
+                    send = ring_factor(segment.kind, layout.cp) * segment.size_bytes / bandwidth
+                    seconds += send
+                    sent += send
+            return seconds, sent
 
-        forward = exposed(ring.forward)
-        return forward + exposed(ring.backward) + (forward if layout.recompute is not Recompute.NONE else 0.0)
+        forward, backward = exposed(ring.forward), exposed(ring.backward)
+        again = 1 if layout.recompute is not Recompute.NONE else 0
+        return forward[0] * (1 + again) + backward[0], forward[1] * (1 + again) + backward[1]
 
     def _layers_per_rank(self, layout: Layout) -> tuple[int, ...]:
         """Layers each pipeline rank holds (all its chunks) in the simulator's split of a single stack."""

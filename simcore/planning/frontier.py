@@ -5,10 +5,11 @@ candidate (no I/O).
 The estimate (simcore.planning.estimate) is wrong by a factor r = estimated / simulated tokens/s that depends on
 what kind of layout it is: the schedule formula, the context-parallel ring, ZeRO-3's gathers and where the
 placement puts each group are each modelled more or less closely than the engine runs them. So the error is
-kept per *error kind*: the layout's kind (context-parallel, expert-parallel, ZeRO-3, interleaved, zero-bubble,
-DualPipe, GPipe or plain 1F1B) and its placement. Before a kind has been simulated its bound is the prior
+kept per *error kind*: the layout's kind (context-parallel, with ZeRO-3 or without, expert-parallel, ZeRO-3,
+interleaved, zero-bubble, DualPipe, GPipe or plain 1F1B) and its placement. Before a kind has been simulated its bound is the prior
 (estimates [0.8, 1.25] x the truth); once it has, the bound is the range of the ratios seen, widened by a margin
-that shrinks as the kind is sampled more (10% / sqrt(n), at least 2%), its low end never above 1. A candidate's
+that shrinks as the kind is sampled more (10% / sqrt(n), at least 2%), its low end never above 1 until the
+kind has TRUSTED samples. A candidate's
 optimistic bound is its estimate over the low end of its kind's range: the most the simulator could say of it, as
 far as the sample tells.
 
@@ -21,12 +22,15 @@ simulates the same candidates whichever executor runs it and however many worker
 
 Candidates are grouped in *classes* (cluster size, error kind), each kept in the estimate's order: the best
 candidate of a class is its first one not yet taken, so a choice looks at one candidate a class.
+
+A placement twin (simcore.planning.twins: the same events on relabelled GPUs) is never chosen: it is known when
+the candidate it is a twin of returns, and its kind learns its ratio then.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from simcore.domain.layout import Layout, Schedule
@@ -34,13 +38,14 @@ from simcore.domain.layout import Layout, Schedule
 PRIOR = (0.8, 1.25)  # estimated / simulated before a kind has been simulated
 MARGIN = 0.10  # the bound's widening beyond the ratios seen, over sqrt(samples)
 MIN_MARGIN = 0.02
+TRUSTED = 8  # samples after which a kind's bound may say its estimates are all too high
 BATCH = 4  # candidates chosen together (a fixed number: the choices do not depend on the workers)
 
 
 def error_kind(layout: Layout) -> tuple[str, str]:
     """The kind of a layout whose estimate errs alike, and its placement."""
-    if layout.cp > 1:
-        kind = "context-parallel"
+    if layout.cp > 1:  # ZeRO 3's gathers share the ring's NICs: a kind of their own
+        kind = "context-parallel ZeRO-3" if layout.zero_stage == 3 else "context-parallel"
     elif layout.ep > 1:
         kind = "expert-parallel"
     elif layout.zero_stage == 3:
@@ -70,13 +75,15 @@ class KindError:
 
     @property
     def low(self) -> float:
-        """The smallest ratio the kind's candidates are taken to have (their estimate's most pessimistic), never
-        above 1: a kind seen estimated too high is not taken to be so throughout, since the ones simulated are
-        its most promising, where an optimistic estimate is likeliest (bench/search_proof.py --check-bounds
-        found ZeRO-3 kinds seen at 1.13-1.26 with others at 1.02)."""
+        """The smallest ratio the kind's candidates are taken to have (their estimate's most pessimistic). Until
+        the kind has TRUSTED samples it is never above 1: a kind seen estimated too high is not taken to be so
+        throughout, since the ones simulated first are its most promising, where an optimistic estimate is
+        likeliest (bench/search_proof.py --check-bounds found ZeRO-3 kinds seen at 1.13-1.26 with others at
+        1.02). A kind sampled that often is taken at what it showed."""
         if not self.ratios:
             return PRIOR[0]
-        return min(min(self.ratios) * (1 - self.margin), 1.0)
+        low = min(self.ratios) * (1 - self.margin)
+        return low if len(self.ratios) >= TRUSTED else min(low, 1.0)
 
     @property
     def high(self) -> float:
@@ -106,12 +113,18 @@ class Frontier:
     `estimates[i]` is candidate i's estimated tokens/s, `kinds[i]` its error kind, `owners[i]` its cluster
     size's index; `score(i, tokens_per_s)` is its objective's score at a speed (lower is better, decreasing in
     tokens/s); `cost(i)` its estimated simulation seconds (called once, when it is first considered); `screened(i)`
-    a reason it may not be simulated (events, memory), or None."""
+    a reason it may not be simulated (events, memory), or None; `twins` maps each placement twin to the
+    candidate it is a twin of."""
 
     def __init__(self, estimates: Sequence[float], kinds: Sequence[Hashable], owners: Sequence[int], score: Score,
-                 cost: Callable[[int], float], screened: Callable[[int], str | None]) -> None:
+                 cost: Callable[[int], float], screened: Callable[[int], str | None],
+                 twins: Mapping[int, int] | None = None) -> None:
         self.estimates, self.kinds, self.score = estimates, kinds, score
         self._cost, self._screened = cost, screened
+        self.twin_of = dict(twins or {})
+        self.twins: dict[int, list[int]] = {}
+        for twin, of in sorted(self.twin_of.items()):
+            self.twins.setdefault(of, []).append(twin)
         self.errors: dict[Hashable, KindError] = {}
         classes: dict[tuple[int, Hashable], list[int]] = {}
         for i in sorted(range(len(estimates)), key=lambda i: (-estimates[i], i)):
@@ -138,6 +151,9 @@ class Frontier:
         members, k = self._classes[c], self._next[c]
         while k < len(members):
             i = members[k]
+            if i in self.twin_of:  # known when its twin is
+                k += 1
+                continue
             if i not in self.costs:
                 reason = self._screened(i)
                 if reason is not None:
@@ -192,10 +208,11 @@ class Frontier:
         return chosen
 
     def learn(self, i: int, tokens_per_s: float, score: float) -> None:
-        """Candidate i was simulated at `tokens_per_s` (its objective's `score`)."""
-        kind = self.kinds[i]
-        self.errors[kind].ratios.append(self.estimates[i] / tokens_per_s)
-        self.simulated[kind] = self.simulated.get(kind, 0) + 1
+        """Candidate i was simulated at `tokens_per_s` (its objective's `score`); so were its twins."""
+        for j in (i, *self.twins.get(i, ())):
+            kind = self.kinds[j]
+            self.errors[kind].ratios.append(self.estimates[j] / tokens_per_s)
+            self.simulated[kind] = self.simulated.get(kind, 0) + 1
         if self.best_score is None or score < self.best_score:
             self.best_score = score
 
@@ -206,6 +223,8 @@ class Frontier:
         count = 0
         for c, members in enumerate(self._classes):
             for i in members[self._next[c]:]:
+                if i in self.twin_of:
+                    continue
                 if not self.can_win(i):
                     break  # the rest of the class is estimated slower still (same kind, same cluster size)
                 count += 1

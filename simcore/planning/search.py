@@ -30,6 +30,7 @@ from simcore.planning.rank import Evaluation, explain
 from simcore.planning.screen import CandidateCost, Ended, Screen, select
 from simcore.planning.slices import merge_plans, plan_in_slices
 from simcore.planning.space import Space, family_of
+from simcore.planning.twins import twins
 from simcore.planning.worker import Overdue, evaluate_candidate
 from simcore.simulate import Scenario
 from topology.cluster_spec import ClusterSpec
@@ -112,7 +113,8 @@ class SearchResult:
     could_win: int | None = None  # candidates not simulated whose bound beats the best (0: proven; None: exhaustive)
     screened_could_win: int = 0  # of the screened candidates, those whose bound beats the best
     stopped_running: int = 0  # candidates stopped at the time limit while they ran
-    simulated_layouts: tuple[Layout, ...] = ()  # every candidate simulated (not the baseline), in index order
+    # every candidate simulated or known as a placement twin of one (not the baseline), in index order
+    simulated_layouts: tuple[Layout, ...] = ()
 
     @property
     def best(self) -> Ranked | None:
@@ -147,7 +149,7 @@ def fold_placements(ordered: list[Evaluation], candidates: Sequence[Layout],
 
 def _frontier(candidates: Sequence[Layout], estimates: Sequence[float], owner: Sequence[int],
               sizes: Sequence[ClusterSpec], goal: Goal, model: ModelShape, global_batch_size: int,
-              scenario_of: Callable[[int], Scenario], screen: Screen | None) -> Frontier:
+              scenario_of: Callable[[int], Scenario], screen: Screen | None, twin_of: dict[int, int]) -> Frontier:
     """The frontier of a search's candidates: their estimates, error kinds, objective at a speed, and what the
     screen says simulating each would cost (1 s each without a screen: the order is then the chance to win)."""
     costs: dict[int, CandidateCost] = {}
@@ -165,7 +167,7 @@ def _frontier(candidates: Sequence[Layout], estimates: Sequence[float], owner: S
 
     return Frontier(estimates, [error_kind(layout) for layout in candidates], owner, score_at,
                     (lambda i: cost_of(i).seconds) if screen is not None else (lambda i: 1.0),
-                    (lambda i: screen.reason(cost_of(i))) if screen is not None else (lambda i: None))
+                    (lambda i: screen.reason(cost_of(i))) if screen is not None else (lambda i: None), twin_of)
 
 
 def search(base: Scenario, global_batch_size: int, space: Space, bounds: Bounds = Bounds(), *,
@@ -222,12 +224,14 @@ def search(base: Scenario, global_batch_size: int, space: Space, bounds: Bounds 
                 yield i, scenario_of(i), wall_deadline if n else None
         tasks: Iterator[object] = exhaustive()
     else:
+        # Placement twins are not simulated: each is known when the candidate it is a twin of returns.
         run = BoundedRun(_frontier(plan.candidates, estimates, owner, sizes, goal, model, global_batch_size,
-                                   scenario_of, screen),
+                                   scenario_of, screen, twins(plan.candidates, owner, sizes)),
                          scenario_of, bounds.max_candidates, screen, base_run, wall_deadline)
         tasks = run.tasks()
     planning_s = time.perf_counter() - started
     results: dict[int, Evaluation] = {}
+    known_twins = [0]  # results of placement twins, known without simulating them
     returned = 0
     timed_out = False
 
@@ -257,6 +261,10 @@ def search(base: Scenario, global_batch_size: int, space: Space, bounds: Bounds 
             run.returned(e, objective)
         if isinstance(e, Evaluation):
             results[e.index] = e
+            if run is not None:
+                for twin in run.frontier.twins.get(e.index, ()):
+                    results[twin] = replace(e, index=twin)
+                    known_twins[0] += 1
         if progress is not None:
             progress(returned, max(to_simulate(), returned))
 
@@ -286,7 +294,8 @@ def search(base: Scenario, global_batch_size: int, space: Space, bounds: Bounds 
                                   plan.candidates, bounds.top_k)
     best = top[0] if top else None
     could_win = run.frontier.could_win() if run is not None else None
-    simulated_all = len(results) + (run.stopped_running if run else 0) >= len(selection.chosen)
+    simulated = len(results) - known_twins[0]
+    simulated_all = simulated + (run.stopped_running if run else 0) >= len(selection.chosen)
     if interrupted:
         stopped_by = StoppedBy.INTERRUPTED
     elif plan.truncated or (timed_out and (could_win if run is not None else not simulated_all)):
@@ -325,7 +334,7 @@ def search(base: Scenario, global_batch_size: int, space: Space, bounds: Bounds 
             family_discard = record.first_discard.reason
     screened = tuple(ScreenedCandidate(plan.candidates[s.index], sizes[owner[s.index]], estimates[s.index], s.cost,
                                        s.reason) for s in selection.screened)
-    return SearchResult(plan, ranked, len(results), stopped_by, base_ranked, family_discard,
+    return SearchResult(plan, ranked, simulated, stopped_by, base_ranked, family_discard,
                         RunInfo(executor_name, worker_count, planning_s, time.perf_counter() - started), goal, sizes,
                         screened, selection.estimated_s, run.frontier.report() if run is not None else (),
                         could_win, run.frontier.screened_could_win() if run is not None else 0,
