@@ -146,9 +146,8 @@ def _deepspeed_buckets(request: SimulationRequest, dp: int) -> dict[str, int]:
     or deepspeed_2021) DeepSpeed's own defaults as simcore/cost/sharding.py models them; ZeRO 1 and 2 with the
     reduction overlapped, the bucket the simulated reduction runs in (simcore/engine/dp_sync.py)."""
     from simcore import ZeroImplementation
-    from simcore.cost.parameters import DP_BUCKET_ELEMENTS
+    from simcore.cost.grad_buckets import bucket_elements
     from simcore.cost.sharding import policy
-    from simcore.engine.dp_sync import BUCKET_ELEMENTS_PER_DP_RANK
 
     lay = request.layout
     if lay.zero_stage == 3:
@@ -160,7 +159,7 @@ def _deepspeed_buckets(request: SimulationRequest, dp: int) -> dict[str, int]:
                 "stage3_param_persistence_threshold": found.persistence_threshold,
                 "stage3_max_reuse_distance": found.reuse_distance_elements}
     if lay.zero_stage in (1, 2) and lay.overlap_grad_reduce:
-        return {"reduce_bucket_size": max(DP_BUCKET_ELEMENTS, BUCKET_ELEMENTS_PER_DP_RANK * dp)}
+        return {"reduce_bucket_size": bucket_elements(dp)}
     return {}
 
 

@@ -33,11 +33,10 @@ import math
 from dataclasses import dataclass
 
 from simcore.cost.memory import SPLITS
-from simcore.cost.parameters import DP_BUCKET_ELEMENTS
+from simcore.cost.grad_buckets import bucket_elements
 from simcore.cost.per_gpu import rank_gpus, replicas_differ
 from simcore.domain.layout import Fidelity
 from simcore.domain.placement import place
-from simcore.engine.dp_sync import BUCKET_ELEMENTS_PER_DP_RANK
 from simcore.simulate import Scenario
 from topology.cluster_spec import LEAF_DOWN_PORTS, Fabric
 
@@ -125,7 +124,7 @@ def _collectives_per_rank(scenario: Scenario) -> int:
     if layout.zero_stage >= 3:
         buckets = [layers_per_chunk] * v
     else:
-        size = max(DP_BUCKET_ELEMENTS, BUCKET_ELEMENTS_PER_DP_RANK * layout.dp)
+        size = bucket_elements(layout.dp)
         first = max(1, math.ceil(chunk_parameters / size)) if layout.overlap_grad_reduce else 1
         buckets = [first] + [1] * (v - 1)
     reductions = m * sum(buckets) if layout.zero_stage >= 2 else sum(buckets)

@@ -13,8 +13,8 @@
 With one microbatch ZeRO 1 and 2 move 2x the parameters' bytes and ZeRO 3 3x (same width for gradients and
 parameters; Rajbhandari et al. §7).
 
-Buckets hold max(DP_BUCKET_ELEMENTS, 1M x dp) parameters when the reduction overlaps backward, else a chunk's
-whole gradient goes as one (Megatron-Core's rules). Gradients are reduced in fp32 for bf16 training
+Buckets are Megatron-Core's (simcore/cost/grad_buckets.py): max(40M, 1M x dp) parameters when the reduction
+overlaps backward, else a chunk's whole gradient as one. Gradients are reduced in fp32 for bf16 training
 (Megatron forces this) and in fp16 for fp16 training. With overlap_grad_reduce a pass's buckets become ready one
 after another during the pass and go out at once; without it they go after the pass (ZeRO 2 and 3) or after the
 rank's last backward pass. With ZeRO 1 or 2 and overlap, the parameter all-gather is the one Megatron overlaps
@@ -41,7 +41,7 @@ from functools import partial
 
 from simcore.cost.collectives import Collective
 from simcore.cost.kernels import BYTES
-from simcore.cost.parameters import DP_BUCKET_ELEMENTS
+from simcore.cost.grad_buckets import gradient_buckets
 from simcore.cost.sharding import policy as sharding_policy
 from simcore.cost.workload import Workload
 from simcore.domain.layout import Layout
@@ -53,10 +53,6 @@ from simcore.engine.recorder import RankRecord, Recorder
 from simcore.engine.streams import PENDING, READY, Job, Rendezvous, Stream, release_all
 
 Gate = Callable[[], Event]  # asking for a gate issues its gather (if any) and returns its event
-
-# Megatron-Core's gradient buckets hold at least this many parameters per data-parallel rank
-# (megatron/core/distributed: bucket_size = max(40M, 1M x dp)).
-BUCKET_ELEMENTS_PER_DP_RANK = 1_000_000
 
 
 class GradientSync:
@@ -98,16 +94,7 @@ class GradientSync:
 
     def _chunk_buckets(self, rank: int, chunk: int) -> list[int]:
         cost = next(c for c in self.workload.chunks if c.rank == rank and c.chunk == chunk)
-        if self.zero >= 3:
-            layers = max(cost.layers, 1)
-            return [cost.reduced_parameters // layers] * layers
-        # Megatron-Core: one bucket (the whole chunk) unless the reduction overlaps backward, and no bucketing
-        # for the second model chunk onwards; buckets of max(40M, 1M x dp) elements otherwise.
-        if not self.overlap or chunk > 0:
-            return [cost.reduced_parameters]
-        size = max(DP_BUCKET_ELEMENTS, BUCKET_ELEMENTS_PER_DP_RANK * self.dp)
-        full, rest = divmod(cost.reduced_parameters, size)
-        return [size] * full + ([rest] if rest else [])
+        return gradient_buckets(cost.reduced_parameters, cost.layers, self.dp, self.zero, self.overlap, chunk)
 
     # -- set-up --------------------------------------------------------------------------------------------
     def start(self, replica: int, rank: int, record: RankRecord, passes: list[Pass]) -> Event:

@@ -16,14 +16,19 @@ layouts takes well under a second.
 
 from __future__ import annotations
 
-from simcore.cost.collectives import Collective, nccl_bandwidth, ring_factor
+import math
+
+from simcore.cost.collectives import Collective, CollectiveAlgorithm, nccl_bandwidth, ring_factor
 from simcore.cost.context_parallel import AttentionRing, Exchange, RingStep, Segment, local_model
+from simcore.cost.grad_buckets import gradient_buckets
 from simcore.cost.kernels import BYTES, optimizer_step_s
 from simcore.cost.parameters import FITTED, CostParameters
 from simcore.cost.partition import StageCosts, partition, stage_costs
 from simcore.cost.workload import layer_kernels
 from simcore.domain.layout import CpComm, Layout, Precision, Recompute, Schedule
 from simcore.domain.model import ModelShape
+from simcore.domain.placement import place
+from simcore.simulate import Network, build_network
 from topology.cluster_spec import ClusterSpec
 from topology.hardware import GPUS
 
@@ -41,8 +46,11 @@ BUBBLE_SHARE = {Schedule.ZB_H1: 1 / 3, Schedule.ZB_H2: 0.0, Schedule.ZB_V: 0.0, 
 class Estimator:
     """Closed-form tokens/s of layouts of one model on one cluster (for ordering only)."""
 
-    def __init__(self, model: ModelShape, cluster: ClusterSpec, params: CostParameters = FITTED) -> None:
-        self.model, self.cluster, self.params = model, cluster, params
+    def __init__(self, model: ModelShape, cluster: ClusterSpec, params: CostParameters = FITTED,
+                 algorithm: CollectiveAlgorithm = CollectiveAlgorithm.AUTO) -> None:
+        self.model, self.cluster, self.params, self.algorithm = model, cluster, params, algorithm
+        self._network: Network | None = None  # the engine's links and collectives, built when first needed
+        self._collective_s: dict[tuple[object, ...], float] = {}
         self.gpu = GPUS[cluster.gpu]
         self._costs: dict[tuple[int, int, bool, Recompute], StageCosts] = {}
         self._stages: dict[tuple[object, ...], list[tuple[float, float, float]]] = {}
@@ -97,6 +105,35 @@ class Estimator:
     def _leaves_node(self, layout: Layout, *dims: str) -> bool:
         return self._group(layout, *dims)[0] > 1
 
+    def dp_collective_s(self, layout: Layout, kind: Collective, size_bytes: float) -> float:
+        """Seconds of one data-parallel collective of `size_bytes` over the DP x CP groups of a pipeline rank,
+        all its tensor ranks' groups at once, alone on the links: the engine's own phases for it (NCCL's choice
+        for the size on the cluster's links, simcore.cost.collectives), so the estimate sees the bandwidth the
+        engine gives a bucket of that size (cached)."""
+        key = (layout.dp, layout.tp, layout.pp, layout.cp, layout.placement, kind, size_bytes)
+        found = self._collective_s.get(key)
+        if found is None:
+            if self._network is None:
+                self._network = build_network(self.cluster, self.algorithm)
+            model = self._network.collectives
+            placement = place(layout.dp, layout.tp, layout.pp, layout.placement, self.cluster.num_gpus, layout.cp)
+            found = self._collective_s[key] = sum(
+                phase.latency_s + size_bytes / phase.isolated_rate(model.capacity)
+                for phase in model.data_parallel_phases(kind, placement, 0, size_bytes))
+        return found
+
+    def _buckets_s(self, layout: Layout, kinds: tuple[tuple[Collective, float], ...], rank_params: float,
+                   rank_layers: int) -> float:
+        """Seconds of a pipeline rank's gradient buckets (the engine's, simcore.cost.grad_buckets) over its chunks,
+        each bucket a collective of every (kind, bytes per parameter) in `kinds`, one after another."""
+        chunks = max(1, layout.shape.chunks)
+        seconds = 0.0
+        for chunk in range(chunks):
+            for n in gradient_buckets(int(rank_params / chunks), max(1, rank_layers // chunks), layout.dp_cp,
+                                      layout.zero_stage, layout.overlap_grad_reduce, chunk):
+                seconds += sum(self.dp_collective_s(layout, kind, n * width) for kind, width in kinds)
+        return seconds
+
     def iteration_s(self, layout: Layout) -> float:
         model = self.model
         b, t, p, v, d, m = (layout.microbatch_size, layout.tp, layout.pp, layout.virtual_stages, layout.dp,
@@ -113,45 +150,47 @@ class Estimator:
             if layout.tp_comm_overlap:
                 tp_layer *= OVERLAPPED_TP_SHARE
         pp_send = 2 * message / t / self._bandwidth(layout, "pp") if p > 1 else 0.0
+        stream = 0.0  # a microbatch's ZeRO 2/3 traffic (single-stack models)
         if model.encoder_decoder:
             stage = self._encoder_decoder_stage(layout, tp_layer, pp_send)
         else:
             layer_s, exposed_cp_s, sent_cp_s, embedding_s, logits_s = self._layer(layout)
             layer = layer_s + tp_layer + exposed_cp_s
             per_rank = self._layers_per_rank(layout)
+            # ZeRO 2 reduce-scatters a rank's gradient buckets after every microbatch's backward, ZeRO 3 also
+            # gathers each layer's parameters before its forward and its backward, the next layer's while this
+            # one computes: on their own streams, beside the passes, so a microbatch takes at least that traffic's
+            # time (and the context-parallel ring's sends when both leave the node: the same NICs carry them).
+            # The stream runs through the bubble too: the bubble is the passes'.
             if layout.zero_stage >= 2 and d * c > 1:
-                # ZeRO 2 reduce-scatters a layer's gradients every microbatch, ZeRO 3 also gathers its parameters
-                # before its forward and its backward, the next layer's while this one computes: a layer takes
-                # at least that traffic's time, and the context-parallel ring's too when both leave the node
-                # (the same NICs carry them).
-                n = d * c
-                layer_params = model.total_parameters() / (t * p) / max(1, max(per_rank))
-                sharded_s = (n - 1) / n * layer_params * (
-                    layout.grad_reduce_bytes + (2 * BYTES if layout.zero_stage >= 3 else 0)) \
-                    / self._bandwidth(layout, "dp", "cp")
+                layers = max(1, max(per_rank))
+                rank_params = model.total_parameters() / (t * p)
+                stream = self._buckets_s(layout, ((Collective.REDUCE_SCATTER, layout.grad_reduce_bytes),),
+                                         rank_params, layers)
+                if layout.zero_stage >= 3:
+                    per_layer = rank_params / layers
+                    bucket = layout.zero3_gather_bucket_elements
+                    count = max(1, math.ceil(per_layer / bucket)) if bucket else 1
+                    stream += 2 * layers * count * self.dp_collective_s(
+                        layout, Collective.ALL_GATHER, per_layer / count * BYTES)
                 if c > 1 and self._leaves_node(layout, "cp") and self._leaves_node(layout, "dp", "cp"):
-                    sharded_s += sent_cp_s
-                layer = max(layer, sharded_s + tp_layer)
+                    stream += layers * sent_cp_s
             stage = max(per_rank[r] * layer + (embedding_s if r == 0 else 0.0)
                         + (logits_s if r == p - 1 else 0.0) + pp_send * v for r in range(p))
-        pipeline = (m + (p - 1) / v * BUBBLE_SHARE.get(layout.schedule, 1.0)) * stage
+        bubble = (p - 1) / v * BUBBLE_SHARE.get(layout.schedule, 1.0) * stage
+        pipeline = m * max(stage, stream) + bubble
         params = model.total_parameters() / (t * p)
         dp_s = 0.0
         if d * c > 1:
-            ring = ring_factor(Collective.ALL_REDUCE, d * c) / self._bandwidth(layout, "dp", "cp")
-            grads = params * layout.grad_reduce_bytes
-            traffic = ring * grads  # an all-reduce (ZeRO 1: a reduce-scatter and a gather, the same bytes)
-            if layout.zero_stage >= 2:
-                if not model.encoder_decoder:
-                    traffic = 0.0  # in each layer's time, above
-                else:
-                    traffic = ring / 2 * grads * m  # a reduce-scatter after every microbatch
-                    if layout.zero_stage >= 3:
-                        traffic += ring / 2 * params * BYTES * 2 * m  # a gather before every forward and backward
-            hidden = layout.overlap_grad_reduce or layout.zero_stage >= 2
-            dp_s = traffic * OVERLAPPED_DP_SHARE if hidden else traffic
-            if layout.zero_stage >= 2:
-                dp_s = max(dp_s, traffic - pipeline)  # what the passes cannot cover
+            if model.encoder_decoder:
+                dp_s = self._encoder_decoder_dp_s(layout, params, pipeline)
+            elif layout.zero_stage < 2:  # ZeRO 2 and 3: in each layer's time, above
+                # once an iteration, the engine's buckets: an all-reduce (ZeRO 0), or a reduce-scatter and the
+                # gather of the updated 16-bit parameters (ZeRO 1)
+                kinds = ((Collective.ALL_REDUCE, layout.grad_reduce_bytes),) if layout.zero_stage == 0 else (
+                    (Collective.REDUCE_SCATTER, layout.grad_reduce_bytes), (Collective.ALL_GATHER, BYTES))
+                traffic = self._buckets_s(layout, kinds, params, sum(self._layers_per_rank(layout)) // p)
+                dp_s = traffic * OVERLAPPED_DP_SHARE if layout.overlap_grad_reduce else traffic
         shards = d * c if layout.zero_stage >= 1 else 1
         return pipeline + dp_s + optimizer_step_s(params / shards, self.gpu, self.params,
                                                          layout.precision is Precision.FP16)
@@ -228,6 +267,23 @@ class Estimator:
                 per_rank[shape.rank(piece) if shape.pieces > layout.pp else piece] += sum(n for _, n in runs)
             found = self._ranks[key] = tuple(per_rank)
         return found
+
+    def _encoder_decoder_dp_s(self, layout: Layout, params: float, pipeline: float) -> float:
+        """The exposed data-parallel traffic of an encoder-decoder layout, as a ring at the group's bandwidth: an
+        all-reduce once an iteration (ZeRO 1: a reduce-scatter and a gather, the same bytes), or ZeRO 2's
+        reduce-scatter after every microbatch and ZeRO 3's gathers before every pass, less what the passes
+        cover."""
+        m = layout.num_microbatches
+        ring = ring_factor(Collective.ALL_REDUCE, layout.dp_cp) / self._bandwidth(layout, "dp", "cp")
+        grads = params * layout.grad_reduce_bytes
+        traffic = ring * grads
+        if layout.zero_stage >= 2:
+            traffic = ring / 2 * grads * m
+            if layout.zero_stage >= 3:
+                traffic += ring / 2 * params * BYTES * 2 * m
+        hidden = layout.overlap_grad_reduce or layout.zero_stage >= 2
+        dp_s = traffic * OVERLAPPED_DP_SHARE if hidden else traffic
+        return max(dp_s, traffic - pipeline) if layout.zero_stage >= 2 else dp_s
 
     def _encoder_decoder_stage(self, layout: Layout, tp_layer: float, pp_send: float) -> float:
         """The slowest stage of an encoder-decoder layout: the simulator's own split with each layer type's

@@ -11,6 +11,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from simcore.cost.collectives import CollectiveAlgorithm
 from simcore.cost.measured_gemm import measured_parameters
 from simcore.cost.parameters import CostParameters
 from simcore.domain.model import ModelShape
@@ -35,6 +36,23 @@ class PlanSlice:
     space: Space
     params: CostParameters
     seconds: float | None
+    algorithm: CollectiveAlgorithm = CollectiveAlgorithm.AUTO
+
+
+# The last estimator a worker made: a search's slices share their cluster and model, so a worker builds the
+# estimator's network (simcore.planning.estimate) once for all the slices it plans, not once a slice.
+_last: list[tuple[tuple[object, ...], Estimator]] = []
+
+
+def estimator_for(model: ModelShape, cluster: ClusterSpec, params: CostParameters,
+                  algorithm: CollectiveAlgorithm) -> Estimator:
+    """An estimator of `model` on `cluster`: the last one made in this process when it was made for the same."""
+    key = (model, cluster, params, algorithm)
+    if _last and _last[0][0] == key:
+        return _last[0][1]
+    estimator = Estimator(model, cluster, params, algorithm)
+    _last[:] = [(key, estimator)]
+    return estimator
 
 
 def plan_slice(task: PlanSlice) -> tuple[int, Plan, list[float]]:
@@ -45,7 +63,7 @@ def plan_slice(task: PlanSlice) -> tuple[int, Plan, list[float]]:
     cluster = task.cluster
     plan = plan_search(task.model, cluster.num_gpus, cluster.gpus_per_node, GPUS[cluster.gpu], task.global_batch_size,
                        task.space, task.params, deadline)
-    estimator = Estimator(task.model, cluster, task.params)
+    estimator = estimator_for(task.model, cluster, task.params, task.algorithm)
     return task.index, plan, [estimator.tokens_per_s(layout) for layout in plan.candidates]
 
 
@@ -83,7 +101,8 @@ def plan_in_slices(runner: Executor, model: ModelShape, sizes: Sequence[ClusterS
                     if n % tp == 0 else None
                 parts += [replace(space, tp=(tp,))] if cps is None else [replace(space, tp=(tp,), cp=(cp,))
                                                                           for cp in cps]
-        slices += [PlanSlice(c, model, cluster, global_batch_size, part, params, seconds) for part in parts]
+        slices += [PlanSlice(c, model, cluster, global_batch_size, part, params, seconds, base.algorithm)
+                   for part in parts]
     done: dict[int, tuple[int, Plan, list[float]]] = {}
     items = iter(list(enumerate(slices)))
 

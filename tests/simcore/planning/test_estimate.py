@@ -3,13 +3,19 @@ together as Narayanan et al.'s pipeline formula."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from simcore import FITTED, GPUS, MODEL_PRESETS, NODE_PRESETS, Layout, Recompute, model_from_fields, sized
 from simcore.cost.kernels import BYTES, optimizer_step_s
 from simcore.cost.parameters import LINK_EFFICIENCY
 from simcore.cost.partition import stage_costs
+from simcore.cost.collectives import Collective, CollectiveAlgorithm
+from simcore.cost.grad_buckets import gradient_buckets
+from simcore.domain.placement import place
 from simcore.planning.estimate import Estimator
+from simcore.simulate import build_network
 
 GPT_1_3B = model_from_fields(MODEL_PRESETS["gpt3-1.3b"])  # 24 layers, hidden 2048, seq 2048
 CLUSTER = sized(NODE_PRESETS["dgx-a100"], 16)
@@ -25,10 +31,10 @@ def test_one_gpu_per_replica_is_microbatches_times_the_cost_models_compute_plus_
     assert Estimator(GPT_1_3B, CLUSTER).iteration_s(layout) == pytest.approx(expected, rel=1e-12)
 
 
-def test_tensor_parallel_all_reduces_ride_nvlink_and_gradients_the_shared_nics() -> None:
+def test_tensor_parallel_all_reduces_ride_nvlink_and_gradients_the_engines_collective() -> None:
     """TP 8 inside a node: four ring all-reduces of the activation per layer (two a direction), 2(t-1)/t of it
-    over NVLink at NCCL's efficiency. DP 2 across nodes: one all-reduce of the gradients, 2(d-1)/d of them over
-    the node's NICs shared by its 8 GPUs, all exposed without overlap_grad_reduce."""
+    over NVLink at NCCL's efficiency. DP 2 across nodes: one all-reduce of the whole gradient (one bucket without
+    overlap_grad_reduce), priced as the engine prices it, all exposed; with overlap, a tenth of it."""
     estimator = Estimator(GPT_1_3B, CLUSTER)
     layout = Layout(dp=2, tp=8, pp=1, microbatch_size=1, global_batch_size=2, overlap_grad_reduce=False)
     costs = estimator.stage_costs(layout)
@@ -36,14 +42,51 @@ def test_tensor_parallel_all_reduces_ride_nvlink_and_gradients_the_shared_nics()
     compute = count * costs.layer[layer] + costs.embedding + costs.logits
     message = BYTES * GPT_1_3B.seq_length * GPT_1_3B.hidden_size
     nvlink = CLUSTER.nvlink_bandwidth_bytes_per_s * LINK_EFFICIENCY["nvlink"]
-    nics = CLUSTER.nics_per_node * CLUSTER.nic_bandwidth_bytes_per_s * LINK_EFFICIENCY["ib"] / 8
     tp = count * 4 * (2 * 7 / 8) * message / nvlink
     params = GPT_1_3B.total_parameters() / 8
-    dp = (2 * 1 / 2) * params * layout.grad_reduce_bytes / nics
+    dp = estimator.dp_collective_s(layout, Collective.ALL_REDUCE, int(params) * layout.grad_reduce_bytes)
     expected = compute + tp + dp + optimizer_step_s(params, A100, FITTED, False)
     assert estimator.iteration_s(layout) == pytest.approx(expected, rel=1e-12)
     hidden = Layout(dp=2, tp=8, pp=1, microbatch_size=1, global_batch_size=2, overlap_grad_reduce=True)
-    assert estimator.iteration_s(hidden) == pytest.approx(expected - 0.9 * dp, rel=1e-12)
+    buckets = gradient_buckets(int(params), count, 2, 0, True, 0)
+    assert len(buckets) > 1  # Megatron's 40M-element buckets
+    dp_hidden = sum(estimator.dp_collective_s(hidden, Collective.ALL_REDUCE, n * hidden.grad_reduce_bytes)
+                    for n in buckets)
+    assert estimator.iteration_s(hidden) == pytest.approx(expected - dp + 0.1 * dp_hidden, rel=1e-12)
+
+
+def test_a_data_parallel_collective_is_the_engines_phases() -> None:
+    """The estimate's data-parallel collective is the engine's phases for the same placement and size, alone on
+    the links; across 2 nodes a large all-reduce moves at about the node's NICs (2(d-1)/d of the bytes, shared by
+    the node's 8 tensor ranks' groups)."""
+    estimator = Estimator(GPT_1_3B, CLUSTER)
+    layout = Layout(dp=2, tp=8, pp=1, microbatch_size=1, global_batch_size=2)
+    size = 4e9
+    network = build_network(CLUSTER, CollectiveAlgorithm.AUTO)
+    phases = network.collectives.data_parallel_phases(Collective.ALL_REDUCE, place(2, 8, 1, layout.placement, 16),
+                                                      0, size)
+    engine = sum(p.latency_s + size / p.isolated_rate(network.collectives.capacity) for p in phases)
+    assert estimator.dp_collective_s(layout, Collective.ALL_REDUCE, size) == pytest.approx(engine, rel=1e-12)
+    nics = CLUSTER.nics_per_node * CLUSTER.nic_bandwidth_bytes_per_s * LINK_EFFICIENCY["ib"] / 8
+    assert engine == pytest.approx(size / nics, rel=0.2)
+
+
+def test_zero_2_microbatches_take_their_reduce_scatters_when_those_are_longer_than_the_passes() -> None:
+    """ZeRO 2 reduce-scatters every microbatch's gradient buckets on its own stream: with short sequences that
+    traffic takes longer than the passes, so each microbatch takes the traffic's time; the bubble (one stage
+    time with 2 stages) stays the passes', shorter than a microbatch's traffic."""
+    model = replace(GPT_1_3B, seq_length=128)
+    estimator = Estimator(model, CLUSTER)
+    layout = Layout(dp=8, tp=1, pp=2, microbatch_size=1, global_batch_size=64, zero_stage=2,
+                    overlap_grad_reduce=True, placement="pp,dp,tp")  # each DP group over both nodes
+    per_rank = estimator._layers_per_rank(layout)
+    params = model.total_parameters() / 2
+    stream = sum(estimator.dp_collective_s(layout, Collective.REDUCE_SCATTER, n * layout.grad_reduce_bytes)
+                 for n in gradient_buckets(int(params), max(per_rank), 8, 2, True, 0))
+    optimizer = optimizer_step_s(params / 8, A100, FITTED, False)
+    m = layout.num_microbatches
+    assert m * stream + optimizer < estimator.iteration_s(layout) < (m + 1) * stream + optimizer
+    assert estimator.iteration_s(layout) > estimator.iteration_s(replace(layout, zero_stage=1))
 
 
 def test_a_tensor_parallel_group_across_nodes_is_slower() -> None:
