@@ -199,3 +199,8 @@ class SimulationResult(_Out):
     training: TrainingResult | None = Field(
         default=None, description="the whole training run when the request has a training section; absent otherwise"
     )
+    request: dict[str, Any] | None = Field(
+        default=None,
+        description="the request as simulated, validated, with every default it took written out: a saved result "
+                    "can be run again or exported (`clustersim export KIND RESULT.json`); absent from results "
+                    "saved before results echoed it")

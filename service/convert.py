@@ -259,9 +259,11 @@ def _breakdown(memory: StageMemory) -> dict[str, float]:
     return out
 
 
-def to_response(outcome: Outcome, include_trace: bool = False) -> dict[str, Any]:
+def to_response(outcome: Outcome, include_trace: bool = False,
+                request: SimulationRequest | None = None) -> dict[str, Any]:
     """Domain outcome -> the contract's result JSON (a plain dict); with the Chrome trace of its spans under
-    "trace" when `include_trace` (as the API's result with `options.trace`)."""
+    "trace" when `include_trace` (as the API's result with `options.trace`), and the `request` it simulated,
+    defaults written out, under "request" when given."""
     body = _metrics_json(outcome.metrics)
     body["warnings"] = list(outcome.warnings)
     body["simulator"] = {
@@ -276,6 +278,8 @@ def to_response(outcome: Outcome, include_trace: bool = False) -> dict[str, Any]
         body["trace"] = chrome_trace(outcome.spans)
     if outcome.training is not None:
         body["training"] = training_json(outcome.training)
+    if request is not None:
+        body["request"] = request.model_dump(mode="json", exclude_none=True)
     return body
 
 

@@ -214,7 +214,7 @@ def best_request(search: Any, result: dict[str, Any]) -> SimulationRequest:
 def request_to_export(path: str, rank: int | None = None) -> SimulationRequest:
     """The simulation request a file holds for `export`: a request file as it is; a saved search result (`search
     --json`) its `rank`-th layout (default 1, the best) with the search's model and cluster, which the result echoes
-    as `problem.request`. A saved simulation result echoes no request: RequestError, as for anything else."""
+    as `problem.request`; a saved simulation result (`simulate`'s output) the request it echoes as `request`."""
     import json
 
     from api_schemas import RequestError, load_request_file
@@ -225,8 +225,22 @@ def request_to_export(path: str, rank: int | None = None) -> SimulationRequest:
     except json.JSONDecodeError:
         data = None  # YAML: a request
     if isinstance(data, dict) and "iteration_time_s" in data and "layout" not in data:
-        raise RequestError.for_field(path, "is a simulation result, which does not hold its request (model, cluster, "
-                                     "layout): export the request file that was simulated")
+        if rank is not None:
+            raise RequestError.for_field("--rank", "applies to a saved search result only")
+        echoed = data.get("request")
+        if not isinstance(echoed, dict):
+            raise RequestError.for_field(f"{path}.request", "is missing: this simulation result was saved before "
+                                         "results echoed their request; export the request file that was simulated, "
+                                         "or simulate it again")
+        from pydantic import ValidationError
+
+        from api_schemas import SimulationRequest
+        from api_schemas.errors import from_validation_error
+
+        try:
+            return SimulationRequest.model_validate(echoed)
+        except ValidationError as exc:
+            raise from_validation_error(exc) from None
     if not (isinstance(data, dict) and "top" in data and "problem" in data):
         if rank is not None:
             raise RequestError.for_field("--rank", "applies to a saved search result only")
@@ -246,8 +260,11 @@ def request_to_export(path: str, rank: int | None = None) -> SimulationRequest:
     return _layout_request(echoed["model"], echoed["cluster"], top[rank - 1])
 
 
-# What the simulator does with each collective's table (simcore/cost/measured_collectives.py).
+# What the simulator does with each collective's table (simcore/cost/measured_collectives.py): the collectives'
+# time at each size, or the transfers' bandwidth at the largest size.
 _APPLIED = ("all_reduce", "all_gather", "reduce_scatter")
+_BANDWIDTH = {"sendrecv": "point-to-point sends (pipeline stages, context-parallel ring steps)",
+              "alltoall": "MoE's all-to-all"}
 
 
 def _extrapolation(tables: list[dict[str, Any]], gemm: dict[str, Any] | None) -> list[str]:
@@ -256,15 +273,17 @@ def _extrapolation(tables: list[dict[str, Any]], gemm: dict[str, Any] | None) ->
     for t in tables:
         sizes = [p["size_bytes"] for p in t["points"]]
         scope = "within one node" if t["nodes"] == 1 else f"across {t['nodes']} nodes"
-        if t["collective"] not in _APPLIED:
-            notes.append(f"{t['collective']} on {t['ranks']} ranks {scope}: recorded, not applied (the simulator "
-                         "prices alltoall and sendrecv by their link loads alone)")
+        if t["collective"] in _BANDWIDTH:
+            notes.append(f"{t['collective']} on {t['ranks']} ranks {scope}: the bandwidth measured at {sizes[-1]} "
+                         f"bytes scales the model's for {_BANDWIDTH[t['collective']]} "
+                         f"{'within a node' if t['nodes'] == 1 else 'across nodes'}, at every size (latency: the "
+                         "model's)")
             continue
         notes.append(f"{t['collective']} on {t['ranks']} ranks {scope}: measured from {sizes[0]} to {sizes[-1]} "
                      f"bytes; smaller and larger messages take the model's curve scaled by the measured ratio at "
                      f"{sizes[0]} and {sizes[-1]} bytes; groups of other ranks or nodes "
                      f"{'within one node' if t['nodes'] == 1 else 'across nodes'} take the nearest table's ratio")
-    for kind in _APPLIED:
+    for kind in (*_APPLIED, *_BANDWIDTH):
         have = {t["nodes"] == 1 for t in tables if t["collective"] == kind}
         for within, scope in ((True, "within a node"), (False, "across nodes")):
             if have and within not in have:

@@ -85,7 +85,7 @@ def _prepare(request: Request, keep_spans: bool) -> tuple[SimulationRequest, Sce
 
 def _execute(document: SimulationRequest, scenario: Scenario) -> tuple[SimulationResult, tuple[Any, ...]]:
     outcome = run_simulation(scenario)
-    body = convert.to_response(outcome, include_trace=document.options.trace)
+    body = convert.to_response(outcome, include_trace=document.options.trace, request=document)
     return SimulationResult.model_validate(body), outcome.spans
 
 

@@ -32,8 +32,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from simcore.cost.memory import SPLITS
 from simcore.cost.grad_buckets import bucket_elements
+from simcore.cost.memory import SPLITS
 from simcore.cost.per_gpu import rank_gpus, replicas_differ
 from simcore.domain.layout import Fidelity
 from simcore.domain.placement import place

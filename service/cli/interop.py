@@ -7,8 +7,8 @@
     export {megatron,torchtitan,deepspeed} FILE [--rank K]
         the launch configuration of a simulation request's layout (Megatron-LM: the torchrun command;
         torchtitan: the job TOML; DeepSpeed: a script writing ds_config.json, then the Megatron-DeepSpeed
-        command), or of a saved search result's best layout (`search --json`; --rank K: its K-th). A saved
-        simulation result holds no request: exit 2.
+        command), or of a saved search result's best layout (`search --json`; --rank K: its K-th), or of a saved
+        simulation result (`simulate`'s output: the request it echoes).
     calibrate nccl-tests FILE... [--gemm FILE] [--out FILE] [--json]
         a `cluster.measured` overlay (YAML; --json for JSON) from nccl-tests outputs and a GEMM sweep, on stdout or
         in --out; a request's cluster.measured takes it inline or as that file's path.
@@ -103,7 +103,8 @@ def add_interop_commands(sub: Any) -> None:
     p.set_defaults(func=cmd_import)
     p = sub.add_parser("export", help="the launch configuration of a request's layout")
     p.add_argument("kind", choices=EXPORT_KINDS)
-    p.add_argument("file", help="a simulation request (YAML or JSON), or a saved search result (search --json)")
+    p.add_argument("file", help="a simulation request (YAML or JSON), a saved search result (search --json) or "
+                   "simulation result")
     p.add_argument("--rank", type=positive_int, metavar="K", help="a search result's K-th layout (default 1, the "
                    "best)")
     p.set_defaults(func=cmd_export)

@@ -49,7 +49,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     finally:
         if collecting:
             gc.enable()
-    body = convert.to_response(outcome)
+    body = convert.to_response(outcome, request=request)
     print(_dump(body))
     plot.write_result_plot(args, request, body, outcome.spans)
     if args.trace:

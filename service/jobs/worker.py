@@ -111,7 +111,8 @@ def run(request_json: str, keep_spans: bool, memory_mb: int | None, conn: Connec
     """Simulate the canonical request JSON and send the outcome message through `conn`."""
 
     def work() -> tuple[object, ...]:
-        scenario = adapters.to_scenario(SimulationRequest.model_validate_json(request_json))
+        request = SimulationRequest.model_validate_json(request_json)
+        scenario = adapters.to_scenario(request)
         if keep_spans:
             scenario = adapters.replace_spans(scenario)
         outcome = simulate(scenario, progress=Reporter(conn))
@@ -119,7 +120,7 @@ def run(request_json: str, keep_spans: bool, memory_mb: int | None, conn: Connec
         if keep_spans:
             packer = zlib.compressobj(6, zlib.DEFLATED, 16 + zlib.MAX_WBITS)  # gzip, as it is served
             trace = packer.compress(json.dumps(adapters.chrome_trace(outcome.spans)).encode("utf-8")) + packer.flush()
-        return ("ok", json.dumps(adapters.to_response(outcome)), trace)
+        return ("ok", json.dumps(adapters.to_response(outcome, request=request)), trace)
 
     _serve(work, memory_mb, conn, alive)
 

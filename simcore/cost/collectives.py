@@ -222,16 +222,36 @@ class CollectiveModel:
         acc = LinkLoads(self.router)
         for src, dst in pairs:
             acc.hop(src, dst, 1.0)
-        return self._sent(acc, pairs[0] if mirrors and pairs else None)
+        return self._sent(acc, pairs[0] if mirrors and pairs else None, pairs[0] if pairs else None)
 
-    def _sent(self, acc: LinkLoads, first: tuple[int, int] | None) -> FlowPattern:
+    def _sent(self, acc: LinkLoads, first: tuple[int, int] | None,
+              pair: tuple[int, int] | None = None) -> FlowPattern:
         """The pattern of messages of one byte per unit in `acc` (its latency: the slowest path's), trimmed to the
-        `first` pair's path and the MIRROR_KEPT_LINKS most loaded links when the others mirror it."""
+        `first` pair's path and the MIRROR_KEPT_LINKS most loaded links when the others mirror it; its loads
+        scaled by the user's sendrecv table of `pair`'s scope (within a node or across), where there is one."""
         if first is not None:
-            return acc.kept(set(self.router.route(*first)), self.capacity, MIRROR_KEPT_LINKS, worst_hop,
-                            self._counted)
+            pattern = acc.kept(set(self.router.route(*first)), self.capacity, MIRROR_KEPT_LINKS, worst_hop,
+                               self._counted)
+        else:
+            links = tuple(sorted(acc.loads))
+            pattern = FlowPattern(links, tuple(acc.loads[link] for link in links), acc.hop_latency)
+        pair = pair or first
+        if self.measured is None or pair is None or not self.measured.covers("sendrecv"):
+            return pattern
+        factor = self.measured.transfer_factor("sendrecv", pair, self._ring_of_sends_s)
+        if factor == 1.0:
+            return pattern
+        return FlowPattern(pattern.links, tuple(w * factor for w in pattern.loads), pattern.latency_s)
+
+    def _ring_of_sends_s(self, _kind: str, ranks: tuple[int, ...], size_bytes: float) -> float:
+        """The model's seconds, alone on the links, of nccl-tests' sendrecv over `ranks`: each sends `size_bytes`
+        to the next in the ring at once."""
+        acc = LinkLoads(self.router)
+        for i, src in enumerate(ranks):
+            acc.hop(src, ranks[(i + 1) % len(ranks)], 1.0)
         links = tuple(sorted(acc.loads))
-        return FlowPattern(links, tuple(acc.loads[link] for link in links), acc.hop_latency)
+        pattern = FlowPattern(links, tuple(acc.loads[link] for link in links), acc.hop_latency)
+        return pattern.latency_s + size_bytes / pattern.isolated_rate(self.capacity)
 
     def data_parallel_phases(self, kind: Collective, placement: Placement, pp_rank: int,
                              size_bytes: float | None = None) -> tuple[FlowPattern, ...]:
@@ -264,7 +284,7 @@ class CollectiveModel:
                         acc.run(placement.gpu(first, t, src_rank, c), placement.gpu(first, t, dst_rank, c),
                                 every * placement.strides[0], count, 1.0)
                 pair = (placement.gpu(first, 0, src_rank, 0), placement.gpu(first, 0, dst_rank, 0))
-                found = self._sends[key] = self._sent(acc, pair if count * placement.cp > 1 else None)
+                found = self._sends[key] = self._sent(acc, pair if count * placement.cp > 1 else None, pair)
             else:
                 pairs = [(placement.gpu(d, t, src_rank, c), placement.gpu(d, t, dst_rank, c))
                          for d in replicas for c in range(placement.cp) for t in range(placement.tp)]

@@ -21,8 +21,12 @@ else runs beside it (concurrent copies of a data-parallel collective, pipeline s
   which keeps bus bandwidth monotone between them); outside the measured range the factor at the nearest measured
   size is used: the model's shape of the curve, scaled by the nearest measured ratio (an extrapolation, which the
   overlay `clustersim calibrate` writes says in its `extrapolation` notes).
-- alltoall and sendrecv tables are read into the overlay but not applied yet: the model prices those transfers
-  by their link loads alone (simcore/cost/moe.py, collectives.p2p).
+- sendrecv and alltoall tables scale the bandwidth of point-to-point sends (pipeline sends, context-parallel ring
+  steps: collectives.p2p) and of MoE's all-to-all (simcore/cost/moe.py), whose patterns do not depend on the
+  message size: the factor is the table's time over the model's at the table's largest size (the bandwidth
+  regime), on the table's configuration laid out as above (sendrecv: nccl-tests' ring, each rank sending to the
+  next; alltoall: one group of its ranks), and it scales the pattern's link loads, not its latency. A send within
+  one node takes the factor of the within-node table, one across nodes the across-nodes one.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from collections.abc import Callable, Sequence
 from simcore.cost.link_loads import by_domain
 from simcore.cost.nccl_tuning import Collective
 from topology.graph import Cluster
-from topology.measured import MeasuredCollective
+from topology.measured import COLLECTIVES, MeasuredCollective
 
 __all__ = ["MeasuredCollectives", "bus_factor", "interpolated_time"]
 
@@ -65,16 +69,17 @@ class MeasuredCollectives:
 
     def __init__(self, cluster: Cluster, tables: Sequence[MeasuredCollective]) -> None:
         self.cluster = cluster
-        self._tables = {kind: [t for t in tables if t.collective == kind.value] for kind in Collective}
+        self._tables = {kind: [t for t in tables if t.collective == kind] for kind in COLLECTIVES}
         self._factors: dict[tuple[Collective, tuple[int, ...], float], float] = {}
+        self._transfers: dict[tuple[str, bool], float] = {}
 
-    def covers(self, kind: Collective) -> bool:
-        return bool(self._tables[kind])
+    def covers(self, kind: Collective | str) -> bool:
+        return bool(self._tables[str(kind)])
 
-    def table_for(self, kind: Collective, group: Sequence[int]) -> MeasuredCollective | None:
+    def table_for(self, kind: Collective | str, group: Sequence[int]) -> MeasuredCollective | None:
         """The table of `kind` whose scope is the group's, nearest in nodes then ranks; None if none is."""
         nodes = len(by_domain(self.cluster, group))
-        same = [t for t in self._tables[kind] if t.within_node == (nodes == 1)]
+        same = [t for t in self._tables[str(kind)] if t.within_node == (nodes == 1)]
         if not same:
             return None
         return min(same, key=lambda t: (abs(math.log(t.nodes / nodes)), abs(math.log(t.ranks / len(group)))))
@@ -111,3 +116,20 @@ class MeasuredCollectives:
         modelled = model_time((reference,), size)
         return measured / modelled if modelled > 0 else 1.0
 
+    def transfer_factor(self, kind: str, group: Sequence[int],
+                        model_time: Callable[[str, tuple[int, ...], float], float]) -> float:
+        """Measured over modelled time of a `kind` ("sendrecv" or "alltoall") transfer over `group` (a send's two
+        GPUs, or an all-to-all's members) at the largest size of the table of its scope (module docstring);
+        `model_time(kind, reference, size)` is the model's seconds alone on the links; 1.0 where no table of the
+        scope exists or its configuration does not fit on the cluster. Cached per kind and scope."""
+        table = self.table_for(kind, group)
+        if table is None:
+            return 1.0
+        key = (kind, table.within_node)
+        found = self._transfers.get(key)
+        if found is None:
+            reference = self.reference(table)
+            size = table.sizes_bytes[-1]
+            modelled = model_time(kind, reference, size) if reference is not None and len(reference) > 1 else 0.0
+            found = self._transfers[key] = table.times_s[-1] / modelled if modelled > 0 else 1.0
+        return found

@@ -118,11 +118,20 @@ def all_to_all_pattern(collectives: CollectiveModel, groups: Sequence[Sequence[i
 
 
 def all_to_all_time(collectives: CollectiveModel, groups: Sequence[Sequence[int]], size_bytes: float) -> float:
-    """Seconds for an all-to-all of `size_bytes` per member when nothing else uses its links."""
+    """Seconds for an all-to-all of `size_bytes` per member when nothing else uses its links; its bandwidth scaled
+    by the user's alltoall table of the group's scope, where there is one (simcore/cost/measured_collectives.py)."""
     if len(groups[0]) < 2 or size_bytes <= 0:
         return 0.0
     pattern = all_to_all_pattern(collectives, groups)
-    return pattern.latency_s + size_bytes / pattern.isolated_rate(collectives.capacity)
+    factor = 1.0
+    measured = collectives.measured
+    if measured is not None and measured.covers("alltoall"):
+        def model_time(_kind: str, reference: tuple[int, ...], size: float) -> float:
+            alone = all_to_all_pattern(collectives, [reference])
+            return alone.latency_s + size / alone.isolated_rate(collectives.capacity)
+
+        factor = measured.transfer_factor("alltoall", groups[0], model_time)
+    return pattern.latency_s + factor * size_bytes / pattern.isolated_rate(collectives.capacity)
 
 
 def grouped_gemm_tokens(per_expert: float) -> int:

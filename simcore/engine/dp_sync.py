@@ -40,8 +40,8 @@ from collections.abc import Callable
 from functools import partial
 
 from simcore.cost.collectives import Collective
-from simcore.cost.kernels import BYTES
 from simcore.cost.grad_buckets import gradient_buckets
+from simcore.cost.kernels import BYTES
 from simcore.cost.sharding import policy as sharding_policy
 from simcore.cost.workload import Workload
 from simcore.domain.layout import Layout

@@ -17,6 +17,7 @@ layouts takes well under a second.
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 from simcore.cost.collectives import Collective, CollectiveAlgorithm, nccl_bandwidth, ring_factor
 from simcore.cost.context_parallel import AttentionRing, Exchange, RingStep, Segment, local_model
@@ -51,6 +52,7 @@ class Estimator:
         self.model, self.cluster, self.params, self.algorithm = model, cluster, params, algorithm
         self._network: Network | None = None  # the engine's links and collectives, built when first needed
         self._collective_s: dict[tuple[object, ...], float] = {}
+        self._buckets: dict[tuple[object, ...], float] = {}
         self.gpu = GPUS[cluster.gpu]
         self._costs: dict[tuple[int, int, bool, Recompute], StageCosts] = {}
         self._stages: dict[tuple[object, ...], list[tuple[float, float, float]]] = {}
@@ -125,14 +127,18 @@ class Estimator:
     def _buckets_s(self, layout: Layout, kinds: tuple[tuple[Collective, float], ...], rank_params: float,
                    rank_layers: int) -> float:
         """Seconds of a pipeline rank's gradient buckets (the engine's, simcore.cost.grad_buckets) over its chunks,
-        each bucket a collective of every (kind, bytes per parameter) in `kinds`, one after another."""
+        each bucket a collective of every (kind, bytes per parameter) in `kinds`, one after another (cached)."""
         chunks = max(1, layout.shape.chunks)
-        seconds = 0.0
-        for chunk in range(chunks):
-            for n in gradient_buckets(int(rank_params / chunks), max(1, rank_layers // chunks), layout.dp_cp,
-                                      layout.zero_stage, layout.overlap_grad_reduce, chunk):
-                seconds += sum(self.dp_collective_s(layout, kind, n * width) for kind, width in kinds)
-        return seconds
+        key = (layout.dp, layout.tp, layout.pp, layout.cp, layout.placement, layout.zero_stage,
+               layout.overlap_grad_reduce, chunks, kinds, rank_params, rank_layers)
+        found = self._buckets.get(key)
+        if found is None:
+            sizes = Counter(n for chunk in range(chunks) for n in gradient_buckets(
+                int(rank_params / chunks), max(1, rank_layers // chunks), layout.dp_cp, layout.zero_stage,
+                layout.overlap_grad_reduce, chunk))
+            found = self._buckets[key] = sum(count * self.dp_collective_s(layout, kind, n * width)
+                                             for n, count in sizes.items() for kind, width in kinds)
+        return found
 
     def iteration_s(self, layout: Layout) -> float:
         model = self.model

@@ -161,16 +161,34 @@ def test_export_from_a_saved_search_result(tmp_path: Path, capsys: pytest.Captur
     assert code == 2 and "problem.request" in err and err.count("\n") == 1
 
 
-def test_a_simulation_result_cannot_be_exported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_saved_simulation_result_exports_the_request_it_echoes(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """`simulate` echoes its request, defaults written out, so its saved result exports as the request file does
+    and runs again to the same figures; a result saved before results echoed their request is refused."""
     path = tmp_path / "run.yaml"
-    path.write_text("model: {preset: gpt3-125m}\ncluster: {preset: dgx-a100, num_gpus: 1}\nlayout: {dp: 1, tp: 1, "
-                    "pp: 1, global_batch_size: 1}\n")
+    path.write_text("model: {preset: gpt3-1.3b}\ncluster: {preset: dgx-a100, num_nodes: 1}\nlayout: {dp: 4, tp: 2, "
+                    "pp: 1, global_batch_size: 32, zero_stage: 1}\n")
     code, out, err = _cli(capsys, "simulate", str(path))
     assert code == 0, err
+    result = json.loads(out)
+    assert result["request"]["layout"]["zero_stage"] == 1 and "overlap_grad_reduce" in result["request"]["layout"]
     saved = tmp_path / "result.json"
     saved.write_text(out)
+    for kind in ("megatron", "deepspeed"):
+        code, from_result, err = _cli(capsys, "export", kind, str(saved))
+        assert code == 0, err
+        code, from_request, err = _cli(capsys, "export", kind, str(path))
+        assert code == 0 and from_result == from_request
+    again = tmp_path / "again.json"
+    again.write_text(json.dumps(result["request"]))
+    code, out2, err = _cli(capsys, "simulate", str(again))
+    assert code == 0 and json.loads(out2)["iteration_time_s"] == result["iteration_time_s"]
+    code, _out, err = _cli(capsys, "export", "deepspeed", str(saved), "--rank", "2")
+    assert code == 2 and "--rank" in err
+    del result["request"]  # saved before results echoed their request
+    saved.write_text(json.dumps(result))
     code, _out, err = _cli(capsys, "export", "deepspeed", str(saved))
-    assert code == 2 and "simulation result" in err and "export the request file" in err and err.count("\n") == 1
+    assert code == 2 and "request" in err and "simulate it again" in err and err.count("\n") == 1
     code, _out, err = _cli(capsys, "export", "deepspeed", str(path), "--rank", "2")
     assert code == 2 and "--rank" in err
 

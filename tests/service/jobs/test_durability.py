@@ -33,7 +33,8 @@ FINISHED = {"succeeded", "failed", "cancelled", "timed_out"}
 
 
 def expected_result(doc: dict[str, Any]) -> dict[str, Any]:
-    result = adapters.to_response(simulate(adapters.to_scenario(SimulationRequest.model_validate(doc))))
+    request = SimulationRequest.model_validate(doc)
+    result = adapters.to_response(simulate(adapters.to_scenario(request)), request=request)
     result["simulator"].pop("wall_time_s")
     return result
 
