@@ -249,8 +249,7 @@ class CollectiveModel:
         acc = LinkLoads(self.router)
         for i, src in enumerate(ranks):
             acc.hop(src, ranks[(i + 1) % len(ranks)], 1.0)
-        links = tuple(sorted(acc.loads))
-        pattern = FlowPattern(links, tuple(acc.loads[link] for link in links), acc.hop_latency)
+        pattern = self._sent(acc, None)  # the model's own pattern (no pair: no measured factor on it)
         return pattern.latency_s + size_bytes / pattern.isolated_rate(self.capacity)
 
     def data_parallel_phases(self, kind: Collective, placement: Placement, pp_rank: int,

@@ -9,9 +9,12 @@ traffic is `simcore.cost.collectives.ring_factor` and link bandwidths are NCCL's
 is the schedule in closed form instead of events (Narayanan et al. 2021, §3): per microbatch a stage costs its
 layers' compute, its tensor-parallel all-reduces (4 per layer, 6 with full recomputation, each moving
 ring_factor x the activation over NVLink or, for a group that leaves the node, the node's NICs shared by its
-GPUs) and one activation send; an iteration costs (m + (p-1)/v) such stage times (the bubble), the exposed part
-of the data-parallel traffic and the optimizer step. No network is built: the estimate of tens of thousands of
-layouts takes well under a second.
+GPUs) and one activation send; an iteration costs m such stage times, or m times a microbatch's ZeRO 2/3
+traffic where that is longer, plus (p-1)/v stage times (the bubble), the exposed part of the data-parallel
+traffic and the optimizer step. Data-parallel collectives are the engine's own (simcore.cost.collectives: its
+phases for the placement and each of Megatron-Core's gradient buckets, simcore.cost.grad_buckets, alone on the
+links), so the estimator builds the cluster's network once, when it first needs it, and caches each collective's
+time by placement and size: the estimate of tens of thousands of layouts takes a few seconds.
 """
 
 from __future__ import annotations
