@@ -87,9 +87,9 @@ def import_config(kind: str, text: str, source: str = "<input>", *, cluster: str
         from interop.torchtitan import request_from_torchtitan
 
         per_node = _gpus_per_node(cluster)
-        request, ignored = request_from_torchtitan(text, cluster_preset=cluster, num_nodes=nodes, source=source,
+        request, skipped = request_from_torchtitan(text, cluster_preset=cluster, num_nodes=nodes, source=source,
                                                    gpus=nodes * per_node if nodes is not None else None)
-        return ImportResult(_checked(request), ignored)
+        return ImportResult(_checked(request), skipped)
     if kind == "deepspeed":  # the layout of a config (and of its launch command); the model comes from `model`
         from interop.deepspeed import layout_from_deepspeed, read_launch
 

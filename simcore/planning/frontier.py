@@ -6,10 +6,10 @@ The estimate (simcore.planning.estimate) is wrong by a factor r = estimated / si
 what kind of layout it is: the schedule formula, the context-parallel ring, ZeRO-3's gathers and where the
 placement puts each group are each modelled more or less closely than the engine runs them. So the error is
 kept per *error kind*: the layout's kind (context-parallel, with ZeRO-3 or without, expert-parallel, ZeRO-3,
-interleaved, zero-bubble, DualPipe, GPipe or plain 1F1B) and its placement. Before a kind has been simulated its bound is the prior
-(estimates [0.8, 1.25] x the truth); once it has, the bound is the range of the ratios seen, widened by a margin
-that shrinks as the kind is sampled more (10% / sqrt(n), at least 2%), its low end never above 1 until the
-kind has TRUSTED samples. A candidate's
+interleaved, zero-bubble, DualPipe, GPipe or plain 1F1B) and its placement. Before a kind has been simulated its
+bound is the prior (estimates [0.8, 1.25] x the truth); once it has, the bound is the range of the ratios seen,
+widened by a margin that shrinks as the kind is sampled more (10% / sqrt(n), at least 2%), its low end never above
+1 until the kind has TRUSTED samples. A candidate's
 optimistic bound is its estimate over the low end of its kind's range: the most the simulator could say of it, as
 far as the sample tells.
 
