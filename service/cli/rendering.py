@@ -1,7 +1,8 @@
-"""What the command line's tables are printed on (rich)."""
+"""What the command line's tables and summaries are printed on (rich)."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 __all__ = ["console"]
@@ -11,8 +12,11 @@ PIPE_WIDTH = 200
 
 
 def console() -> Any:
-    """A rich Console on stdout: the terminal's width, or PIPE_WIDTH columns when stdout is not a terminal."""
+    """A rich Console on stdout: the terminal's width, or PIPE_WIDTH columns when stdout is not a terminal. No
+    colour when the NO_COLOR variable is set to anything but the empty string (no-color.org), nor off a
+    terminal."""
     from rich.console import Console
 
-    out = Console()
-    return out if out.is_terminal else Console(width=PIPE_WIDTH)
+    no_color = os.environ.get("NO_COLOR", "") != ""
+    out = Console(no_color=no_color)
+    return out if out.is_terminal else Console(width=PIPE_WIDTH, no_color=no_color)
