@@ -1,6 +1,7 @@
 """The `clustersim` command line: the parser, and what each exit code means. Exit codes: 0 success, 2 invalid
 input (one line on stderr: a request field and its rule, or a flag the command cannot use), 1 internal error,
-130 interrupted (Ctrl-C).
+3 `simulate --strict` on a layout that does not fit in memory (service.cli.simulate.DOES_NOT_FIT), 130
+interrupted (Ctrl-C).
 
 Each command lives in its own module and registers itself: simulate and presets (cli/simulate.py), compare
 (cli/compare.py), search and sweep (cli/search.py), validate and serve (cli/serve.py), topology
