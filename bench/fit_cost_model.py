@@ -19,9 +19,9 @@ import sys
 import time
 from pathlib import Path
 
+from service.provenance import package_version
 from simcore.calibration.fit import FIT_SOURCES, fit_document, freshness_problems, render_module
 from simcore.cost.fitted import FIT
-from simcore.simulate import VERSION
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = ROOT / "simcore" / "cost" / "fitted.py"
@@ -37,7 +37,7 @@ def code_version() -> dict[str, str]:
             return ""
     commit = git("rev-parse", "HEAD") or "unknown"
     dirty = git("status", "--porcelain", "--untracked-files=no")
-    return {"simulator": VERSION, "git_commit": commit + ("-dirty" if dirty else "")}
+    return {"simulator": package_version(), "git_commit": commit + ("-dirty" if dirty else "")}
 
 
 def main() -> int:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from api_schemas import RequestError, SimulationRequest, TrainingIn
 from service.convert_cluster import to_cluster
+from service.provenance import package_version
 from simcore import (
     GB,
     GIB,
@@ -22,7 +23,6 @@ from simcore import (
     MODEL_PRESETS,
     NODE_PRESET_NOTES,
     NODE_PRESETS,
-    VERSION,
     Checkpointing,
     CollectiveAlgorithm,
     CpComm,
@@ -267,7 +267,7 @@ def to_response(outcome: Outcome, include_trace: bool = False,
     body = _metrics_json(outcome.metrics)
     body["warnings"] = list(outcome.warnings)
     body["simulator"] = {
-        "version": VERSION,
+        "version": package_version(),
         "events": outcome.events,
         "fidelity": str(outcome.fidelity),
         "simulated_ranks": outcome.simulated_ranks,

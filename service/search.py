@@ -13,8 +13,9 @@ from typing import Any
 from api_schemas import LayoutIn, SimulationRequest
 from api_schemas.search import SearchRequest, search_request_from
 from service import convert as adapters
+from service.provenance import package_version
 from service.search_limits import screen_for
-from simcore import VERSION, ClusterSpec, Scenario, SpecError, check
+from simcore import ClusterSpec, Scenario, SpecError, check
 from simcore.planning.objective import Goal, Objective
 from simcore.planning.rank import Evaluation, describe
 from simcore.planning.search import Bounds, Progress, Ranked, SearchResult, search
@@ -176,7 +177,7 @@ def result_document(req: SearchRequest, base: Scenario, result: SearchResult) ->
             baseline["best_speedup"] = result.best_speedup
         out["baseline"] = baseline
     run = result.run
-    out["run"] = {"executor": run.executor, "workers": run.workers, "simulator_version": VERSION,
+    out["run"] = {"executor": run.executor, "workers": run.workers, "simulator_version": package_version(),
                   "planning_s": run.planning_s, "wall_time_s": run.wall_time_s}
     return out
 

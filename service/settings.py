@@ -6,6 +6,9 @@ full queue), so one request cannot knock the service over. Units are in the name
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -23,7 +26,16 @@ from service.limits import (
     memory_cap_mb,
 )
 
-__all__ = ["Settings"]
+__all__ = ["Settings", "default_database"]
+
+
+def default_database() -> str:
+    """clustersim.db in the user's data directory: $XDG_DATA_HOME/clustersim when XDG_DATA_HOME is an absolute
+    path (the XDG base directory rule: a relative one is ignored), else ~/.local/share/clustersim. Nothing is
+    created here: the service makes the folder when it opens the database."""
+    base = os.environ.get("XDG_DATA_HOME", "")
+    root = Path(base) if base and Path(base).is_absolute() else Path.home() / ".local" / "share"
+    return str(root / "clustersim" / "clustersim.db")
 
 
 class Settings(BaseSettings):
@@ -42,9 +54,11 @@ class Settings(BaseSettings):
                       description="TCP port of `clustersim serve` when --port is not given (and of the container's "
                       "health check)")
     database: str = Field(
-        default="clustersim.db",
-        description="SQLite file for jobs and the result cache: a path, or a URL sqlite:///relative/path or "
-        "sqlite:////absolute/path",
+        default_factory=default_database,
+        description="SQLite file for jobs and the results cache: a path, or a URL sqlite:///relative/path or "
+        "sqlite:////absolute/path; by default clustersim.db in the user's data directory, "
+        "$XDG_DATA_HOME/clustersim (else ~/.local/share/clustersim), created on demand, never the working "
+        "directory",
     )
     workers: int = Field(default_factory=default_workers, ge=1,
                          description="simulation processes at once for jobs (and as many again for inline runs)")

@@ -35,7 +35,7 @@ from simcore.domain.training import Checkpointing, Failures, TrainingRun
 from simcore.errors import SpecError
 from simcore.estimate import Cost, estimate_cost
 from simcore.metrics import Metrics, StageReport
-from simcore.simulate import VERSION, Network, Outcome, Scenario, build_network, check, simulate
+from simcore.simulate import Network, Outcome, Scenario, build_network, check, simulate
 from simcore.trace import chrome_trace
 from simcore.training import RunTotals, TrainingPlan, plan_training
 from topology import builders as graph_builders
@@ -48,7 +48,7 @@ from topology.user_topology import UserTopology, parse_topology
 
 __all__ = [
     "FITTED", "GB", "GIB", "GPUS", "MODEL_PRESETS", "MODEL_PRESET_SOURCES", "NODE_PRESETS", "NODE_PRESET_NOTES",
-    "VERSION", "Activation", "Architecture", "AttentionKind", "Checkpointing", "ClusterSpec", "CollectiveAlgorithm",
+    "Activation", "Architecture", "AttentionKind", "Checkpointing", "ClusterSpec", "CollectiveAlgorithm",
     "Cost", "CostParameters", "CpComm", "DegradedLink", "Fabric", "Failures", "Fidelity", "Fp8Recipe", "GpuKind",
     "GpuSpec", "Health", "Layout", "Metrics", "ModelShape", "Network", "NodeGroup", "Outcome", "Partition", "Precision",
     "Recompute", "RunTotals", "Scenario", "Schedule", "SlowGpu", "SpecError", "StageMemory", "StageReport",

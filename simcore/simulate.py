@@ -33,8 +33,6 @@ from topology.graph import build_cluster
 from topology.hardware import GIB
 from topology.routing import Router
 
-VERSION = "0.1.0"
-
 
 @dataclass(frozen=True, slots=True)
 class Scenario:

@@ -18,6 +18,7 @@ from api_schemas.compare import parse_comparison_request
 from api_schemas.loading import Syntax
 from api_schemas.search import SearchRequest, parse_search_request
 from service import convert as adapters
+from service import provenance
 from service.http.errors import ApiError, invalid, within_item
 from service.jobs.manager import Submission
 from service.limits import LimitError, Limits, admit_scenario
@@ -25,7 +26,7 @@ from service.search import baseline_scenario, space_size_bound
 from service.search import prepare as prepare_search
 from service.search_limits import cap_bounds, events_bound
 from service.settings import Settings
-from simcore import VERSION, Scenario, SpecError, check
+from simcore import Scenario, SpecError, check
 
 __all__ = ["MAX_INT", "Admitted", "AdmittedComparison", "AdmittedSearch", "admit", "admit_comparison", "admit_request",
            "admit_search", "cache_key", "parse_body"]
@@ -57,8 +58,8 @@ class AdmittedSearch:
     """An accepted search: its canonical JSON (bounds capped by the service) and its results-cache key.
 
     The cache is used only when the search is deterministic (no time limit): its key is "search:" and the SHA-256
-    of the canonical request and the simulator's version. A search with a time limit gets a key of its own
-    (`cacheable` False), so its result is stored for its job but never served to another."""
+    of the canonical request, the package's version and the simulator's code digest. A search with a time limit
+    gets a key of its own (`cacheable` False), so its result is stored for its job but never served to another."""
 
     request: SearchRequest
     canonical_json: str
@@ -74,8 +75,10 @@ class AdmittedSearch:
 
 def _digest(kind: str, document: dict[str, Any]) -> str:
     """SHA-256 of a canonical document (every field, defaults filled in, keys sorted) under `kind`, with the
-    simulator's version: a new version never serves an older version's results."""
-    text = json.dumps({kind: document, "simulator": VERSION}, sort_keys=True, separators=(",", ":"))
+    package's version and the digest of the simulator's code and data (service.provenance): after an upgrade,
+    or any change to the code or fitted parameters, a long-lived database never serves older code's results."""
+    simulator = {"version": provenance.package_version(), "code": provenance.code_digest()}
+    text = json.dumps({kind: document, "simulator": simulator}, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 

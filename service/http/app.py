@@ -27,8 +27,8 @@ from service.http.routes import comparisons, health, interop, jobs, pages, plots
 from service.jobs.manager import JobManager
 from service.jobs.pool import InlineSlots, WorkerPool
 from service.jobs.store import Store
+from service.provenance import package_version
 from service.settings import Settings
-from simcore import VERSION
 
 __all__ = ["create_app"]
 
@@ -64,7 +64,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             svc.pool.close()
             svc.store.close()
 
-    app = FastAPI(title="clustersim", version=VERSION, lifespan=lifespan, description=_DESCRIPTION,
+    app = FastAPI(title="clustersim", version=package_version(), lifespan=lifespan, description=_DESCRIPTION,
                   docs_url=None, redoc_url=None)
     app.state.service = svc
     routers = [r.router for r in (simulations, jobs, plots, searches, comparisons, presets, health, interop)]

@@ -2,10 +2,11 @@
 picture is drawn once, and stays drawn across restarts.
 
 A row is keyed by the result's cache key, the picture's kind and its format, and records what drew it
-(`drawn_by`: the clustersim and matplotlib versions): a picture drawn by other versions is not served, since it
-may look different. Pictures of results the store has since deleted (retention) go when the next picture is put.
-The table has its own connection (a cache of what can be drawn again: normal sync, not full); the job store's
-tables are never written here.
+(`drawn_by`: the clustersim version, the digest of its drawing code, service/plots, and matplotlib's version): a
+picture drawn by other code is not served, since it may look different (the result key itself changes with the
+simulator's code: service.provenance). Pictures of results the store has since deleted (retention) go when the
+next picture is put. The table has its own connection (a cache of what can be drawn again: normal sync, not
+full); the job store's tables are never written here.
 """
 
 from __future__ import annotations
@@ -16,11 +17,11 @@ import time
 from importlib.metadata import version
 from pathlib import Path
 
-from simcore import VERSION
+from service.provenance import drawing_digest, package_version
 
 __all__ = ["DRAWN_BY", "PictureStore"]
 
-DRAWN_BY = f"clustersim {VERSION}, matplotlib {version('matplotlib')}"
+DRAWN_BY = f"clustersim {package_version()} (plots {drawing_digest()[:16]}), matplotlib {version('matplotlib')}"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS pictures (

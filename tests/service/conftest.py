@@ -1,5 +1,7 @@
 """Shared helpers for the service tests: request documents, and a real server as a subprocess
-(`clustersim serve` on 127.0.0.1, a free port, its own database), always stopped at the end."""
+(`clustersim serve` on 127.0.0.1, a free port, its own database), always stopped at the end. Every database a
+test opens is under a temporary directory: tests name one, and the default (the user's data directory) is
+pointed at a temporary one for the whole session."""
 
 from __future__ import annotations
 
@@ -24,6 +26,17 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 SMALL = EXAMPLES / "bubble-vs-microbatches" / "m8.yaml"  # 64 GPUs, 8 microbatches: about 10 ms
 LARGE = ROOT / "tests" / "service" / "data" / "long-1t.yaml"  # the 1T example, every period simulated: seconds
+
+
+@pytest.fixture(scope="session", autouse=True)
+def default_database_in_a_temporary_directory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The default database (service.settings.default_database) under a temporary XDG_DATA_HOME, and no
+    CLUSTERSIM_DATABASE from the environment: a test never writes the user's database or one in the tree."""
+    data = tmp_path_factory.mktemp("xdg-data")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_DATA_HOME", str(data))
+        patch.delenv("CLUSTERSIM_DATABASE", raising=False)
+        yield data
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
