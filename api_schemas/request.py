@@ -210,6 +210,11 @@ class LayoutIn(BaseModel):
     )
     ep: Size = Field(default=1, description="expert parallelism (MoE); ep * expert_tp divides tp * dp")
     expert_tp: Size = Field(default=1, description="the experts' tensor parallelism (MoE)")
+    elementwise_kernels: Literal["fused", "eager"] | None = Field(
+        default=None, description="how the layers' norms, rotary embedding and gated activation run: fused kernels "
+        "(Transformer Engine, torch.compile) or PyTorch eager ops, one kernel per tensor op (torchtitan without "
+        "compile); default fused"
+    )
     optimizer_post_validation: StrictBool = Field(
         default=False, description="Zero Bubble's post-validation: step the optimizer without the barrier before "
         "it and validate the global checks afterwards; consecutive iterations then overlap (two are simulated, the "

@@ -26,6 +26,7 @@ from simcore import (
     Checkpointing,
     CollectiveAlgorithm,
     CpComm,
+    ElementwiseKernels,
     Failures,
     Fidelity,
     Fp8Recipe,
@@ -127,6 +128,7 @@ def to_scenario(request: SimulationRequest, free_communication: bool = False) ->
         ep=lay.ep, expert_tp=lay.expert_tp,
         stage_layers=tuple(lay.stage_layers) if lay.stage_layers is not None else None,
         optimizer_post_validation=lay.optimizer_post_validation,
+        elementwise_kernels=ElementwiseKernels(lay.elementwise_kernels) if lay.elementwise_kernels else None,
     )
     opts = request.options
     return Scenario(
@@ -331,4 +333,5 @@ def layout_json(layout: Layout) -> dict[str, Any]:
         **({"expert_tp": layout.expert_tp} if layout.expert_tp > 1 else {}),
         **({"stage_layers": list(layout.stage_layers)} if layout.stage_layers else {}),
         **({"optimizer_post_validation": True} if layout.optimizer_post_validation else {}),
+        **({"elementwise_kernels": str(layout.elementwise_kernels)} if layout.elementwise_kernels else {}),
     }

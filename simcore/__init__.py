@@ -19,6 +19,7 @@ from simcore.cost.parameters import FITTED, CostParameters
 from simcore.domain.layout import (
     CollectiveAlgorithm,
     CpComm,
+    ElementwiseKernels,
     Fidelity,
     Fp8Recipe,
     Layout,
@@ -49,7 +50,8 @@ from topology.user_topology import UserTopology, parse_topology
 __all__ = [
     "FITTED", "GB", "GIB", "GPUS", "MODEL_PRESETS", "MODEL_PRESET_SOURCES", "NODE_PRESETS", "NODE_PRESET_NOTES",
     "Activation", "Architecture", "AttentionKind", "Checkpointing", "ClusterSpec", "CollectiveAlgorithm",
-    "Cost", "CostParameters", "CpComm", "DegradedLink", "Fabric", "Failures", "Fidelity", "Fp8Recipe", "GpuKind",
+    "Cost", "CostParameters", "CpComm", "DegradedLink", "ElementwiseKernels", "Fabric", "Failures", "Fidelity",
+    "Fp8Recipe", "GpuKind",
     "GpuSpec", "Health", "Layout", "Metrics", "ModelShape", "Network", "NodeGroup", "Outcome", "Partition", "Precision",
     "Recompute", "RunTotals", "Scenario", "Schedule", "SlowGpu", "SpecError", "StageMemory", "StageReport",
     "TrainingPlan", "TrainingRun", "ZeroImplementation", "build_network", "check", "chrome_trace", "estimate_cost",

@@ -28,8 +28,9 @@ What each source leaves unstated is filled the same way for every row of that so
   dynamic tensorwise scaling as `tensorwise`. The GPU is not in the catalog: a user-defined GPU with the file's
   96 GiB and 2,400 GB/s; the file says the peak of this variant, capped at 500 W, is unknown: assumed H100 SXM's peaks
   scaled by the power limit (500 of its 700 W), dense GEMMs being power-bound at the cap [assumption].
-  torch.compile has no field: compiled and eager rows are simulated alike (the compiled rows' fused pointwise
-  kernels are not modelled).
+  A row without torch.compile (`torch_compile: false`) runs its norms, rotary embedding and SwiGLU as PyTorch eager
+  kernels (`elementwise_kernels: eager`, simcore/cost/eager.py, from torchtitan's model code at the benchmark's
+  commit); a compiled row's are fused, as the other sources' Transformer Engine kernels.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from dataclasses import replace
 from typing import Any
 
 from simcore.calibration.moe_rows import MOE_CALIBRATION_ROWS, moe_model_fields
-from simcore.domain.layout import Fp8Recipe, Layout, Precision, Recompute, ZeroImplementation
+from simcore.domain.layout import ElementwiseKernels, Fp8Recipe, Layout, Precision, Recompute, ZeroImplementation
 from simcore.domain.model import model_from_fields
 from simcore.simulate import Scenario
 from topology.cluster_spec import NODE_PRESETS, sized
@@ -54,6 +55,8 @@ SOURCES = {"dgxc2411": ("none", 1), "dgxc2505": ("none", 1), "nemo2407": ("none"
 MICROBATCH_BY_SOURCE = {"nemo-longseq": 1}
 # Sources whose sharded data parallelism is a framework's own (simcore/cost/sharding.py): torchtitan's FSDP2.
 IMPLEMENTATIONS = {"tt2412": ZeroImplementation.FSDP}
+# Sources whose framework runs PyTorch eager unless the row says it compiled (torchtitan's `compile = false` default).
+EAGER_UNLESS_COMPILED = ("tt2412",)
 # The rows the FP8 efficiency is fitted on (bench/fit_fp8.py).
 CALIBRATION_PREFIX = "dgxc2411-nemotron4-15b-"
 
@@ -135,10 +138,12 @@ def scenario_for(case: dict[str, Any]) -> Scenario:
         zero = 3
     precision, recipe = precision_of(lay)
     tp = int(lay["tp"])
+    eager = source in EAGER_UNLESS_COMPILED and not lay.get("torch_compile", False)
     layout = Layout(dp=int(lay["dp"]), tp=tp, pp=int(lay["pp"]), microbatch_size=int(microbatch),
                     global_batch_size=int(lay["global_batch"]), recompute=Recompute(recompute),
                     sequence_parallel=tp > 1, tp_comm_overlap=tp > 1, overlap_grad_reduce=True, zero_stage=zero,
                     precision=precision, fp8_recipe=recipe, cp=int(lay.get("cp") or 1),
                     zero_implementation=IMPLEMENTATIONS.get(source, ZeroImplementation.MEGATRON),
-                    ep=int(lay.get("ep") or 1), expert_tp=int(lay.get("expert_tp") or 1))
+                    ep=int(lay.get("ep") or 1), expert_tp=int(lay.get("expert_tp") or 1),
+                    elementwise_kernels=ElementwiseKernels.EAGER if eager else None)
     return Scenario(model, cluster, layout)

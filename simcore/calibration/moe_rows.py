@@ -37,4 +37,12 @@ def moe_model_fields(m: dict[str, Any]) -> dict[str, Any]:
 
 # The rows MOE_HOST_KERNEL_S (simcore/cost/moe.py) is fitted on (bench/fit_moe.py): the Megatron-Bridge 25.11
 # H100 MoE rows. The other MoE rows judge it.
+# The Qwen3-30B-A3B FP8-CS row (5,275 tokens/s/GPU) is a reading of one software state, not of its layout: the
+# same published layout (16 H100s, PP 2, EP 8) is 10,494 in the 25.09 table (token drop, capacity padding, no
+# host synchronisation), 5,113 in 26.02 and 9,058 in 26.02.01 (identical published layout both:
+# NVIDIA-NeMo/Megatron-Bridge docs/performance-summary-archive.md @4ab94dfad). The recipe that ran it
+# (scripts/performance/configs/qwen3/workload_base_configs.py @v0.2.0, 7af9601c9) gives PP 2, VP 12 and
+# microbatch 1 where the page prints VP 24 and microbatch 2, turns on moe_a2a_overlap (EP all-to-all overlapped,
+# weight gradients delayed) and, unlike the BF16 recipe beside it, no CUDA graphs; the dispatcher is the
+# alltoall one (no flex backend for H100 then), dropless. Nothing in the cost model tells these states apart.
 MOE_CALIBRATION_ROWS = ("mb2511-qwen3-30b-a3b-h100-16gpu-fp8cs", "mb2511-gpt-oss-120b-h100-64gpu-bf16")

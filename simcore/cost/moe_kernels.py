@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from simcore.cost.eager import eager_elementwise
 from simcore.cost.kernels import (
     BYTES,
     NORM_BACKWARD_BYTES,
@@ -50,10 +51,14 @@ _ATTENTION = ("qkv", "flash_attention", "attention_scores", "softmax_dropout", "
 
 
 def transformer_layer_ops(model: ModelShape, b: int, t: int, sequence_parallel: bool, layer: LayerType,
-                          fp8: Fp8Recipe | None = None, ep: int = 1, expert_tp: int = 1) -> tuple[Op, ...]:
+                          fp8: Fp8Recipe | None = None, ep: int = 1, expert_tp: int = 1,
+                          eager: bool = False) -> tuple[Op, ...]:
     """Forward kernels of one layer on one rank: kernels.layer_forward_ops, with MLA's attention and the MoE
-    block where the model has them (ep and expert_tp fold the experts over the stage's ranks)."""
+    block where the model has them (ep and expert_tp fold the experts over the stage's ranks); `eager`: its
+    norms, rotary embedding and gated activation as PyTorch eager kernels (simcore/cost/eager.py)."""
     ops = layer_forward_ops(model, b, t, sequence_parallel, layer)
+    if eager:
+        ops = eager_elementwise(ops, model, b, t, layer)
     if model.mla is None and not layer.moe:
         return ops if fp8 is None else fp8_ops(ops, fp8)
     out: list[Op] = []

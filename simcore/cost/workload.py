@@ -112,7 +112,7 @@ def layer_kernels(model: ModelShape, layer: LayerType, layout: Layout, gpu: GpuS
     the ring's, costed on the whole sequence by simcore/cost/context_parallel.py). MLA's attention and the MoE
     block replace the dense ones where the model has them (simcore/cost/moe_kernels.py)."""
     ops = transformer_layer_ops(model, layout.microbatch_size, layout.tp, layout.sequence_parallel, layer,
-                                layout.fp8, layout.ep, layout.expert_tp)
+                                layout.fp8, layout.ep, layout.expert_tp, layout.eager)
     gemm_forward = ops_time(tuple(op for op in ops if op.name in PROJECTIONS), gpu, params)
     gemm_backward = ops_time(tuple(op.backward() for op in ops if op.name in PROJECTIONS), gpu, params)
     backward = ops_time(backward_ops(ops), gpu, params)
@@ -242,7 +242,7 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
     rank_costs = [{layer: _layer_cost(model, layer, layout, k, collectives, tp_groups(r), free, gpu, params)
                    for layer, k in kernels.items()} for r in range(p)]
     splits = {layer: dispatch_split(transformer_layer_ops(model, b, t, sp, layer, layout.fp8, layout.ep,
-                                                          layout.expert_tp), gpu, params)
+                                                          layout.expert_tp, layout.eager), gpu, params)
               for layer in kernels if layer.moe}
     for r, costs in enumerate(rank_costs):
         for layer in costs:

@@ -61,6 +61,13 @@ class Fp8Recipe(StrEnum):
     BLOCKWISE = "blockwise"  # 1x128 activation and 128x128 weight blocks with fp32 scales (DeepSeek-V3 style)
 
 
+class ElementwiseKernels(StrEnum):
+    """How a layer's normalization, rotary embedding and gated activation run (simcore/cost/eager.py)."""
+
+    FUSED = "fused"  # one kernel each: Transformer Engine's fused kernels, or what torch.compile generates
+    EAGER = "eager"  # PyTorch eager: every elementwise op of the model's Python code is its own kernel
+
+
 class CpComm(StrEnum):
     """How context-parallel ranks exchange keys and values (simcore/cost/context_parallel.py)."""
 
@@ -122,6 +129,7 @@ class Layout:
     # Zero Bubble's post-validation: each rank steps its optimizer as soon as its own gradients are reduced and
     # the global checks (gradient norm, inf/nan) are validated afterwards, instead of a barrier before the step.
     optimizer_post_validation: bool = False
+    elementwise_kernels: ElementwiseKernels | None = None  # None: fused
 
     @property
     def shape(self) -> PipelineShape:
@@ -135,6 +143,11 @@ class Layout:
         if self.precision is not Precision.FP8:
             return None
         return self.fp8_recipe or Fp8Recipe.TENSORWISE
+
+    @property
+    def eager(self) -> bool:
+        """Whether the layers' elementwise kernels run as PyTorch eager ops (simcore/cost/eager.py)."""
+        return self.elementwise_kernels is ElementwiseKernels.EAGER
 
     @property
     def grad_reduce_bytes(self) -> int:
