@@ -54,9 +54,10 @@ class JobError(BaseModel):
 
 
 class JobLinks(BaseModel):
-    """Where to read the job, its result and its Chrome trace."""
+    """Where to read the job, the request it runs, its result and its Chrome trace."""
 
     self: str
+    request: str
     result: str
     trace: str
 
@@ -117,4 +118,4 @@ class Ready(BaseModel):
 
 def job_links(job_id: str) -> dict[str, Any]:
     base = f"/v1/jobs/{job_id}"
-    return {"self": base, "result": f"{base}/result", "trace": f"{base}/trace"}
+    return {"self": base, "request": f"{base}/request", "result": f"{base}/result", "trace": f"{base}/trace"}

@@ -1,8 +1,8 @@
-"""Jobs: POST /v1/jobs accepts a simulation to run in the background; GET lists, reads, and gives the result
-and the Chrome trace of a job; DELETE cancels one, which stays readable as `cancelled` (a DELETE does not remove
-the job: retention does, with the other finished jobs). A search job (POST /v1/searches) is read the same way.
-The OpenAPI links say so to clients that follow them: from an accepted job to reading and cancelling it, and
-from a cancel to the read that still answers it."""
+"""Jobs: POST /v1/jobs accepts a simulation to run in the background; GET lists, reads, and gives the request,
+the result and the Chrome trace of a job; DELETE cancels one, which stays readable as `cancelled` (a DELETE does
+not remove the job: retention does, with the other finished jobs). A search job (POST /v1/searches) is read the
+same way. The OpenAPI links say so to clients that follow them: from an accepted job to reading and cancelling
+it, and from a cancel to the read that still answers it."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel
 
 from api_schemas import SimulationRequest
+from api_schemas.search import SearchRequest
 from service.http.context import AUTHORIZED, ServiceDep
 from service.http.httpio import accepted, job_status, read_document, wants_trace
 from service.http.models import JobPage, JobState, JobStatus
@@ -75,6 +77,22 @@ async def list_jobs(svc: ServiceDep,
 async def get_job(job_id: str, svc: ServiceDep) -> JobStatus:
     """Status, progress, timestamps and error of one job."""
     return job_status(svc.jobs.job(job_id), svc.jobs.progress(job_id))
+
+
+@router.get("/v1/jobs/{job_id}/request",
+            responses={200: {"description": "the request the job runs: a simulation request for a simulation job, a "
+                             "search request for a search job (its `kind` says which)",
+                             "content": {"application/json": {"schema": {"anyOf": [
+                                 {"$ref": "#/components/schemas/SimulationRequest"},
+                                 {"$ref": "#/components/schemas/SearchRequest"}]}}}},
+                       401: ERROR, 404: ERROR})
+async def get_job_request(job_id: str, svc: ServiceDep) -> JSONResponse:
+    """The request a job runs, whatever its status (a failed job's too): as the service admitted it, every default
+    written out and no null field, as a simulation result echoes it (a search's bounds as capped). Submit it
+    again, or edit it."""
+    job = svc.jobs.job(job_id)
+    document: type[BaseModel] = SearchRequest if job.kind == "search" else SimulationRequest
+    return JSONResponse(document.model_validate_json(job.request).model_dump(mode="json", exclude_none=True))
 
 
 @router.get("/v1/jobs/{job_id}/result",

@@ -22,7 +22,7 @@ def _needs_token(route: APIRoute) -> bool:
 def test_every_v1_route_and_no_other_needs_the_token() -> None:
     routers = [m.router for m in (simulations, jobs, plots, searches, comparisons, presets, health, interop)]
     routes = [r for router in routers for r in router.routes if isinstance(r, APIRoute)]
-    assert len(routes) == 20
+    assert len(routes) == 21
     writes = {(m, r.path) for r in routes for m in r.methods if m in ("POST", "DELETE")}
     assert writes == {("POST", "/v1/simulations"), ("POST", "/v1/jobs"), ("POST", "/v1/searches"),
                       ("POST", "/v1/comparisons"), ("POST", "/v1/plots"), ("DELETE", "/v1/jobs/{job_id}"),
@@ -35,7 +35,8 @@ def test_every_v1_route_and_no_other_needs_the_token() -> None:
 def test_with_a_token_reads_need_it_too_and_health_and_docs_stay_open(tmp_path: Path) -> None:
     settings = Settings(database=str(tmp_path / "read.db"), workers=1, api_token="s3cret")
     with TestClient(create_app(settings), base_url="http://localhost") as client:
-        for path in ("/v1/jobs", "/v1/jobs/x", "/v1/jobs/x/result", "/v1/jobs/x/trace", "/v1/presets/models"):
+        for path in ("/v1/jobs", "/v1/jobs/x", "/v1/jobs/x/request", "/v1/jobs/x/result", "/v1/jobs/x/trace",
+                     "/v1/presets/models"):
             assert client.get(path).status_code == 401, path
             assert client.get(path, headers={"Authorization": "Bearer s3cret"}).status_code in (200, 404), path
         for path in ("/healthz", "/readyz", "/openapi.json", "/docs", "/", "/metrics"):

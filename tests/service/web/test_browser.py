@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +22,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 import yaml
-from conftest import SMALL, Server
+from conftest import LARGE, SMALL, Server
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 BROWSER = next((path for path in map(shutil.which, BROWSERS) if path), None)
@@ -130,35 +132,76 @@ def test_a_job_runs_with_live_status_to_succeeded(page: Any, artifacts: Path) ->
     page.wait_for_selector("#jobs-table tbody tr .badge.succeeded")
 
 
-def test_a_comparison_of_two_requests_shows_both(page: Any, artifacts: Path) -> None:
+def test_a_comparison_is_headed_by_its_layouts(page: Any, artifacts: Path) -> None:
     page.click("button[data-tab=compare]")
     editors = page.locator(".compare-editor")
     assert editors.count() == 2
-    for i, (label, microbatches) in enumerate((("m8", 8), ("m32", 32))):
-        editors.nth(i).locator(".compare-label").fill(label)
+    assert editors.nth(0).locator(".compare-label").input_value() == ""  # no "A" and "B": a label is optional
+    editors.nth(0).locator(".compare-label").fill("m8")
+    for i, microbatches in enumerate((8, 32)):
         editors.nth(i).locator("textarea").fill(request_text(global_batch_size=microbatches))
     page.click("#compare-run")
     page.wait_for_selector("#compare-status[data-state=succeeded]")
-    headers = page.locator("#compare-result table[data-table=comparison] thead th").all_inner_texts()
-    assert headers == ["figure", "m8", "m32"]
+    head = "#compare-result table[data-table=comparison] thead th"
+    assert page.locator(head).first.inner_text() == "figure"
+    columns = page.locator(f"{head}[data-shape]")
+    assert columns.count() == 2
+    for i in range(2):  # both DP 1 x TP 8 x PP 8: what sets them apart is said under it
+        assert columns.nth(i).locator(".col-shape").inner_text() == "DP 1 x TP 8 x PP 8"
+        detail = columns.nth(i).locator(".col-detail").inner_text()
+        assert detail == "mb 1, 1f1b, ZeRO 0, recompute full, no grad overlap"
+    assert columns.nth(0).locator(".col-differs").inner_text() == "global_batch_size 8"
+    assert columns.nth(1).locator(".col-differs").inner_text() == "global_batch_size 32"
+    assert columns.nth(0).locator(".col-label").inner_text() == "m8"
+    assert columns.nth(1).locator(".col-label").count() == 0
     page.wait_for_function("document.querySelectorAll('#compare-result figure[data-loaded=true]').length === 4")
+    captions = page.locator("#compare-result .picture-timeline figcaption span").all_inner_texts()
+    assert captions == ["m8: pipeline timeline", "DP 1 x TP 8 x PP 8 (global_batch_size 32): pipeline timeline"]
     bubbles = page.locator("#compare-result tbody tr:has-text('bubble fraction') td.num").all_inner_texts()
     assert len(bubbles) == 2 and float(bubbles[0].rstrip("%")) > float(bubbles[1].rstrip("%"))  # m = 32 fills
     page.screenshot(path=str(artifacts / "compare.png"), full_page=True)
 
 
-def test_a_search_shows_its_ranking(page: Any) -> None:
+SEARCH = {"model": {"preset": "gpt3-1.3b"}, "cluster": {"preset": "dgx-a100", "num_nodes": 1},
+          "global_batch_size": 32, "space": {"tp": [1, 2, 16], "pp": [1, 2], "recompute": ["selective"],
+                                             "zero_stage": [0, 1]},
+          "training": {"tokens_per_parameter": 20, "gpu_hour_usd": 2.0},
+          "bounds": {"top_k": 2, "max_candidates": 3}}
+
+
+def test_a_search_shows_its_ranking_days_cost_and_discarded_families(page: Any, server: Server,
+                                                                       artifacts: Path) -> None:
     page.click("button[data-tab=search]")
-    page.fill("#search-request", json.dumps({
-        "model": {"preset": "gpt3-1.3b"}, "cluster": {"preset": "dgx-a100", "num_nodes": 1},
-        "global_batch_size": 32, "space": {"tp": [1, 2], "pp": [1, 2], "recompute": ["selective"],
-                                           "zero_stage": [0, 1]},
-        "bounds": {"top_k": 2, "max_candidates": 3}}))
+    page.fill("#search-request", json.dumps(SEARCH))
     page.click("#search-run")
     page.wait_for_selector("#search-status[data-state=succeeded]")
     page.wait_for_selector("#search-result figure[data-loaded=true]")
-    assert page.locator("#search-result table[data-table=search] tbody tr").count() == 2
-    assert "[object Object]" not in page.inner_text("#search-result")  # families are written as text
+    jobs = httpx.get(server.url + "/v1/jobs", params={"limit": 20}, timeout=60).json()["jobs"]
+    job = next(j for j in jobs if j["kind"] == "search")  # the newest search: this one
+    result = httpx.get(server.url + f"/v1/jobs/{job['id']}/result", timeout=60).json()
+    table = "#search-result table[data-table=search]"
+    heads = page.locator(f"{table} thead th").all_inner_texts()
+    assert heads[heads.index("headroom") + 1:] == ["days", "GPU-hours", "cost USD", "goodput", "why"]
+    rows = page.locator(f"{table} tbody tr")
+    assert rows.count() == len(result["top"]) == 2
+    for i, entry in enumerate(result["top"]):  # as `clustersim search` prints them (service/cli/search.py)
+        run, goodput = entry["training"]["with_failures"], entry["training"]["goodput"]
+        cells = rows.nth(i).locator("td[data-column]").all_inner_texts()
+        assert cells == [f"{run['days']:.2f}", f"{run['gpu_hours']:,.0f}", f"{run['cost_usd']:,.0f}", f"{goodput:.3f}"]
+    families = page.locator("#search-result table[data-table=families] tbody tr")
+    assert families.count() == min(12, len(result["discarded_families"])) > 0
+    reasons = [families.nth(i).locator("td.why").inner_text() for i in range(families.count())]
+    assert reasons == [f["reason"] for f in result["discarded_families"][:12]] and all(reasons)
+    assert "[object Object]" not in page.inner_text("#search-result")  # families and reasons are written as text
+    page.screenshot(path=str(artifacts / "search.png"), full_page=True)
+    # opened from the jobs list, the search's own request comes back into the editor
+    page.fill("#search-request", "{}")
+    page.click("button[data-tab=jobs]")
+    page.click(f"#jobs-table tr[data-job='{job['id']}'] button.open")
+    page.wait_for_selector("#search-status[data-state=succeeded]")
+    page.wait_for_selector("#search-result table[data-table=search]")
+    asked = httpx.get(server.url + f"/v1/jobs/{job['id']}/request", timeout=60).json()
+    assert json.loads(page.input_value("#search-request")) == asked and asked["space"]["tp"] == [1, 2, 16]
 
 
 def test_the_page_works_with_the_token(browser: Any, tmp_path: Path, artifacts: Path) -> None:
@@ -256,3 +299,116 @@ def test_a_launch_config_is_imported_into_the_form_and_exported(page: Any, serve
     page.click("#imp-run")
     page.wait_for_selector("#imp-status[data-state=failed]")
     assert "input.zero_optimisation.stage" in page.inner_text("#imp-notes .error-box")
+
+
+def submitted(server: Server, text: str) -> str:
+    """A simulation job submitted through the API and run to success; its id."""
+    job = httpx.post(server.url + "/v1/jobs", content=text, headers={"content-type": "application/json"},
+                     timeout=60).json()
+    deadline = time.monotonic() + TIMEOUT_MS / 1000
+    while httpx.get(f"{server.url}/v1/jobs/{job['id']}", timeout=60).json()["status"] != "succeeded":
+        assert time.monotonic() < deadline, "the job did not succeed in time"
+        time.sleep(0.2)
+    return str(job["id"])
+
+
+def test_opening_a_job_loads_its_own_request(page: Any, server: Server, artifacts: Path) -> None:
+    job = submitted(server, request_text(global_batch_size=16))
+    page.select_option("#example", "3")  # an unrelated request in the editor: GPT-100B on 1024 GPUs
+    page.click("button[data-tab=jobs]")
+    page.click(f"#jobs-table tr[data-job='{job}'] button.open")
+    page.wait_for_selector("#sim-status[data-state=succeeded]")
+    asked = httpx.get(f"{server.url}/v1/jobs/{job}/request", timeout=60).json()
+    loaded = json.loads(page.input_value("#request"))
+    assert loaded == asked and loaded["model"] == {"preset": "gpt3-13b"} and loaded["layout"]["global_batch_size"] == 16
+    assert page.input_value("#example") == ""  # no example is named for it: the job is
+    assert page.locator("#example option[value='']").text_content() == f"the request of job {job[:8]}"
+    assert f"job {job}" in page.inner_text("#sim-result .result-head")
+    assert 'id="stage7-row"' in picture_svg(page, "#sim-result .picture-timeline")
+    page.screenshot(path=str(artifacts / "job-opened.png"), full_page=True)
+
+
+def test_a_failed_job_shows_its_reason_and_opens_with_its_request(browser: Any, tmp_path: Path,
+                                                                   artifacts: Path) -> None:
+    short = start(tmp_path, CLUSTERSIM_JOB_TIMEOUT_S="0.5")  # the 1T GPT, every period simulated, takes seconds
+    context = browser.new_context(viewport={"width": 1500, "height": 1000})
+    try:
+        page = context.new_page()
+        page.set_default_timeout(TIMEOUT_MS)
+        page.goto(short.url + "/")
+        page.wait_for_selector("body[data-ready=true]")
+        page.fill("#request", LARGE.read_text(encoding="utf-8"))  # YAML, as the editor takes it
+        page.click("#run-job")
+        page.wait_for_selector("#sim-status[data-state=timed_out]")
+        job = httpx.get(short.url + "/v1/jobs", timeout=60).json()["jobs"][0]
+        assert job["status"] == "timed_out" and job["error"]["code"] == "timeout"
+        box = page.locator("#sim-result .error-box")
+        assert box.get_attribute("data-status") == "timed_out"
+        assert box.locator(".job-reason").inner_text() == job["error"]["message"]
+        assert "wall-time limit of 0.5 s" in job["error"]["message"]
+        page.screenshot(path=str(artifacts / "job-failed.png"), full_page=True)
+        page.select_option("#example", "1")  # the editor moves on to another request
+        page.click("button[data-tab=jobs]")
+        row = page.locator(f"#jobs-table tr[data-job='{job['id']}']")
+        row.locator(".badge.timed_out").wait_for()
+        assert row.locator("td.reason").inner_text() == f"timeout {job['error']['message']}"
+        page.screenshot(path=str(artifacts / "jobs-failed.png"), full_page=True)
+        row.locator("button.open").click()
+        page.wait_for_selector("#sim-status[data-state=timed_out]")
+        page.wait_for_selector("#sim-result .error-box[data-status=timed_out]")
+        loaded = json.loads(page.input_value("#request"))
+        assert loaded == httpx.get(f"{short.url}/v1/jobs/{job['id']}/request", timeout=60).json()
+        assert loaded["model"] == {"preset": "gpt-1t"} and loaded["layout"]["pp"] == 64
+        assert page.inner_text("#sim-result .job-reason") == job["error"]["message"]
+        page.screenshot(path=str(artifacts / "job-failed-opened.png"), full_page=True)
+    finally:
+        context.close()
+        short.stop()
+
+
+PLOT = re.compile(r"/v1/jobs/[0-9a-f]+/plot\?kind=(timeline|breakdown|memory)")
+
+
+def test_a_picture_says_drawing_until_it_is_shown_and_why_when_it_is_not(page: Any, server: Server,
+                                                                         artifacts: Path) -> None:
+    job = submitted(server, request_text(global_batch_size=24))
+    asked: list[float] = []
+    drawing = {"held": True}
+
+    def plot(route: Any) -> None:
+        kind = PLOT.search(route.request.url).group(1)  # type: ignore[union-attr]
+        if kind == "timeline" and drawing["held"]:  # as the service answers while the picture is being drawn
+            asked.append(time.monotonic())
+            route.fulfill(status=202, headers={"Retry-After": "1", "Location": route.request.url},
+                          content_type="application/json",
+                          body=json.dumps({"status": "drawing", "kind": kind, "format": "svg", "retry_after_s": 1}))
+        elif kind == "timeline":
+            asked.append(time.monotonic())
+            route.continue_()
+        elif kind == "breakdown":  # as the service answers a drawing past its limit
+            route.fulfill(status=413, content_type="application/json", body=json.dumps({"error": {
+                "code": "too_large", "message": "drawing the breakdown ran past the limit of 300 s", "details": []}}))
+        else:  # a picture the browser cannot read: never a broken image
+            route.fulfill(status=200, content_type="image/png", body=b"not a picture")
+
+    page.route(PLOT, plot)
+    page.click("button[data-tab=jobs]")
+    page.click(f"#jobs-table tr[data-job='{job}'] button.open")
+    timeline = page.locator("#sim-result .picture-timeline")
+    page.wait_for_selector("#sim-result .picture-timeline[data-retries='2']")
+    assert timeline.get_attribute("data-state") == "drawing"
+    assert timeline.locator(".picture-state .spinner").is_visible()
+    assert timeline.locator(".picture-note").inner_text() == "drawing… the service expects it in about 1 s"
+    assert timeline.locator("img").is_hidden()
+    page.screenshot(path=str(artifacts / "picture-drawing.png"), full_page=True)
+    drawing["held"] = False
+    svg = picture_svg(page, "#sim-result .picture-timeline")
+    assert 'id="stage7-row"' in svg and timeline.locator(".picture-state").count() == 0
+    assert len(asked) >= 3 and all(b - a >= 0.9 for a, b in zip(asked, asked[1:])), asked  # after Retry-After
+    for kind, why in (("breakdown", "Not drawn: 413 too_large: drawing the breakdown ran past the limit of 300 s"),
+                      ("memory", "Not shown: the service sent a picture the browser cannot read")):
+        figure = page.locator(f"#sim-result .picture-{kind}")
+        page.wait_for_selector(f"#sim-result .picture-{kind}[data-loaded=error]")
+        assert figure.locator(".picture-error").inner_text() == why
+        assert figure.locator("img").is_hidden() and figure.locator(".spinner").count() == 0
+    page.screenshot(path=str(artifacts / "picture-states.png"), full_page=True)
