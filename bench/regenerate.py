@@ -16,6 +16,7 @@ It stops at the first step that fails. What changed is for `git diff` to show an
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import io
 import os
@@ -72,8 +73,11 @@ def python_api_block() -> None:
     path.write_text(text[:start] + found + text[end:], encoding="utf-8")
 
 
-def main() -> int:
-    steps = ([["bench/fit_cost_model.py"]] if "--fit" in sys.argv[1:] else []) + STEPS
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--fit", action="store_true", help="refit the cost model's parameters first (minutes)")
+    args = parser.parse_args(argv)  # --help prints this docstring and runs nothing; an unknown flag is exit 2
+    steps = ([["bench/fit_cost_model.py"]] if args.fit else []) + STEPS
     for step in steps:
         started = time.perf_counter()
         done = subprocess.run([sys.executable, *step], cwd=ROOT, stdout=subprocess.DEVNULL)
@@ -86,4 +90,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))
