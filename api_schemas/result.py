@@ -151,7 +151,7 @@ class RunTotalsResult(_Out):
 
 
 class TrainingResult(_Out):
-    """The whole training run (request section `training`); formulas in the README, "A whole training run"."""
+    """The whole training run (request section `training`); formulas in docs/usage.md, "A whole training run"."""
 
     tokens: float
     iterations: int = Field(description="optimizer steps: tokens over tokens per iteration, rounded up")

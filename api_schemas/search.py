@@ -88,7 +88,7 @@ def _choices(description: str | None = None) -> Any:
 
 class SearchSpaceIn(BaseModel):
     """What the search may vary. A list fixes the values tried; a missing field is generated from the model,
-    the cluster and the batch (see the README's "Search and sweeps")."""
+    the cluster and the batch (see docs/search.md, "Search and sweeps")."""
 
     model_config = ConfigDict(extra="forbid")
 

@@ -1,8 +1,9 @@
-"""Write README.md's accuracy table from `clustersim validate --json` (run here on the shipped reference rows, or
+"""Write the documentation's accuracy table (docs/accuracy.md, or wherever its markers are: bench/doc_sections.py
+finds them) from `clustersim validate --json` (run here on the shipped reference rows, or
 read from a file that command wrote).
 
 Run:  python bench/accuracy_table.py [--from REPORT.json] [--check]
-      --check: write nothing; exit 1 if README.md does not carry the current table
+      --check: write nothing; exit 1 if the documentation does not carry the current table
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ import json
 import sys
 from pathlib import Path
 
-from simcore.calibration.accuracy import current_section, render_markdown, replace_section
-from simcore.calibration.validate import run_validation
+from doc_sections import ROOT, holding
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+from simcore.calibration.accuracy import START_MARKER, current_section, render_markdown, replace_section
+from simcore.calibration.validate import run_validation
 
 
 def main() -> int:
@@ -25,13 +26,14 @@ def main() -> int:
     args = parser.parse_args()
     report = json.loads(Path(args.source).read_text(encoding="utf-8")) if args.source else run_validation()
     table = render_markdown(report)
-    readme = README.read_text(encoding="utf-8")
+    path = holding(START_MARKER)
+    name, text = path.relative_to(ROOT), path.read_text(encoding="utf-8")
     if args.check:
-        fresh = current_section(readme) == table
-        print("README.md carries the current accuracy table" if fresh else "README.md's accuracy table is stale")
+        fresh = current_section(text) == table
+        print(f"{name} carries the current accuracy table" if fresh else f"{name}'s accuracy table is stale")
         return 0 if fresh else 1
-    README.write_text(replace_section(readme, table), encoding="utf-8")
-    print(f"wrote the accuracy table into {README.name}")
+    path.write_text(replace_section(text, table), encoding="utf-8")
+    print(f"wrote the accuracy table into {name}")
     return 0
 
 

@@ -1,19 +1,24 @@
-"""Write README.md's figures that are not an example's or the accuracy table's from the current code, each block
-between its markers: the "Other checks" list (the 1T example, collectives, the bubble's closed forms, TP across
-nodes), the `compare` example, what the accuracy figures say, and the FP8 and Blackwell validation.
-tests/test_readme_checks.py fails when README.md does not carry what this renders.
+"""Write the documentation's figures that are not an example's or the accuracy table's from the current code, each
+block between its markers, in whichever file holds them (README.md or docs/*.md, bench/doc_sections.py finds it):
+the README's excerpt of `clustersim simulate`, the "Other checks" list (the 1T example, collectives, the bubble's
+closed forms, TP across nodes), the `compare` example, what the accuracy figures say, and the FP8 and Blackwell
+validation. tests/test_readme_checks.py fails when the documentation does not carry what this renders.
 
-Run:  python bench/readme_checks.py [--check]      (--check: write nothing; exit 1 if README.md is stale)
+Run:  python bench/readme_checks.py [--check]      (--check: write nothing; exit 1 if a block is stale)
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import textwrap
+from functools import cache
 from pathlib import Path
 from typing import Any
+
+from doc_sections import ROOT, holding
 
 from api_schemas import load_request_file
 from service.convert import to_response, to_scenario
@@ -26,8 +31,6 @@ from simcore.cost.parameters import FITTED
 from simcore.domain.layout import CollectiveAlgorithm, Schedule
 from topology import NODE_PRESETS, Router, build_cluster, sized
 
-ROOT = Path(__file__).resolve().parent.parent
-README = ROOT / "README.md"
 BEGIN = "<!-- other-checks: written by python bench/readme_checks.py; do not edit by hand -->"
 END = "<!-- end of other checks -->"
 ACCURACY = ("<!-- accuracy-notes: written by python bench/readme_checks.py; do not edit by hand -->",
@@ -37,6 +40,10 @@ COMPARE = ("<!-- compare-example: written by python bench/readme_checks.py; do n
 COMPARED = ("long-pp-gpt", "long-pp-t5-balanced", "long-pp-t5-even")  # examples/decoder-vs-encoder-decoder/best/
 FP8 = ("<!-- fp8-validation: written by python bench/readme_checks.py; do not edit by hand -->",
        "<!-- end of fp8 validation -->")
+SIMULATE = ("<!-- simulate-example: written by python bench/readme_checks.py; do not edit by hand -->",
+            "<!-- end of simulate example -->")
+BLOCKS = ((BEGIN, END), ACCURACY, COMPARE, FP8, SIMULATE)
+ONE_T = "examples/gpt-1t-3072-a100.yaml"
 PUBLISHED_1T_TFLOPS = 163.0  # Narayanan et al. (SC'21) Table 1, counting recomputation (the example's header)
 DGX_A100 = NODE_PRESETS["dgx-a100"]
 GIB = 2**30
@@ -48,8 +55,60 @@ BUBBLE_MODEL = {"architecture": "decoder_only", "num_layers": 16, "hidden_size":
 MICROBATCHES = (8, 16, 32, 64)
 
 
+@cache
+def _one_t_body() -> dict[str, Any]:
+    """The result document of the 1T example, as `clustersim simulate` prints it."""
+    body: dict[str, Any] = to_response(simulate(to_scenario(load_request_file(str(ROOT / ONE_T)))))
+    return body
+
+
+def _short(value: Any) -> Any:
+    """A figure to 4 significant digits (whole from 1,000 to 10^15); anything else as it is."""
+    if not isinstance(value, float):
+        return value
+    rounded = float(f"{value:.4g}")
+    return int(rounded) if 1000 <= abs(rounded) < 1e15 else rounded
+
+
+def _object(key: str, fields: dict[str, Any], more: bool = False) -> list[str]:
+    """`"key": {...},` as lines of at most 100 characters, its fields packed in order ("..." last when `more`)."""
+    items = [f"{json.dumps(name)}: {json.dumps(value)}" for name, value in fields.items()] + (["..."] if more else [])
+    lines = [f'  "{key}": {{']
+    for item in items:
+        if len(lines) > 1 and len(lines[-1]) + len(item) + 2 <= 100:
+            lines[-1] += f" {item},"
+        else:
+            lines.append(f"    {item},")
+    lines[-1] = lines[-1].rstrip(",")
+    return [*lines, "  },"]
+
+
+def simulate_example() -> str:
+    """The headline fields of the 1T example's result, rounded, in the document's order, as the README's excerpt
+    of what `simulate` prints ("..." where fields are left out)."""
+    body = _one_t_body()
+    shown: dict[str, list[str]] = {key: [f'  "{key}": {json.dumps(_short(value))},'] for key, value in body.items()
+                                   if isinstance(value, int | float) and not isinstance(value, bool)}
+    shown["time_breakdown_s"] = _object("time_breakdown_s", {key: _short(value)
+                                                             for key, value in body["time_breakdown_s"].items()})
+    shown["stages"] = [f'  "stages": [... {len(body["stages"])} stages ...],']
+    shown["memory"] = _object("memory", {key: _short(value) for key, value in body["memory"].items()
+                                         if key != "breakdown_gib"}, more=True)
+    shown["simulator"] = _object("simulator", {key: body["simulator"][key] for key in (
+        "events", "fidelity", "simulated_ranks", "extrapolated_periods")}, more=True)
+    lines: list[str] = []
+    for key in body:
+        if key in shown:
+            lines += shown[key]
+        elif lines[-1:] != ["  ..."]:
+            lines.append("  ...")
+    if lines[-1] != "  ...":
+        lines.append("  ...")  # `simulate` also echoes the request
+    return "```\n{\n" + "\n".join(lines) + "\n}\n```"
+
+
 def one_t() -> str:
-    body = to_response(simulate(to_scenario(load_request_file(str(ROOT / "examples" / "gpt-1t-3072-a100.yaml")))))
+    body = _one_t_body()
     hw, t = float(body["hardware_tflops_per_gpu"]), float(body["iteration_time_s"])
     published_s = t * hw / PUBLISHED_1T_TFLOPS  # the same hardware FLOPs at the published rate
     b: dict[str, float] = body["time_breakdown_s"]
@@ -278,12 +337,12 @@ def fp8_validation(report: dict[str, Any]) -> str:
 
 
 def render() -> str:
-    """The four bullets, wrapped as the README's prose is."""
+    """The four bullets, wrapped as the documentation's prose is."""
     return "\n".join(_wrap(bullet) for bullet in (one_t(), collectives(), bubble(), tp_across_nodes()))
 
 
 def with_checks(text: str, block: str, markers: tuple[str, str] = (BEGIN, END)) -> str:
-    """README.md's text with `block` between the markers."""
+    """`text` with `block` between the markers."""
     return between_markers(text, block, *markers)
 
 
@@ -297,23 +356,36 @@ def compare_example() -> str:
     return f"```\n{table}\n```"
 
 
-def fresh(text: str) -> str:
-    """README.md's text with every block this script writes rendered from the current code."""
+def texts() -> dict[Path, str]:
+    """The text of every documentation file that holds one of this script's blocks."""
+    return {path: path.read_text(encoding="utf-8") for path in sorted({holding(begin) for begin, _ in BLOCKS})}
+
+
+def fresh(current: dict[Path, str]) -> dict[Path, str]:
+    """The files' texts with every block this script writes rendered from the current code."""
     report = run_validation()
-    text = with_checks(text, render())
-    text = with_checks(text, accuracy_notes(report), ACCURACY)
-    text = with_checks(text, compare_example(), COMPARE)
-    return with_checks(text, fp8_validation(report), FP8)
+    rendered = {(BEGIN, END): render(), ACCURACY: accuracy_notes(report), COMPARE: compare_example(),
+                FP8: fp8_validation(report), SIMULATE: simulate_example()}
+    out = dict(current)
+    for markers, block in rendered.items():
+        path = next((p for p, text in out.items() if markers[0] in text), None)
+        if path is None:
+            raise ValueError(f"no documentation file holds the marker {markers[0]!r}")
+        out[path] = with_checks(out[path], block, markers)
+    return out
 
 
 def main(argv: list[str]) -> int:
-    text = README.read_text(encoding="utf-8")
-    current = fresh(text)
+    current = texts()
+    updated = fresh(current)
+    stale = [path for path in current if updated[path] != current[path]]
+    names = ", ".join(str(path.relative_to(ROOT)) for path in stale)
     if "--check" in argv:
-        print("README.md carries the current checks" if current == text else "README.md's generated figures are stale")
-        return 0 if current == text else 1
-    README.write_text(current, encoding="utf-8")
-    print(f"wrote the generated figures into {README.name}")
+        print(f"stale generated figures in {names}" if stale else "the documentation carries the current checks")
+        return 1 if stale else 0
+    for path in stale:
+        path.write_text(updated[path], encoding="utf-8")
+    print(f"wrote the generated figures into {names}" if stale else "the generated figures were current")
     return 0
 
 

@@ -1,26 +1,25 @@
-"""Write the search results quoted in README.md's "Search and sweeps" section from the current code, between
-their markers: the GPT-3 175B problem's generated and pruned layouts and its proven best layout, GPT-100B against
-T5-100B, and the search around the published 1T layout. Every search here ends by its proof or a candidate
-count, never by time, so what it finds depends on the code alone (the machine's speed,
-which `bench/search_speed.py` measures, is not figured here). tests/test_readme_search.py fails when README.md
-does not carry what this renders.
+"""Write the search results quoted in the "Search and sweeps" section (docs/search.md, or wherever their markers
+are: bench/doc_sections.py finds them) from the current code, between their markers: the GPT-3 175B problem's
+generated and pruned layouts and its proven best layout, GPT-100B against T5-100B, and the search around the
+published 1T layout. Every search here ends by its proof or a candidate count, never by time, so what it finds
+depends on the code alone (the machine's speed, which `bench/search_speed.py` measures, is not figured here).
+tests/test_readme_search.py fails when the documentation does not carry what this renders.
 
-Run:  python bench/readme_search.py [--check]      (--check: write nothing; exit 1 if README.md is stale)
+Run:  python bench/readme_search.py [--check]      (--check: write nothing; exit 1 if the results are stale)
 """
 
 from __future__ import annotations
 
 import sys
 import textwrap
-from pathlib import Path
 from typing import Any
+
+from doc_sections import ROOT, holding
 
 from api_schemas.search import load_search_file
 from service.generated import write_or_check_between
 from service.search import run_search
 
-ROOT = Path(__file__).resolve().parent.parent
-README = ROOT / "README.md"
 MARKERS = ("<!-- search-results: written by python bench/readme_search.py; do not edit by hand -->",
            "<!-- end of search results -->")
 GPT3 = ROOT / "examples" / "search" / "gpt3-175b-1024-a100.search.json"
@@ -35,7 +34,7 @@ def _wrap(bullet: str) -> str:
 
 
 def _layout(entry: dict[str, Any]) -> str:
-    """A ranked layout as the README reads it."""
+    """A ranked layout as docs/search.md reads it."""
     lay = entry["layout"]
     parts = [f"DP {lay['dp']} x TP {lay['tp']}" + (f" x PP {lay['pp']}" if lay["pp"] > 1 else " without PP"),
              f"microbatch {lay['microbatch_size']}"]
@@ -115,9 +114,11 @@ def main(argv: list[str]) -> int:
     """Without --check, write the block (it renders the searches once either way)."""
     block = render()
     flags = argv if "--check" in argv else [*argv, "--write"]
-    code = write_or_check_between(README, block, *MARKERS, flags)
-    print(("README.md's search results are stale" if code else "README.md carries the current search results")
-          if "--check" in argv else f"wrote the search results into {README.name}")
+    path = holding(MARKERS[0])
+    name = path.relative_to(ROOT)
+    code = write_or_check_between(path, block, *MARKERS, flags)
+    print((f"{name}'s search results are stale" if code else f"{name} carries the current search results")
+          if "--check" in argv else f"wrote the search results into {name}")
     return code
 
 

@@ -4,10 +4,11 @@ moves results (each step is a script a test checks the output of):
 1. with --fit: the cost model's fitted parameters (bench/fit_cost_model.py; minutes); HOST_OP_2021_S
    (simcore/cost/sharding.py) is refitted by hand with bench/fit_zero3_host.py, which prints it;
 2. the golden results (bench/golden_results.py --write-tests);
-3. the README's accuracy table (bench/accuracy_table.py), its Other checks (bench/readme_checks.py) and its
-   search results (bench/readme_search.py);
+3. the documentation's generated blocks, wherever they are (README.md, docs/*.md): the accuracy table
+   (bench/accuracy_table.py), the `simulate` excerpt, Other checks, accuracy notes, `compare` example and FP8
+   validation (bench/readme_checks.py) and the search results (bench/readme_search.py);
 4. every example's README and pictures (their own scripts);
-5. the README's Python API example output (run the example, paste what it prints).
+5. the Python API example's printed output (docs/usage.md: run the example, paste what it prints).
 
 Run from the repository root:  python bench/regenerate.py [--fit]
 It stops at the first step that fails. What changed is for `git diff` to show and the commit to explain.
@@ -15,6 +16,7 @@ It stops at the first step that fails. What changed is for `git diff` to show an
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import io
 import os
@@ -25,12 +27,14 @@ import tempfile
 import time
 from pathlib import Path
 
+from doc_sections import section
+
 ROOT = Path(__file__).resolve().parent.parent
 STEPS: list[list[str]] = [
     ["bench/golden_results.py", "--write-tests"],
     ["bench/accuracy_table.py"],
-    ["bench/readme_checks.py"],  # README.md's "Other checks" figures
-    ["bench/readme_search.py"],  # README.md's search results
+    ["bench/readme_checks.py"],  # the simulate excerpt, "Other checks" and the other generated blocks
+    ["bench/readme_search.py"],  # the search results (docs/search.md)
     ["examples/failures-at-scale/goodput.py"],
     ["examples/decoder-vs-encoder-decoder/report.py"],  # searches its best/ layouts again
     ["examples/pictures.py"],  # draws some of them (decoder-vs-encoder-decoder's timelines)
@@ -48,30 +52,32 @@ STEPS: list[list[str]] = [
 
 
 def python_api_block() -> None:
-    """Run the README's Python API example in a scratch folder and paste what it prints below it."""
-    readme = ROOT / "README.md"
-    text = readme.read_text(encoding="utf-8")
-    start = text.index("\n## Python API\n")
-    end = text.find("\n## ", start + 1)
-    section = text[start:end]
-    code = re.search(r"```python\n(.*?)```", section, re.S)
-    shown = re.search(r"(It prints[^\n]*\n\n```\n)(.*?)```", section, re.S)
+    """Run the Python API example in a scratch folder and paste what it prints below it."""
+    path, found = section("Python API")
+    text = path.read_text(encoding="utf-8")
+    start = text.index(found)
+    end = start + len(found)
+    code = re.search(r"```python\n(.*?)```", found, re.S)
+    shown = re.search(r"(It prints[^\n]*\n\n```\n)(.*?)```", found, re.S)
     if code is None or shown is None:
-        raise SystemExit("README.md: no Python API example or printed block")
+        raise SystemExit(f"{path.name}: no Python API example or printed block")
     out = io.StringIO()
     here = os.getcwd()
     with tempfile.TemporaryDirectory() as scratch, contextlib.redirect_stdout(out):
         os.chdir(scratch)
         try:
-            exec(compile(code[1], "README.md", "exec"), {"__name__": "readme"})
+            exec(compile(code[1], path.name, "exec"), {"__name__": "readme"})
         finally:
             os.chdir(here)
-    section = section[:shown.start(2)] + out.getvalue() + section[shown.end(2):]
-    readme.write_text(text[:start] + section + text[end:], encoding="utf-8")
+    found = found[:shown.start(2)] + out.getvalue() + found[shown.end(2):]
+    path.write_text(text[:start] + found + text[end:], encoding="utf-8")
 
 
-def main() -> int:
-    steps = ([["bench/fit_cost_model.py"]] if "--fit" in sys.argv[1:] else []) + STEPS
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--fit", action="store_true", help="refit the cost model's parameters first (minutes)")
+    args = parser.parse_args(argv)  # --help prints this docstring and runs nothing; an unknown flag is exit 2
+    steps = ([["bench/fit_cost_model.py"]] if args.fit else []) + STEPS
     for step in steps:
         started = time.perf_counter()
         done = subprocess.run([sys.executable, *step], cwd=ROOT, stdout=subprocess.DEVNULL)
@@ -79,9 +85,9 @@ def main() -> int:
         if done.returncode != 0:
             return done.returncode
     python_api_block()
-    print("README.md Python API block: rewritten")
+    print("the Python API example's printed block: rewritten")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -36,7 +36,7 @@ __all__ = ["ESTIMATE_SHORTFALL", "Capped", "cap_bounds", "candidate_cost", "even
 ESTIMATE_SHORTFALL = 6.0
 # The planning's CPU time (space.py, prune.py, estimate.py) over the space's bound of its layouts, measured on the
 # 2-core development machine under load: 12.6 us a bound layout for GPT-1T on 3072 GPUs (1,520,640; 19.1 s),
-# 23.7 and 49.0 us for GPT-3 175B on 1024 (the whole space and the README's), 58.7 for Llama-3-70B on 256, and
+# 23.7 and 49.0 us for GPT-3 175B on 1024 (the whole space and docs/search.md's), 58.7 for Llama-3-70B on 256, and
 # 1.7 s for a narrowed Llama space of 1,440, most of it what every planning costs once.
 PLANNING_FIXED_S = 2.0
 PLANNING_S_PER_LAYOUT = 6.0e-5

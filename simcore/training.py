@@ -1,7 +1,7 @@
 """From one simulated iteration to a whole training run: days, GPU-hours, cost, energy, and what checkpoints and
 failures take from it.
 
-Every figure comes from the simulated throughput and the formulas below (README, "A whole training run"):
+Every figure comes from the simulated throughput and the formulas below (docs/usage.md, "A whole training run"):
 - work W = tokens / tokens_per_s (seconds of training without interruptions); iterations = ceil(tokens / tokens
   per iteration);
 - GPU-hours = wall time / 3600 x GPUs; cost = GPU-hours x price; energy = wall time x GPUs x power x PUE;

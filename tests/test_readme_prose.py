@@ -1,5 +1,6 @@
-"""Figures README.md's prose quotes outside its generated blocks, recomputed from the current code: a change that
-moves one fails here, naming the text to update (the generated blocks are tests/test_readme_checks.py's)."""
+"""Figures the documentation's prose (README.md and docs/*.md) quotes outside its generated blocks, recomputed from
+the current code: a change that moves one fails here, naming the text to update (the generated blocks are
+tests/test_readme_checks.py's)."""
 
 from __future__ import annotations
 
@@ -17,14 +18,14 @@ from simcore.cost.parameters import LINK_EFFICIENCY
 from simcore.simulate import Outcome
 
 ROOT = Path(__file__).resolve().parent.parent
-README = (ROOT / "README.md").read_text(encoding="utf-8")
+DOCS = load("doc_sections").all_text()
 ONE_T = ROOT / "examples" / "gpt-1t-3072-a100.yaml"
 
 
 def quoted(text: str) -> None:
-    """`text` appears in README.md (line breaks there read as spaces)."""
-    if text not in " ".join(README.split()):
-        pytest.fail(f"README.md should say: {text}")
+    """`text` appears in README.md or a file of docs/ (line breaks there read as spaces)."""
+    if text not in DOCS:
+        pytest.fail(f"the documentation (README.md, docs/*.md) should say: {text}")
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,5 @@
-"""README.md's search results ("Search and sweeps") are what bench/readme_search.py renders from the current code:
-searches bounded by candidate counts, so the figures depend on the code alone."""
+"""The search results of docs/search.md ("Search and sweeps") are what bench/readme_search.py renders from the
+current code: searches bounded by candidate counts, so the figures depend on the code alone."""
 
 from __future__ import annotations
 

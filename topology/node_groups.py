@@ -5,7 +5,7 @@ Groups fill the cluster in order: group 0's nodes come first (GPUs 0 .. its node
 group 1's, and so on. Every group joins the same inter-node fabric (topology/graph.py builds the graph group by
 group). A group's GPU sets its compute (peak FLOP/s, HBM bandwidth and capacity, its GEMM efficiencies by
 generation) and its PCIe path to the NICs; its NVLink and NIC bandwidths are its own (the converter fills them
-from the GPU kind's catalog node or the cluster's, see the README). All groups share the cluster's
+from the GPU kind's catalog node or the cluster's, see docs/usage.md). All groups share the cluster's
 `gpus_per_node` and `nics_per_node`: ranks are placed and NICs numbered node by node on one node shape (a group
 that names another count is refused).
 """

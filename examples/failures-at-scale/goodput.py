@@ -125,7 +125,7 @@ def render() -> str:
         "and fast restarts, as the paper describes, not the 1-minute synchronous write and 10-minute restart",
         "assumed above.",
         "",
-        "Formulas: the README's \"A whole training run\" section; the expected wall time follows Daly's exponential",
+        "Formulas: docs/usage.md, \"A whole training run\"; the expected wall time follows Daly's exponential",
         "failure model, T = M e^(R/M) (e^((tau + delta)/M) - 1) W / tau.",
         "",
     ]

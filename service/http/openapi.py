@@ -22,8 +22,9 @@ ERROR: dict[str, Any] = {"model": ErrorBody}
 
 SEARCH_RESULT_SCHEMA: dict[str, Any] = {
     "title": "SearchResult", "type": "object",
-    "description": "the search result document (README, Search and sweeps): the problem, the best layout and the "
-                   "top ones with their simulated figures, what was generated, pruned and simulated, and the run",
+    "description": "the search result document (docs/search.md, Search and sweeps): the problem, the best layout "
+                   "and the top ones with their simulated figures, what was generated, pruned and simulated, "
+                   "and the run",
     "required": ["problem", "best", "top", "search", "discarded_families", "run"],
     "properties": {"problem": {"type": "object"}, "best": {"anyOf": [{"type": "object"}, {"type": "null"}]},
                    "top": {"type": "array", "items": {"type": "object"}}, "search": {"type": "object"},

@@ -1,6 +1,6 @@
-"""The README's accuracy table, written from a `clustersim validate --json` report (bench/accuracy_table.py
-puts it in README.md between the markers below; tests/simcore/calibration/test_readme_accuracy.py checks that
-the README carries the table of the current code)."""
+"""The documentation's accuracy table, written from a `clustersim validate --json` report (bench/accuracy_table.py
+puts it in docs/accuracy.md between the markers below; tests/simcore/calibration/test_readme_accuracy.py checks
+that the documentation carries the table of the current code)."""
 
 from __future__ import annotations
 
@@ -51,15 +51,16 @@ def render_markdown(report: dict[str, Any]) -> str:
 
 
 def replace_section(readme: str, table: str) -> str:
-    """`readme` with the text between the markers replaced by `table`; ValueError if the markers are missing."""
+    """`readme` (a documentation file's text) with the text between the markers replaced by `table`; ValueError
+    if the markers are missing."""
     start, end = readme.find(START_MARKER), readme.find(END_MARKER)
     if start < 0 or end < start:
-        raise ValueError("README.md has no accuracy-table markers")
+        raise ValueError("the text has no accuracy-table markers")
     return readme[:start + len(START_MARKER)] + "\n" + table + "\n" + readme[end:]
 
 
 def current_section(readme: str) -> str:
     start, end = readme.find(START_MARKER), readme.find(END_MARKER)
     if start < 0 or end < start:
-        raise ValueError("README.md has no accuracy-table markers")
+        raise ValueError("the text has no accuracy-table markers")
     return readme[start + len(START_MARKER):end].strip("\n")

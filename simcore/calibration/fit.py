@@ -39,7 +39,7 @@ START = CostParameters(
 )
 # With the GEMM shape model (simcore/cost/gemm_shape.py; `fit_document(shape_model=True)`, `python
 # bench/fit_cost_model.py --shape-model`) the fit also fits its per-tile cost. The shipped fit runs without it: a
-# GEMM's time depends on its FLOPs alone (README, Accuracy: weight-gradient passes).
+# GEMM's time depends on its FLOPs alone (docs/accuracy.md: weight-gradient passes).
 SHAPE_START = replace(START, gemm_shape_model=True, gemm_prologue_k=64.0)
 SHAPE_BOUNDS = {"gemm_prologue_k": (0.0, 512.0)}
 BOUNDS = {

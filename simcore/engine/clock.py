@@ -20,7 +20,7 @@ another in the order they were made, before anything else, and runs nothing betw
 entries, so one process that makes them in that order gives the same order, as long as no other process starts in
 between (a `start` closes the burst, and the next urgent call opens a new one). Where nothing at all is due at the
 instant of the first (`env.peek()` later), a Timeout of no delay is as early, and costs a third of a process.
-`python bench/engine_ab.py` measures the whole against an earlier tree; the README's "Engine and speed" quotes it.
+`python bench/engine_ab.py` measures the whole against an earlier tree; docs/engine.md, "Engine and speed", quotes it.
 """
 
 from __future__ import annotations

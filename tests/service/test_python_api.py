@@ -1,4 +1,4 @@
-"""The `clustersim` Python API: the README's example runs, results are the API's documents, invalid input names
+"""The `clustersim` Python API: the example in docs/usage.md runs, results are the API's documents, invalid input names
 the field, and the package imports the service layer only."""
 
 from __future__ import annotations
@@ -22,30 +22,31 @@ SMALL = {"model": {"preset": "gpt3-1.3b"}, "cluster": {"preset": "dgx-a100", "nu
          "layout": {"dp": 2, "tp": 2, "pp": 2, "global_batch_size": 16}}
 
 
-def readme_section(title: str) -> str:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+def docs_section(title: str) -> str:
+    """The section `## title` of docs/usage.md, where the Python API is documented."""
+    text = (ROOT / "docs" / "usage.md").read_text(encoding="utf-8")
     start = text.index(f"\n## {title}\n")
     end = text.find("\n## ", start + 1)
     return text[start:end]
 
 
-def test_the_readme_example_runs_and_prints_what_the_readme_shows(
+def test_the_docs_example_runs_and_prints_what_the_docs_show(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    section = readme_section("Python API")
+    section = docs_section("Python API")
     code = re.search(r"```python\n(.*?)```", section, re.S)
     shown = re.search(r"It prints[^\n]*\n\n```\n(.*?)```", section, re.S)
     assert code is not None and shown is not None
     monkeypatch.chdir(tmp_path)
-    exec(compile(code[1], "README.md", "exec"), {"__name__": "readme"})
+    exec(compile(code[1], "usage.md", "exec"), {"__name__": "readme"})
     printed = capsys.readouterr().out
-    assert printed == shown[1], "the README's printed figures are stale: paste what the example prints now"
+    assert printed == shown[1], "docs/usage.md's printed figures are stale: paste what the example prints now"
     for name, magic in (("bubble-vs-m.svg", b"<?xml"), ("timeline.png", b"\x89PNG"), ("memory.svg", b"<?xml"),
                         ("compare.svg", b"<?xml")):
         assert (tmp_path / name).read_bytes().startswith(magic)
 
 
 def test_the_one_line_call_works_in_a_fresh_interpreter(tmp_path: Path) -> None:
-    line = re.search(r'python -c "(.*?)"\n', readme_section("Python API"))
+    line = re.search(r'python -c "(.*?)"\n', docs_section("Python API"))
     assert line is not None
     done = subprocess.run([sys.executable, "-c", line[1]], capture_output=True, text=True, cwd=tmp_path,
                           timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})

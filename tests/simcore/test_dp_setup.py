@@ -1,4 +1,4 @@
-"""Setup that does not grow with the data-parallel size (README "Setup independent of the data-parallel size"):
+"""Setup that does not grow with the data-parallel size (docs/engine.md, "Setup independent of the data-parallel size"):
 GPT-3 175B at TP 8 x PP 8 (bench/dp_scaling_speed.py's scenario) routes the same pairs, reads the same links'
 capacities and counts the same patterns at DP 64 (4,096 GPUs) as at DP 256 (16,384 GPUs)."""
 

@@ -111,8 +111,8 @@ def test_restarts_after_crashes_queue_the_job_again_up_to_their_own_bound(store:
 
 
 def test_the_manager_fails_an_interrupted_job_only_at_the_stated_bound(store: Store) -> None:
-    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text(encoding="utf-8")
-    assert f"only after {MAX_INTERRUPTIONS} interrupted runs" in " ".join(readme.split())  # the README states it
+    docs = (Path(__file__).resolve().parents[3] / "docs" / "service.md").read_text(encoding="utf-8")
+    assert f"only after {MAX_INTERRUPTIONS} interrupted runs" in " ".join(docs.split())  # docs/service.md states it
     store.add_job("job", "{}", "key", 0)
     for _ in range(MAX_INTERRUPTIONS - 1):
         crash_during_a_run(store)

@@ -1,4 +1,4 @@
-"""README.md carries the accuracy table of the current code (bench/accuracy_table.py writes it from the same
+"""docs/accuracy.md carries the accuracy table of the current code (bench/accuracy_table.py writes it from the same
 report as `clustersim validate --json`)."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ import pytest
 from simcore.calibration.accuracy import END_MARKER, START_MARKER, current_section, render_markdown, replace_section
 from simcore.calibration.validate import run_validation
 
-README = Path(__file__).resolve().parents[3] / "README.md"
+ACCURACY = Path(__file__).resolve().parents[3] / "docs" / "accuracy.md"
 
 
-def test_the_readme_carries_the_current_accuracy_table() -> None:
+def test_the_docs_carry_the_current_accuracy_table() -> None:
     table = render_markdown(run_validation())
-    assert current_section(README.read_text(encoding="utf-8")) == table, \
+    assert current_section(ACCURACY.read_text(encoding="utf-8")) == table, \
         "stale accuracy table: run python bench/accuracy_table.py"
 
 

@@ -54,7 +54,7 @@ def test_forward_and_input_gradient_times_within_15_percent(figures: ModuleType)
     assert len(rows) == 12
     for row in rows:
         assert abs(row["error_pct"]["T_F"]) < 15 and abs(row["error_pct"]["T_B"]) < 15, row
-        # README, Accuracy (weight-gradient passes): W about a fifth long, F up to 12% short, B a few percent long
+        # docs/accuracy.md (weight-gradient passes): W about a fifth long, F up to 12% short, B a few percent long
         assert 15 < row["error_pct"]["T_W"] < 25, row
         assert -12 < row["error_pct"]["T_F"] < 0 and 0 < row["error_pct"]["T_B"] < 6, row
         # the forward pass beyond its projections' GEMMs (as long as W's): about twice the simulated
@@ -64,7 +64,7 @@ def test_forward_and_input_gradient_times_within_15_percent(figures: ModuleType)
 
 
 def test_the_papers_projection_gemm_rates_by_pass() -> None:
-    """The README's reading of the paper's pass times: with the other kernels at the model's times, the rate of a
+    """docs/accuracy.md's reading of the paper's pass times: with the other kernels at the model's times, the rate of a
     middle stage's projection GEMMs (2 x tokens x the weights' elements in each of F, B and W) in each pass, in
     TFLOP/s; and the fitted rate of a large A100 GEMM."""
     a100 = GPUS[GpuKind.A100_80GB]

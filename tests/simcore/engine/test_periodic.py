@@ -156,7 +156,7 @@ def test_alignment_relabels_consistently() -> None:
 
 
 def test_the_1t_example_extrapolates_most_of_its_periods_within_the_full_runs_rounding() -> None:
-    # README "Periodic steady state" quotes these figures.
+    # docs/engine.md, "Periodic steady state", quotes these figures.
     scenario = to_scenario(load_request_file("examples/gpt-1t-3072-a100.yaml"))
     extrapolated, full = _pair(scenario)
     assert extrapolated.extrapolated_periods == 436  # of 512 microbatches' periods (1F1B on 64 stages)
