@@ -145,6 +145,8 @@ class ComparisonLayout(_Out):
     fp8_recipe: str | None = Field(default=None, description="shown for fp8")
     cp: int | None = Field(default=None, description="context parallelism, shown when cp > 1",
                            exclude_if=lambda value: value is None)
+    ep: int | None = Field(default=None, description="expert parallelism, shown when ep > 1",
+                           exclude_if=lambda value: value is None)
 
 
 class ComparisonExposed(_Out):
@@ -154,6 +156,8 @@ class ComparisonExposed(_Out):
     pp: float
     dp: float = Field(description="DP and ZeRO")
     cp: float | None = Field(default=None, description="context parallelism's K/V exchanges, where cp > 1",
+                             exclude_if=lambda value: value is None)
+    ep: float | None = Field(default=None, description="a mixture of experts' all-to-alls, where it has them",
                              exclude_if=lambda value: value is None)
 
 
@@ -179,6 +183,7 @@ class ComparisonRow(_Out):
     summary: str = Field(description="the layout in one line, e.g. 'DP 2 x TP 2 x PP 2, mb 1, 1f1b, ZeRO 0, "
                          "recompute none'")
     layout: ComparisonLayout
+    gpu: str = Field(description="the cluster's GPU, e.g. 'H100 80GB' (node groups' GPUs joined with ' + ')")
     iteration_time_s: float
     tokens_per_s: float
     samples_per_s: float

@@ -28,10 +28,10 @@ MANIFEST = "pictures.json"
 
 
 def traced(path: Path) -> clustersim.SimulationResult:
-    """The request file simulated with its trace kept, so that the result can draw its timeline, every period
-    simulated (a timeline draws each pass; extrapolation would leave the steady state's periods out)."""
+    """The request file simulated as a user's run is (the steady state extrapolated where it can be, the
+    default), with its trace kept, so that the result can draw its timeline: the picture a user gets."""
     request = clustersim.request_from(path).model_dump(exclude_none=True, exclude_unset=True)
-    request["options"] = {**request.get("options", {}), "trace": True, "extrapolate": False}
+    request["options"] = {**request.get("options", {}), "trace": True}
     return clustersim.simulate(request)
 
 
@@ -42,23 +42,22 @@ def data_digest(results: list[clustersim.SimulationResult]) -> str:
 
 
 def pictures() -> list[tuple[str, Any, list[clustersim.SimulationResult], dict[str, str]]]:
-    """(file, what to plot, the results it draws, plot options) for every picture."""
+    """(file, what to plot, the results it draws, plot options) for every picture. The timelines have the
+    default title (what `clustersim simulate FILE --plot` draws)."""
     out = []
     gpt13 = "GPT-3 13B on 64 A100s (TP 8 x PP 8, 1F1B, full recompute)"
     for m in (8, 64):
         result = traced(EXAMPLES / BUBBLE / f"m{m}.yaml")
-        out.append((f"{BUBBLE}/timeline-m{m}.png", result, [result], {"title": f"{gpt13}, m = {m} microbatches"}))
+        out.append((f"{BUBBLE}/timeline-m{m}.png", result, [result], {}))
     sweep = clustersim.sweep(EXAMPLES / BUBBLE / "m8.yaml", "layout.global_batch_size", [8, 16, 32, 64])
     out.append((f"{BUBBLE}/bubble-vs-m.png", sweep, list(sweep.results),
                 {"metric": "bubble_fraction", "title": f"Bubble fraction against m (= global batch here): {gpt13}"}))
     gpt = traced(EXAMPLES / T5 / "best" / "long-pp-gpt.yaml")
     t5 = traced(EXAMPLES / T5 / "best" / "long-pp-t5-even.yaml")
-    gpt_layout, t5_layout = "DP 128 x TP 4 x PP 2, m = 12", "DP 32 x TP 4 x PP 8, m = 48, even split"
-    out.append((f"{T5}/timeline-gpt-pp.png", gpt, [gpt],
-                {"title": f"GPT-100B on 1024 A100s, its fastest pipelined layout: {gpt_layout}"}))
-    out.append((f"{T5}/timeline-t5-even-pp.png", t5, [t5],
-                {"title": f"T5-100B on 1024 A100s, its fastest pipelined layout: {t5_layout}"}))
-    both = {f"GPT-100B\n{gpt_layout}": gpt, f"T5-100B\n{t5_layout}": t5}
+    out.append((f"{T5}/timeline-gpt-pp.png", gpt, [gpt], {}))
+    out.append((f"{T5}/timeline-t5-even-pp.png", t5, [t5], {}))
+    # each label gets a second line naming the layout, the GPU and the precision (from the result's request)
+    both = {"GPT-100B": gpt, "T5-100B, even split": t5}
     out.append((f"{T5}/compare-pp.png", both, [gpt, t5],
                 {"title": "Iteration time by category, critical rank (2048 tokens a sample, 1024 A100s)"}))
     return out

@@ -6,10 +6,12 @@ the order given. The HTTP service runs each simulation in its worker processes i
 document from the results with `comparison`.
 
 A row: `label`, `summary` (the layout in one line), `layout` (dp, tp, pp, virtual_stages, microbatch_size,
-global_batch_size, schedule, zero_stage, recompute), `iteration_time_s`, `tokens_per_s`, `samples_per_s`, `mfu`,
-`hfu`, `bubble_fraction` (as in the result), `stage_imbalance`, `exposed_communication_s` (`tp`, `pp`, `dp`: the
-result's time_breakdown_s tp_comm, pp_comm and dp_comm, seconds the critical rank's compute stream waited for
-each kind; dp includes ZeRO), `memory` (`peak_gib_per_gpu`, `capacity_gib`, `fits`) and `warnings`.
+global_batch_size, schedule, zero_stage, recompute; precision where not bf16, cp and ep where above 1), `gpu` (the
+cluster's GPU, service.naming), `iteration_time_s`, `tokens_per_s`, `samples_per_s`, `mfu`, `hfu`,
+`bubble_fraction` (as in the result), `stage_imbalance`, `exposed_communication_s` (`tp`, `pp`, `dp`, and `cp`,
+`ep` where used: the result's time_breakdown_s tp_comm, pp_comm, dp_comm, cp_comm and ep_comm, seconds the
+critical rank's compute stream waited for each kind; dp includes ZeRO), `memory` (`peak_gib_per_gpu`,
+`capacity_gib`, `fits`) and `warnings`.
 
 `stage_imbalance` is the largest per-stage busy time over the mean per-stage busy time, from the result's
 `stages[]` (busy_fraction is each stage's busy time over the same iteration time, so their ratio is the ratio of
@@ -28,6 +30,7 @@ from pydantic import ValidationError
 from api_schemas import FieldError, RequestError, SimulationRequest, from_validation_error
 from api_schemas.compare import item_field
 from service import convert as adapters
+from service.naming import gpu_name
 from simcore import Scenario, SpecError, check, simulate
 from simcore.planning.rank import describe
 
@@ -78,7 +81,9 @@ def comparison_row(label: str, request: SimulationRequest, result: Mapping[str, 
         "layout": {"dp": layout.dp, "tp": layout.tp, "pp": layout.pp, "virtual_stages": layout.virtual_stages,
                    "microbatch_size": layout.microbatch_size, "global_batch_size": layout.global_batch_size,
                    "schedule": layout.schedule, "zero_stage": layout.zero_stage, "recompute": layout.recompute,
-                   **_precision(request), **({"cp": layout.cp} if layout.cp > 1 else {})},
+                   **_precision(request), **({"cp": layout.cp} if layout.cp > 1 else {}),
+                   **({"ep": layout.ep} if layout.ep > 1 else {})},
+        "gpu": gpu_name(request.cluster),
         "iteration_time_s": result["iteration_time_s"],
         "tokens_per_s": result["tokens_per_s"],
         "samples_per_s": result["samples_per_s"],
@@ -88,7 +93,8 @@ def comparison_row(label: str, request: SimulationRequest, result: Mapping[str, 
         "stage_imbalance": stage_imbalance(result["stages"]),
         "exposed_communication_s": {"tp": breakdown["tp_comm"], "pp": breakdown["pp_comm"],
                                     "dp": breakdown["dp_comm"],
-                                    **({"cp": breakdown["cp_comm"]} if "cp_comm" in breakdown else {})},
+                                    **({"cp": breakdown["cp_comm"]} if "cp_comm" in breakdown else {}),
+                                    **({"ep": breakdown["ep_comm"]} if "ep_comm" in breakdown else {})},
         "memory": {"peak_gib_per_gpu": memory.get("peak_gib_per_gpu"), "capacity_gib": memory.get("capacity_gib"),
                    "fits": memory.get("fits")},
         "warnings": list(result.get("warnings", [])),
@@ -136,7 +142,9 @@ def compare_requests(items: Sequence[tuple[str, SimulationRequest | Mapping[str,
 
 def compare_results(items: Sequence[tuple[str, SimulationRequest | Mapping[str, Any]]]
                     ) -> list[tuple[str, SimulationRequest, dict[str, Any]]]:
-    """(label, request, full result document) for each (label, request), validated as compare_requests does
-    (every request before any is simulated); for callers that need more than the comparison's rows (pictures)."""
+    """(label, request, full result document, echoing its request) for each (label, request), validated as
+    compare_requests does (every request before any is simulated); for callers that need more than the comparison's
+    rows (pictures)."""
     prepared = [(label, *_validated(index, document)) for index, (label, document) in enumerate(items)]
-    return [(label, request, adapters.to_response(simulate(scenario))) for label, request, scenario in prepared]
+    return [(label, request, adapters.to_response(simulate(scenario), request=request))
+            for label, request, scenario in prepared]

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from service.cli.plot import check_plot_target
 from service.cli.rendering import console
 from service.cli.usage import add_limits_option, within_limits
+from service.naming import precision_name
 
 if TYPE_CHECKING:
     from api_schemas import RequestError, SimulationRequest
@@ -51,10 +52,14 @@ def _schedule(layout: dict[str, Any]) -> str:
     return f"{layout['schedule']} v{v}" if v > 1 else str(layout["schedule"])
 
 
-# (row name, how to show it from a comparison row), in table order.
+# (row name, how to show it from a comparison row), in table order: every parallel dimension, the GPU and the
+# precision first, so that a column says what ran.
 METRICS: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
-    ("DP x TP x PP", lambda r: f"{r['layout']['dp']} x {r['layout']['tp']} x {r['layout']['pp']}"
-     + (f" x CP {r['layout']['cp']}" if r["layout"].get("cp") else "")),
+    ("DP x TP x PP", lambda r: f"{r['layout']['dp']} x {r['layout']['tp']} x {r['layout']['pp']}"),
+    ("CP", lambda r: str(r["layout"].get("cp") or 1)),
+    ("EP", lambda r: str(r["layout"].get("ep") or 1)),
+    ("GPU", lambda r: str(r.get("gpu") or "-")),
+    ("precision", lambda r: precision_name(r["layout"].get("precision"), r["layout"].get("fp8_recipe"))),
     ("microbatch size", lambda r: str(r["layout"]["microbatch_size"])),
     ("schedule", lambda r: _schedule(r["layout"])),
     ("ZeRO stage", lambda r: str(r["layout"]["zero_stage"])),
@@ -67,6 +72,8 @@ METRICS: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
     ("exposed tp s", lambda r: _seconds(r["exposed_communication_s"]["tp"])),
     ("exposed pp s", lambda r: _seconds(r["exposed_communication_s"]["pp"])),
     ("exposed dp s", lambda r: _seconds(r["exposed_communication_s"]["dp"])),
+    ("exposed cp s", lambda r: _seconds(r["exposed_communication_s"].get("cp", 0.0))),
+    ("exposed ep s", lambda r: _seconds(r["exposed_communication_s"].get("ep", 0.0))),
     ("peak GiB/GPU", lambda r: _gib(r["memory"]["peak_gib_per_gpu"])),
     ("capacity GiB", lambda r: _gib(r["memory"]["capacity_gib"])),
     ("fits", lambda r: _fits(r["memory"]["fits"])),
@@ -102,6 +109,9 @@ def render_comparison(result: dict[str, Any]) -> None:
     for row in result["rows"]:
         table.add_column(row["label"], justify="right")
     for name, show in METRICS:
+        kind = name.split()[1] if name.startswith("exposed ") else None
+        if kind in ("cp", "ep") and not any(kind in row["exposed_communication_s"] for row in result["rows"]):
+            continue  # no request has that kind of parallelism
         table.add_row(name, *(show(row) for row in result["rows"]))
     if any("training" in row for row in result["rows"]):
         for name, show in TRAINING_METRICS:

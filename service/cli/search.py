@@ -22,6 +22,7 @@ from typing import Any
 from service.cli import rendering
 from service.cli.plot import check_plot_target
 from service.cli.usage import check_executor, job_limits, writable_dir
+from service.naming import gpu_label, precision_name
 
 DISCARDED_SHOWN = 12
 
@@ -120,7 +121,7 @@ def render_search(result: dict[str, Any]) -> None:
     sizes = problem["cluster_sizes"]
     gpus = "/".join(str(size["num_gpus"]) for size in sizes) if len(sizes) > 1 else str(problem["num_gpus"])
     console.print(f"{problem['model']} ({problem['parameters'] / 1e9:.1f}B parameters) on {gpus} "
-                  f"{problem['gpu']} GPUs, global batch {problem['global_batch_size']}, ranked by "
+                  f"{gpu_label(str(problem['gpu']))} GPUs, global batch {problem['global_batch_size']}, ranked by "
                   f"{problem['objective']}")
     console.print(f"{search['generated']} layouts generated, {search['pruned']} discarded before simulation "
                   f"({search['discarded']['invalid']} break a layout rule, {search['discarded']['memory']} do not "
@@ -143,12 +144,16 @@ def render_search(result: dict[str, Any]) -> None:
     run = any("training" in entry for entry in result["top"])
     table = Table(title="Fastest layouts (simulated)" if problem["objective"] == "time" else
                   f"Best layouts by {problem['objective']} (simulated)")
-    columns = ["#", "layout", "GPUs", "tokens/s", "MFU", "bubble", "exposed comm s (tp/pp/dp)", "headroom GiB"]
+    columns = ["#", "layout", "CP", "EP", "GPUs", "GPU", "precision", "tokens/s", "MFU", "bubble",
+               "exposed comm s (tp/pp/dp)", "headroom GiB"]
     for column in columns + (["days", "GPU-hours", "cost USD", "goodput"] if run else []):
-        table.add_column(column, justify="left" if column == "layout" else "right")
+        table.add_column(column, justify="left" if column in ("layout", "GPU", "precision") else "right")
+    gpu = gpu_label(str(problem["gpu"]))  # one kind for the whole search
     for entry in result["top"]:
-        exposed = entry["exposed_communication_s"]
-        row = [str(entry["rank"]), entry["summary"], str(entry["num_gpus"]), _fmt_tokens(entry["tokens_per_s"]),
+        exposed, layout = entry["exposed_communication_s"], entry["layout"]
+        row = [str(entry["rank"]), entry["summary"], str(layout.get("cp") or 1), str(layout.get("ep") or 1),
+               str(entry["num_gpus"]), gpu, precision_name(layout.get("precision"), layout.get("fp8_recipe")),
+               _fmt_tokens(entry["tokens_per_s"]),
                f"{100 * entry['mfu']:.1f}%", f"{100 * entry['bubble_fraction']:.1f}%",
                f"{exposed['tp']:.2f}/{exposed['pp']:.2f}/{exposed['dp']:.2f}",
                f"{entry['memory']['headroom_gib']:.1f}"]
@@ -174,12 +179,13 @@ def render_search(result: dict[str, Any]) -> None:
     families = result["discarded_families"]
     if families:
         table = Table(title=f"Discarded families ({len(families)}): the first reason")
-        for column in ("dp x tp x pp", "ZeRO", "recompute", "SP", "layouts", "reason"):
+        for column in ("dp x tp x pp", "CP", "ZeRO", "recompute", "SP", "layouts", "reason"):
             table.add_column(column)
         for item in families[:DISCARDED_SHOWN]:
             f = item["family"]
-            table.add_row(f"{f['dp']} x {f['tp']} x {f['pp']}", str(f["zero_stage"]), f["recompute"],
-                          "yes" if f["sequence_parallel"] else "no", str(item["layouts"]), item["reason"])
+            table.add_row(f"{f['dp']} x {f['tp']} x {f['pp']}", str(f.get("cp") or 1), str(f["zero_stage"]),
+                          f["recompute"], "yes" if f["sequence_parallel"] else "no", str(item["layouts"]),
+                          item["reason"])
         console.print(table)
         if len(families) > DISCARDED_SHOWN:
             console.print(f"... and {len(families) - DISCARDED_SHOWN} more families (--json lists them all)")

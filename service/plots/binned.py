@@ -6,7 +6,8 @@ of rows and columns, not by the number of spans; what it costs to bin is one sor
 
 A row has four layers, as the box-by-box picture (service.plots.timeline) draws them: the compute lane (passes,
 exposed waits, optimizer, idle; the recomputation inside a backward pass takes its place there, as it is drawn
-over it), the tensor-parallel strip along the compute lane's bottom, and the pp and dp lanes under it. Boxes of a
+over it), the strip of tensor-parallel collectives and MoE all-to-alls along the compute lane's bottom, and the pp
+and dp lanes under it. Boxes of a
 kind are drawn as one path with the SVG id `binned-LAYER-KIND` (`binned-compute-idle`).
 """
 
@@ -21,14 +22,16 @@ import numpy as np
 from matplotlib.patches import PathPatch, Rectangle
 from matplotlib.path import Path
 
-from service.plots.rows import COMPUTE, DP, PP, Row
-from service.plots.style import COLOURS, IDLE_HATCH
+from service.plots.rows import COMPUTE, DP, EXTRAPOLATED, PP, Row
+from service.plots.style import box_style
 
 __all__ = ["COLUMNS", "LAYERS", "Run", "binned_runs", "draw_binned"]
 
 COLUMNS = 1400  # about the PNG's pixels across the axes (11 in x 86% at 150 dpi)
-_MAIN = ("forward", "backward", "recompute", "idle", "pp_comm", "dp_comm", "optimizer", "other")
-LAYERS: dict[str, tuple[str, ...]] = {COMPUTE: _MAIN, "tp": ("tp_comm",), PP: ("pp_comm",), DP: ("dp_comm",)}
+_MAIN = ("forward", "backward", "recompute", "idle", "pp_comm", "dp_comm", "cp_comm", "optimizer", EXTRAPOLATED,
+         "other")
+_STRIP = ("tp_comm", "ep_comm")  # the collectives of a pass, along the bottom of its box
+LAYERS: dict[str, tuple[str, ...]] = {COMPUTE: _MAIN, "tp": _STRIP, PP: ("pp_comm",), DP: ("dp_comm",)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,15 +49,15 @@ class Run:
 
 def _layer(lane: str, kind: str, inner: bool) -> str:
     """The layer a box is binned in: an inner recompute is drawn in the compute lane over its pass, an inner
-    TP collective along the lane's bottom."""
+    TP collective or MoE all-to-all along the lane's bottom."""
     if inner:
-        return "tp" if kind == "tp_comm" else COMPUTE
+        return "tp" if kind in _STRIP else COMPUTE
     return lane
 
 
 _PAIRS = [(layer, kind) for layer, kinds in LAYERS.items() for kind in kinds]
 _PAIR_OF = {(lane, kind, inner): _PAIRS.index((_layer(lane, kind, inner), kind))
-            for lane, kind, inner in itertools.product((COMPUTE, PP, DP), _MAIN + ("tp_comm",), (False, True))
+            for lane, kind, inner in itertools.product((COMPUTE, PP, DP), _MAIN + _STRIP, (False, True))
             if (_layer(lane, kind, inner), kind) in _PAIRS}  # (lane, kind, inner) of a Block -> its index in _PAIRS
 
 
@@ -83,7 +86,7 @@ def binned_runs(rows: Sequence[Row], picked: Sequence[tuple[float, float]], offs
     for i, row in enumerate(rows):
         if not row.blocks:
             continue
-        lanes, kinds, starts, ends, _, _, inner = zip(*row.blocks, strict=True)
+        lanes, kinds, starts, ends, _, _, inner, _ = zip(*row.blocks, strict=True)
         pairs = np.array([_PAIR_OF.get(key, -1) for key in zip(lanes, kinds, inner, strict=True)])
         start, end = np.array(starts), np.array(ends)
         offset = 0
@@ -146,8 +149,5 @@ def draw_binned(ax: Any, rows: Sequence[Row], picked: Sequence[tuple[float, floa
                 continue
             # One compound path per kind: a renderer fills (and hatches) it once, where a collection of the same
             # boxes costs a fill each (the 1T example's 1,800 hatched idle boxes took 2 s more)
-            idle = kind == "idle"
-            ax.add_artist(PathPatch(
-                Path.make_compound_path_from_polys(np.array(boxes[layer, kind])),
-                facecolor=COLOURS.get(kind, "#D9D9D9"), edgecolor="#9A9A9A" if idle else "none",
-                linewidth=0.4 if idle else 0.0, hatch=IDLE_HATCH if idle else None, gid=f"binned-{layer}-{kind}"))
+            ax.add_artist(PathPatch(Path.make_compound_path_from_polys(np.array(boxes[layer, kind])),
+                                    **box_style(kind), gid=f"binned-{layer}-{kind}"))

@@ -12,6 +12,7 @@ from typing import Any
 
 from matplotlib.patches import Patch
 
+from service.naming import echoed_request, request_line
 from service.plots.style import COLOURS, IDLE_HATCH, LABELS, Figure, new_figure, seconds_label, style
 
 __all__ = ["MEMORY_KINDS", "TIME_CATEGORIES", "as_document", "bar_style", "breakdown_figure", "comparison_figure",
@@ -89,10 +90,14 @@ def breakdown_figure(result: Any, *, title: str | None = None) -> Figure:
 
 
 def comparison_figure(labels: Sequence[str], results: Sequence[Any], *, title: str | None = None) -> Figure:
-    """Candidates side by side: one stacked bar of time_breakdown_s each, with iteration time and MFU."""
+    """Candidates side by side: one stacked bar of time_breakdown_s each, with iteration time and MFU. Under each
+    label, where the result echoes its request, a line naming its parallel dimensions, GPU and precision
+    (service.naming)."""
     if len(labels) != len(results) or not results:
         raise ValueError("give one label for each result, and at least one result")
     documents = [as_document(r) for r in results]
+    requests = [echoed_request(d) for d in documents]
+    labels = [f"{label}\n{request_line(r)}" if r is not None else label for label, r in zip(labels, requests)]
     figure = new_figure(10.0, 1.6 + 0.45 * len(documents))
     with style():
         ax = figure.add_subplot()

@@ -12,6 +12,7 @@ from typing import Any
 
 from matplotlib.patches import Patch
 
+from service.naming import gpu_label, precision_name
 from service.plots.charts import bar_style, time_bars
 from service.plots.style import LABELS, Figure, new_figure, style
 
@@ -28,6 +29,15 @@ def _family(f: Mapping[str, Any]) -> str:
             + (", SP" if f.get("sequence_parallel") else ""))
 
 
+def _named(entry: Mapping[str, Any]) -> str:
+    """A ranked layout's summary (every parallel dimension: simcore's describe) and its precision, which the
+    summary names only for fp8."""
+    layout = entry.get("layout") or {}
+    precision = precision_name(layout.get("precision"), layout.get("fp8_recipe"))
+    summary = str(entry["summary"])
+    return summary if "fp8" in summary else f"{summary}, {precision}"
+
+
 def _short(reason: str) -> str:
     """The reason up to its first clause break past 30 characters, and at most _REASON_CHARS characters."""
     cut = reason.find(", ", 30)
@@ -39,9 +49,9 @@ def _short(reason: str) -> str:
 def search_figure(result: Mapping[str, Any], *, title: str | None = None) -> Figure:
     """The search's top layouts (ranked, best first; the baseline last when there is one) and its discarded
     families (the most layouts first)."""
-    entries = [(f"#{e['rank']} {e['summary']}", e) for e in result["top"]]
+    entries = [(f"#{e['rank']} {_named(e)}", e) for e in result["top"]]
     if result.get("baseline"):
-        entries.append((f"baseline {result['baseline']['summary']}", result["baseline"]))
+        entries.append((f"baseline {_named(result['baseline'])}", result["baseline"]))
     families = sorted(result.get("discarded_families", []), key=lambda f: -int(f["layouts"]))
     shown = families[:FAMILIES_SHOWN]
     top_in, bottom_in = 0.45 * max(len(entries), 1) + 0.9, (0.32 * len(shown) + 0.9) if shown else 0.0
@@ -84,7 +94,8 @@ def search_figure(result: Mapping[str, Any], *, title: str | None = None) -> Fig
                         Patch(facecolor=_RULE, label="discarded: breaks a layout rule")]
         if handles:
             figure.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 6))
+        gpu = f"{gpu_label(str(problem['gpu']))} GPUs" if problem.get("gpu") else "GPUs"
         heading = title or (f"Layout search: {problem.get('model', 'model')} on {problem.get('num_gpus', '?')} "
-                            f"{problem.get('gpu', 'GPUs')}, global batch {problem.get('global_batch_size', '?')}")
+                            f"{gpu}, global batch {problem.get('global_batch_size', '?')}")
         figure.suptitle(heading, fontsize=9.5)
     return figure

@@ -4,9 +4,10 @@ boxes per pipeline stage, its first data-parallel replica.
 The engine names its tracks `stage S` (the compute stream), `stage S pp` (sends to the next or previous stage)
 and `stage S dp` / `stage S gather` (DP and ZeRO collectives); under full fidelity each replica's compute and
 collective tracks carry its number (`stage S dpR`, `stage S gatherR`). A row's compute lane has one box per
-forward and per backward pass (the recomputation and the pass's exposed tensor-parallel collectives inside it),
-the exposed waits, the optimizer and the idle time on pipeline dependencies (the bubble); its pp and dp lanes
-the pipeline sends and the DP/ZeRO collectives as they run. Times are seconds.
+forward and per backward pass (the recomputation and the pass's exposed tensor-parallel collectives and MoE
+all-to-alls inside it), the exposed waits, the optimizer, the idle time on pipeline dependencies (the bubble) and,
+where the engine extrapolated the steady state (options.extrapolate), the span it put back without simulating;
+its pp and dp lanes the pipeline sends and the DP/ZeRO collectives as they run. Times are seconds.
 """
 
 from __future__ import annotations
@@ -17,15 +18,23 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-__all__ = ["COMPUTE", "DP", "PASS_KINDS", "PP", "Block", "Row", "TimelineSpan", "rows_from_chrome_trace", "rows_of",
-           "spans_from", "spans_from_chrome_trace"]
+__all__ = ["COMPUTE", "DP", "EXTRAPOLATED", "INNER_KINDS", "PASS_KINDS", "PP", "Block", "Row", "TimelineSpan",
+           "rows_from_chrome_trace", "rows_of", "spans_from", "spans_from_chrome_trace"]
 
 COMPUTE, PP, DP = "compute", "pp", "dp"
 PASS_KINDS = ("forward", "backward")
+# The engine's span (category and kind) for the steady-state periods it did not simulate but put back
+# (simcore/engine/periodic.py, options.extrapolate): one on each stage's track, named 'N steady-state periods
+# extrapolated (P ms each)'.
+EXTRAPOLATED = "extrapolated"
 
 _TRACK = re.compile(r"^stage (\d+)(?: (pp|dp|gather)(\d*))?$")
-_PASS = re.compile(r"^(?:(tp recompute|recompute|tp) )?(fwd|bwd)\S* mb(\d+)(?: chunk(\d+))?(?: part \d+)?$")
-_ON_COMPUTE = {"bubble": "idle", "pp_comm": "pp_comm", "dp_comm": "dp_comm", "optimizer": "optimizer"}
+_PASS = re.compile(r"^(?:(tp recompute|recompute|tp|ep dispatch\+combine(?: recompute)?) )?(fwd|bwd)\S* mb(\d+)"
+                   r"(?: chunk(\d+))?(?: part \d+)?$")
+_ON_COMPUTE = {"bubble": "idle", "pp_comm": "pp_comm", "dp_comm": "dp_comm", "cp_comm": "cp_comm",
+               "optimizer": "optimizer", EXTRAPOLATED: EXTRAPOLATED}
+INNER_KINDS = ("recompute", "tp_comm", "ep_comm")  # the parts of a pass drawn inside its box
+_PERIODS = re.compile(r"^(\d+) steady-state periods? extrapolated")
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +110,8 @@ def _drawn_track(track: str) -> bool:
 
 class Block(NamedTuple):
     """One box of the picture: a lane ('compute', 'pp', 'dp'), a kind (forward, backward, recompute, tp_comm,
-    pp_comm, dp_comm, optimizer, idle, other), seconds, and the pass's microbatch and model chunk.
+    ep_comm, pp_comm, dp_comm, cp_comm, optimizer, idle, extrapolated, other), seconds, the pass's microbatch and
+    model chunk, and for an extrapolated box the number of steady-state periods it stands for.
 
     A named tuple, not a frozen dataclass: a full-fidelity picture has a hundred thousand of them, made ten times
     faster so."""
@@ -113,6 +123,7 @@ class Block(NamedTuple):
     microbatch: int | None = None
     chunk: int = 0
     inner: bool = False  # drawn inside its pass's box
+    periods: int = 0  # an extrapolated box: the periods left out of the simulation and put back
 
     @property
     def duration_s(self) -> float:
@@ -201,6 +212,9 @@ def _rows(spans: Iterable[_Span]) -> list[Row]:
             key = names[name]
             if key is not None:
                 passes.setdefault(key, []).append(span)
+            elif category == EXTRAPOLATED:
+                count = _PERIODS.match(name)
+                blocks.append(Block(COMPUTE, EXTRAPOLATED, start_s, end_s, periods=int(count[1]) if count else 0))
             else:
                 blocks.append(Block(COMPUTE, _ON_COMPUTE.get(category, "other"), start_s, end_s))
         for (direction, microbatch, chunk), parts in passes.items():
@@ -208,7 +222,7 @@ def _rows(spans: Iterable[_Span]) -> list[Row]:
             blocks.append(Block(COMPUTE, kind, min(p[3] for p in parts), max(p[4] for p in parts),
                                 microbatch, chunk))
             blocks.extend(Block(COMPUTE, p[2], p[3], p[4], microbatch, chunk, inner=True)
-                          for p in parts if p[2] in ("recompute", "tp_comm"))
+                          for p in parts if p[2] in INNER_KINDS)
         for lane, kind in ((PP, "pp_comm"), (DP, "dp_comm")):
             blocks.extend(Block(lane, kind, s[3], s[4]) for s in lanes[stage][lane])
         blocks.sort(key=_ORDER)

@@ -22,8 +22,8 @@ from matplotlib.figure import Figure
 
 from service.plots.kinds import FORMATS, format_of
 
-__all__ = ["COLOURS", "FORMATS", "IDLE_HATCH", "LABELS", "Figure", "format_of", "new_figure", "render", "save",
-           "seconds_label", "style"]
+__all__ = ["COLOURS", "EXTRAPOLATED_EDGE", "EXTRAPOLATED_HATCH", "FORMATS", "IDLE_HATCH", "LABELS", "Figure",
+           "box_style", "format_of", "new_figure", "render", "save", "seconds_label", "style"]
 
 # One colour per kind of span or time category, the same in every picture.
 COLOURS: dict[str, str] = {
@@ -40,6 +40,9 @@ COLOURS: dict[str, str] = {
     "bubble": "#FFFFFF",  # idle is white space, hatched so it reads as a span
     "idle": "#FFFFFF",
     "other": "#D9D9D9",
+    # the steady state the engine extrapolated (not simulated): sand, cross-hatched in brown, a colour and a hatch
+    # no kind of work or wait has
+    "extrapolated": "#F3EBD8",
     "weights": "#0072B2",
     "gradients": "#56B4E9",
     "optimizer_states": "#009E73",
@@ -47,6 +50,8 @@ COLOURS: dict[str, str] = {
     "buffers": "#CC79A7",
 }
 IDLE_HATCH = "////"
+EXTRAPOLATED_HATCH = "xx"
+EXTRAPOLATED_EDGE = "#8C7350"
 LABELS: dict[str, str] = {
     "forward": "forward",
     "backward": "backward",
@@ -61,6 +66,7 @@ LABELS: dict[str, str] = {
     "bubble": "bubble (idle)",
     "idle": "idle (bubble)",
     "other": "other",
+    "extrapolated": "extrapolated, not simulated",
     "weights": "weights",
     "gradients": "gradients",
     "optimizer_states": "optimizer states",
@@ -119,6 +125,17 @@ def save(figure: Figure, path: str | os.PathLike[str]) -> None:
     """Write the figure to `path`, its format from the suffix."""
     data = render(figure, format_of(path))
     Path(path).write_bytes(data)
+
+
+def box_style(kind: str) -> dict[str, Any]:
+    """A timeline box's look by kind (matplotlib patch keywords): idle white, hatched grey; extrapolated sand,
+    cross-hatched; any other kind its colour, without an edge."""
+    if kind == "idle":
+        return {"facecolor": COLOURS["idle"], "edgecolor": "#9A9A9A", "linewidth": 0.4, "hatch": IDLE_HATCH}
+    if kind == "extrapolated":
+        return {"facecolor": COLOURS["extrapolated"], "edgecolor": EXTRAPOLATED_EDGE, "linewidth": 0.4,
+                "hatch": EXTRAPOLATED_HATCH}
+    return {"facecolor": COLOURS.get(kind, COLOURS["other"]), "edgecolor": "none", "linewidth": 0.0, "hatch": None}
 
 
 def seconds_label(seconds: float) -> str:

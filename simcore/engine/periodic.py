@@ -31,7 +31,9 @@ long run (the 1T GPT: 512 microbatches on 64 stages) spends most of its events t
    instead.
 5. Puts the N periods back: every rank's accumulators gain N times their increment over the period that ends at
    its cut, its end time N P; the events gain N times theirs. The trace keeps the simulated spans, those after a
-   rank's cut moved N P later, and marks the left-out span on the rank's track.
+   rank's cut moved N P later and (in a run of one iteration) naming the microbatches as the full run does (N q
+   later after the cut; a schedule that numbers from m renumbers before it too), and marks the left-out span on
+   the rank's track.
 
 Why this is the full simulation, shifted: a pass after the cut depends on passes at most a period or so before
 it (an activation, a gradient, a bucket), which in the full run are the left-out periods, copies of the ones
@@ -45,6 +47,7 @@ from __future__ import annotations
 import re
 import sys
 from dataclasses import replace
+from functools import partial
 
 from simcore.domain.layout import Fidelity
 from simcore.engine.context_parallel import CpTotals
@@ -213,9 +216,12 @@ def _close(a: float, b: float, tolerance: float) -> bool:
     return abs(a - b) <= tolerance
 
 
-def _check(watch: Watch, result: EngineResult) -> tuple[float, dict[tuple[int, int], list[float]]] | str:
-    """The period P and each (iteration, record)'s increments per period, or why the run is not periodic around
-    its cuts.
+Labels = dict[int, tuple[int, int]]  # a reduced run's microbatch -> its full-run label before and after the cuts
+
+
+def _check(watch: Watch, result: EngineResult) -> tuple[float, dict[tuple[int, int], list[float]], Labels] | str:
+    """The period P, each (iteration, record)'s increments per period and the full run's labels of the reduced
+    run's microbatches, or why the run is not periodic around its cuts.
 
     Tolerances: counts (events, passes, pending calls, flows) exactly; bytes to 1e-13 of their N-period total; a
     time or a sum of times, to that or to rounding (8 ulps of the clock there per pass of the period: each pass's
@@ -264,11 +270,11 @@ def _check(watch: Watch, result: EngineResult) -> tuple[float, dict[tuple[int, i
         increments[key] = step
     if not consistent(labels, n * cut.q):
         return "the ranks' cuts relabel the microbatches differently"
-    return period, increments
+    return period, increments, {small: (min(full), max(full)) for small, full in labels.items()}
 
 
 def _put_back(watch: Watch, result: EngineResult, period: float,
-              increments: dict[tuple[int, int], list[float]]) -> EngineResult:
+              increments: dict[tuple[int, int], list[float]], labels: Labels) -> EngineResult:
     n = watch.cut.periods
     iterations = watch.engine.iterations
     last = iterations - 1
@@ -293,18 +299,29 @@ def _put_back(watch: Watch, result: EngineResult, period: float,
         if iterations > 1:
             record.previous_end_s += (iterations - 1) * n * period
     if result.recorder.keep_spans:
-        _shift_spans(result, cut_times, n, period)
+        # the spans name the full run's microbatches (but post-validation's two iterations, whose passes interleave
+        # around the cuts, keep the reduced run's)
+        _shift_spans(result, cut_times, n, period, labels if iterations == 1 else {})
     last_rank = min(result.recorder.ranks, key=lambda r: (-r.end_s, r.gpu))
     return EngineResult(last_rank.end_s - last_rank.previous_end_s, result.recorder, events,
                         result.simulated_ranks, n * iterations)
 
 
 _TRACK = re.compile(r"stage (\d+)(?: \D*(\d+))?")
+# A microbatch in a span's name: 'fwd mb3', 'fwd+bwd mb5+mb1', 'act mb3', 'idle: wait B3', 'recv FB3'
+_MICROBATCH = re.compile(r"(?<=mb)\d+|(?<=wait [FBIW])\d+|(?<=recv [FBIW])\d+|(?<=wait FB)\d+|(?<=recv FB)\d+")
+
+
+def _relabel(labels: Labels, side: int, match: re.Match[str]) -> str:
+    """The full run's label of the reduced run's microbatch `match` names, before (side 0) or after (1) the cut."""
+    small = int(match[0])
+    return str(labels[small][side]) if small in labels else match[0]
 
 
 def _shift_spans(result: EngineResult, cut_times: dict[tuple[int, int], list[float]], n: int,
-                 period: float) -> None:
-    """Spans after their rank's cut move N periods later; each rank's track marks the span left out."""
+                 period: float, labels: Labels) -> None:
+    """Spans after their rank's cut move N periods later; the microbatches the spans name take their full-run
+    labels from `labels` (before or after the cut); each rank's track marks the span left out."""
     by_rank: dict[int, list[list[float]]] = {}
     for (rank, _gpu), times in cut_times.items():
         by_rank.setdefault(rank, []).append(sorted(times))
@@ -315,7 +332,10 @@ def _shift_spans(result: EngineResult, cut_times: dict[tuple[int, int], list[flo
         times = cuts_of.get(int(match.group(1)), []) if match else []
         before = sum(1 for t in times if s.start_s >= t)
         shift = before * n * period
-        shifted.append(replace(s, start_s=s.start_s + shift, end_s=s.end_s + shift) if shift else s)
+        name = _MICROBATCH.sub(partial(_relabel, labels, 1 if before else 0), s.name) if labels else s.name
+        if shift or name != s.name:
+            s = replace(s, name=name, start_s=s.start_s + shift, end_s=s.end_s + shift)
+        shifted.append(s)
     for rank, times in sorted(cuts_of.items()):
         for k, t in enumerate(times):
             at = t + k * n * period

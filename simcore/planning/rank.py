@@ -70,9 +70,11 @@ def evaluate(task: tuple[int, Scenario], network: Network | None = None,
 
 
 def describe(layout: Layout) -> str:
-    """A layout in one short line, e.g. 'DP 6 x TP 8 x PP 64, mb 1, 1f1b, ZeRO 1, recompute full'."""
-    parts = [f"DP {layout.dp} x TP {layout.tp} x PP {layout.pp}" + (f" x CP {layout.cp}" if layout.cp > 1 else ""),
-             f"mb {layout.microbatch_size}"]
+    """A layout in one short line, e.g. 'DP 6 x TP 8 x PP 64, mb 1, 1f1b, ZeRO 1, recompute full'; CP where above
+    1, and EP in parentheses (it spreads the experts over ranks the other dimensions count already):
+    'DP 8 x TP 1 x PP 1 x CP 2 (x EP 8), ...'."""
+    parts = [f"DP {layout.dp} x TP {layout.tp} x PP {layout.pp}" + (f" x CP {layout.cp}" if layout.cp > 1 else "")
+             + (f" (x EP {layout.ep})" if layout.ep > 1 else ""), f"mb {layout.microbatch_size}"]
     parts.append(f"{layout.schedule} v{layout.virtual_stages}" if layout.virtual_stages > 1 else str(layout.schedule))
     parts.append(f"ZeRO {layout.zero_stage}")
     parts.append(f"recompute {layout.recompute}")

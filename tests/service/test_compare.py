@@ -26,8 +26,17 @@ DP8: dict[str, Any] = {"model": {"preset": "gpt3-125m"}, "cluster": {"preset": "
 PP4: dict[str, Any] = {"model": {"preset": "gpt3-125m", "num_layers": 5, "vocab_size": 1024},
                        "cluster": {"preset": "dgx-a100", "num_gpus": 8},
                        "layout": {"dp": 2, "tp": 1, "pp": 4, "global_batch_size": 16, "zero_stage": 1}}
-ROW_FIELDS = {"label", "summary", "layout", "iteration_time_s", "tokens_per_s", "samples_per_s", "mfu", "hfu",
+ROW_FIELDS = {"label", "summary", "layout", "gpu", "iteration_time_s", "tokens_per_s", "samples_per_s", "mfu", "hfu",
               "bubble_fraction", "stage_imbalance", "exposed_communication_s", "memory", "warnings"}
+
+
+def table_row(out: str, name: str) -> list[str]:
+    """The cells after the first of the table row named `name` (rich draws the cells between '│')."""
+    for line in out.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("│").split("│")]
+        if cells and cells[0] == name:
+            return cells[1:]
+    raise AssertionError(f"no row {name!r} in\n{out}")
 
 
 def write(tmp_path: Path, name: str, data: dict[str, Any]) -> str:
@@ -54,6 +63,9 @@ def test_table_has_a_column_per_file_and_a_row_per_metric(tmp_path: Path,
         assert label in out
     lines = out.splitlines()
     for name, _ in METRICS:
+        if name in ("exposed cp s", "exposed ep s"):  # shown where a request has context or expert parallelism
+            assert name not in out
+            continue
         assert any(name in line for line in lines), f"no row {name!r} in\n{out}"
     for name in ("iteration time s", "tokens/s", "MFU", "bubble fraction", "stage imbalance", "exposed tp s",
                  "exposed pp s", "exposed dp s", "peak GiB/GPU", "fits"):
@@ -61,6 +73,9 @@ def test_table_has_a_column_per_file_and_a_row_per_metric(tmp_path: Path,
     imbalance = next(line for line in lines if "stage imbalance" in line)
     assert "1.000" in imbalance
     assert "2 x 1 x 4" in out and "8 x 1 x 1" in out
+    assert table_row(out, "GPU") == ["A100 80GB", "A100 80GB"]
+    assert table_row(out, "precision") == ["bf16", "bf16"]
+    assert table_row(out, "CP") == table_row(out, "EP") == ["1", "1"]
 
 
 def test_json_has_every_field_and_the_simulated_figures(tmp_path: Path,
@@ -86,6 +101,7 @@ def test_json_has_every_field_and_the_simulated_figures(tmp_path: Path,
     assert rows[1]["layout"] == {"dp": 2, "tp": 1, "pp": 4, "virtual_stages": 1, "microbatch_size": 1,
                                  "global_batch_size": 16, "schedule": "1f1b", "zero_stage": 1, "recompute": "none"}
     assert rows[1]["summary"].startswith("DP 2 x TP 1 x PP 4, mb 1, 1f1b, ZeRO 1")
+    assert rows[0]["gpu"] == rows[1]["gpu"] == "A100 80GB"
 
 
 def test_stage_imbalance_is_one_for_one_stage_and_above_one_for_unequal_stages() -> None:

@@ -265,7 +265,8 @@ def test_search_plot_draws_the_top_layouts_and_the_discarded_families(
     assert families, "this search discards some families"
     bars = [width(found[f"discarded-{i}"]) for i in range(len(families))]
     assert bars[0] / bars[-1] == pytest.approx(families[0]["layouts"] / families[-1]["layouts"], rel=1e-3)
-    assert f"#1 {result['top'][0]['summary']}</text>" in svg
+    assert f"#1 {result['top'][0]['summary']}, bf16</text>" in svg
+    assert "Layout search: gpt3-13b on 16 A100 80GB GPUs" in svg
     assert main(["search", str(request), "--plot", str(tmp_path / "s.pdf")]) == 2
     assert "--plot: a picture is written as .svg or .png" in capsys.readouterr().err
 

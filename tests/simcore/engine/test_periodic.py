@@ -4,6 +4,7 @@ trace and the progress of an extrapolated run."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 import pytest
@@ -110,8 +111,11 @@ def test_option_off_simulates_every_period() -> None:
     assert simulate(Scenario(MODEL, CLUSTER, layout)).extrapolated_periods > 0
 
 
-def test_the_trace_marks_the_elided_span_and_ends_with_the_iteration() -> None:
-    layout = Layout(dp=2, tp=2, pp=4, microbatch_size=1, global_batch_size=96)
+@pytest.mark.parametrize(("schedule", "m", "v"), [
+    (Schedule.ONE_F_ONE_B, 48, 1), (Schedule.INTERLEAVED_1F1B, 128, 2), (Schedule.DUALPIPE, 96, 1)])
+def test_the_trace_marks_the_elided_span_and_ends_with_the_iteration(schedule: Schedule, m: int, v: int) -> None:
+    layout = Layout(dp=2, tp=2, pp=4, microbatch_size=1, global_batch_size=2 * m, schedule=schedule,
+                    virtual_stages=v)
     extrapolated, full = _pair(Scenario(MODEL, CLUSTER, layout, keep_spans=True))
     n = extrapolated.extrapolated_periods
     marks = [s for s in extrapolated.spans if s.category == "extrapolated"]
@@ -127,6 +131,14 @@ def test_the_trace_marks_the_elided_span_and_ends_with_the_iteration() -> None:
         before = sorted((s.name, s.start_s) for s in mine if s.end_s <= mark.start_s)
         theirs = sorted((s.name, s.start_s) for s in full.spans if s.track == rank and s.end_s <= mark.start_s)
         assert before == theirs
+        # after it, a span is the full run's too: moved N periods later, its microbatch labelled as the full run's
+        after = sorted((s.name, round(s.start_s, 9)) for s in mine if s.start_s >= mark.end_s - 1e-9)
+        full_after = sorted((s.name, round(s.start_s, 9)) for s in full.spans
+                            if s.track == rank and s.start_s >= mark.end_s - 1e-9)
+        assert [name for name, _ in after] == [name for name, _ in full_after]
+        assert [t for _, t in after] == pytest.approx([t for _, t in full_after], rel=REL, abs=1e-9)
+    last = max(int(m) for s in extrapolated.spans for m in re.findall(r"mb(\d+)", s.name))
+    assert last == m - 1  # the microbatches labelled 0 to m - 1 as in the full run
 
 
 def test_progress_counts_the_whole_iteration() -> None:
