@@ -4,7 +4,10 @@ renders from the current code, in whichever files (README.md, docs/*.md) hold th
 
 from __future__ import annotations
 
+import pytest
 from bench_scripts import load
+
+pytestmark = pytest.mark.slow  # minutes under load: outside the fast lane (pytest -m "not slow")
 
 
 def test_the_documentation_carries_the_current_generated_figures() -> None:

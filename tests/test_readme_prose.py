@@ -17,6 +17,8 @@ from simcore import Fidelity, simulate
 from simcore.cost.parameters import LINK_EFFICIENCY
 from simcore.simulate import Outcome
 
+pytestmark = pytest.mark.slow  # minutes under load: outside the fast lane (pytest -m "not slow")
+
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = load("doc_sections").all_text()
 ONE_T = ROOT / "examples" / "gpt-1t-3072-a100.yaml"

@@ -16,6 +16,8 @@ from service import convert as adapters
 from service.compare import stage_imbalance
 from simcore.simulate import simulate
 
+pytestmark = pytest.mark.slow  # minutes under load: outside the fast lane (pytest -m "not slow")
+
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "decoder-vs-encoder-decoder"
 
 

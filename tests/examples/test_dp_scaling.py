@@ -77,6 +77,7 @@ def test_the_example_readme_carries_the_current_tables() -> None:
     assert script.with_figures(text, block) == text, "run python examples/dp-scaling/scaling.py --write"
 
 
+@pytest.mark.slow
 def test_neither_ddp_reading_matches_every_size() -> None:
     """The README's reading: overlapped everywhere, 8.7B is within 5 points and 1.2B-4.2B are more than 5 over;
     after backward (as shipped), 8.7B is more than 5 under."""

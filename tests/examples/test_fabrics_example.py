@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from api_schemas import load_request_file
 from service.python_api import simulate
 
@@ -16,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 HERE = ROOT / "examples" / "fabrics"
 
 
+@pytest.mark.slow
 def test_graphs_and_readme_are_current() -> None:
     done = subprocess.run([sys.executable, str(HERE / "report.py"), "--check"], cwd=ROOT, capture_output=True,
                           text=True, timeout=300)

@@ -129,6 +129,7 @@ def test_export_deepspeed_then_import_the_script(tmp_path: Path, capsys: pytest.
     assert yaml.safe_load(again)["layout"] == {**yaml.safe_load(path.read_text())["layout"], "precision": "bf16"}
 
 
+@pytest.mark.slow
 def test_export_from_a_saved_search_result(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "search.yaml"
     path.write_text("model: {preset: gpt3-1.3b}\ncluster: {preset: dgx-a100, num_nodes: 1}\nglobal_batch_size: 32\n"

@@ -86,6 +86,7 @@ def test_a_malformed_event_is_refused_where_it_is_read() -> None:
         rows_from_chrome_trace(trace("stage 0 dp1"))
 
 
+@pytest.mark.slow
 def test_a_picture_of_more_boxes_than_the_limit_is_binned_and_its_paths_are_bounded() -> None:
     outcome = outcome_of(M64)
     rows = rows_of(spans_from(outcome.spans))

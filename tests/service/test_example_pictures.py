@@ -9,6 +9,10 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # minutes under load: outside the fast lane (pytest -m "not slow")
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 RERUN = "rerun: python examples/pictures.py"
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "examples" / "failures-at-scale" / "goodput.py"
 
 
+@pytest.mark.slow
 def test_readme_is_current_and_the_curve_peaks_at_the_optimum() -> None:
     module = load_script(SCRIPT)
     text = module.render()

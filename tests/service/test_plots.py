@@ -28,6 +28,8 @@ from service.plots import (
 )
 from simcore import simulate
 
+pytestmark = pytest.mark.slow  # minutes under load: outside the fast lane (pytest -m "not slow")
+
 ROOT = Path(__file__).resolve().parents[2]
 M8 = ROOT / "examples" / "bubble-vs-microbatches" / "m8.yaml"
 M64 = ROOT / "examples" / "bubble-vs-microbatches" / "m64.yaml"

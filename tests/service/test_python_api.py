@@ -16,6 +16,8 @@ import pytest
 import clustersim
 from service.cli.main import main
 
+pytestmark = pytest.mark.slow  # minutes under load: outside the fast lane (pytest -m "not slow")
+
 ROOT = Path(__file__).resolve().parents[2]
 M8 = ROOT / "examples" / "bubble-vs-microbatches" / "m8.yaml"
 SMALL = {"model": {"preset": "gpt3-1.3b"}, "cluster": {"preset": "dgx-a100", "num_nodes": 1},

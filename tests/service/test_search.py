@@ -23,6 +23,8 @@ from simcore import Layout, Recompute, Scenario, Schedule, SpecError, simulate
 from simcore.planning.executors import ExecutorError
 from simcore.planning.space import Space
 
+pytestmark = pytest.mark.slow  # minutes under load: outside the fast lane (pytest -m "not slow")
+
 ROOT = Path(__file__).resolve().parents[2]
 ONE_T = ROOT / "examples" / "gpt-1t-3072-a100.yaml"
 

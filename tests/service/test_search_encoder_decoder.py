@@ -9,6 +9,8 @@ import pytest
 
 from service.search import run_search
 
+pytestmark = pytest.mark.slow  # minutes under load: outside the fast lane (pytest -m "not slow")
+
 SPACE = {"tp": [4, 8], "recompute": ["selective", "full"]}
 
 

@@ -96,6 +96,7 @@ def test_a_goal_without_its_run_is_refused() -> None:
     assert size.value.details[0].field.startswith("space.num_nodes")
 
 
+@pytest.mark.slow
 def test_the_default_search_is_one_size_ranked_by_tokens() -> None:
     result = run_search({k: v for k, v in BASE.items() if k != "space"} | {"bounds": {"max_candidates": 5}},
                         workers=1)

@@ -16,6 +16,8 @@ from api_schemas.search import SweepRequest  # noqa: E402
 from service.search import run_search  # noqa: E402
 from service.sweep import RESULTS_CSV, RESULTS_JSONL, run_sweep  # noqa: E402
 
+pytestmark = pytest.mark.slow  # minutes under load: outside the fast lane (pytest -m "not slow")
+
 SEARCH: dict[str, Any] = {"model": {"preset": "gpt3-1.3b"}, "cluster": {"preset": "dgx-a100", "num_nodes": 2},
                           "global_batch_size": 64, "bounds": {"max_candidates": 12, "top_k": 5}}
 SWEEP: dict[str, Any] = {

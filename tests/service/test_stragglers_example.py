@@ -6,7 +6,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 from conftest import load_script
+
+pytestmark = pytest.mark.slow  # minutes under load: outside the fast lane (pytest -m "not slow")
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "examples" / "stragglers" / "report.py"

@@ -21,6 +21,8 @@ from api_schemas.search import SweepRequest, parse_sweep_request
 from service.cli.main import main
 from service.sweep import RESULTS_CSV, RESULTS_JSONL, read_rows, run_sweep
 
+pytestmark = pytest.mark.slow  # minutes under load: outside the fast lane (pytest -m "not slow")
+
 ROOT = Path(__file__).resolve().parents[2]
 
 # 2 models x 2 ZeRO stages x 3 microbatch sizes; gpt3-760m has 16 heads, so TP 8 works for both models.

@@ -27,6 +27,8 @@ from simcore.simulate import Scenario
 from topology.cluster_spec import Fabric
 from topology.graph import build_cluster
 
+pytestmark = pytest.mark.slow  # minutes under load: outside the fast lane (pytest -m "not slow")
+
 GPT350M = model_from_fields(MODEL_PRESETS["gpt3-350m"])
 
 

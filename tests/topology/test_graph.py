@@ -204,6 +204,7 @@ def test_every_route_is_a_real_path(config: dict[str, object], data: st.DataObje
     assert_real_path(cluster, router, src, dst)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fabric", [Fabric.RAIL_OPTIMIZED, Fabric.FAT_TREE])
 def test_routing_is_deterministic(fabric: Fabric) -> None:
     spec = spec_of(70 * 8, fabric=fabric, oversubscription=2.0)

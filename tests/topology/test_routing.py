@@ -17,6 +17,8 @@ from topology import NODE_PRESETS, Fabric, Router, build_cluster, sized
 from topology.cluster_graph import cluster_graph
 from topology.cluster_spec import ClusterSpec
 
+pytestmark = pytest.mark.slow  # minutes under load: outside the fast lane (pytest -m "not slow")
+
 SMALL = {
     "dgx-a100 2 nodes rail": sized(NODE_PRESETS["dgx-a100"], 16),
     "dgx-a100 16 nodes rail": sized(NODE_PRESETS["dgx-a100"], 128),

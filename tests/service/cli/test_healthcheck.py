@@ -51,6 +51,7 @@ def test_the_port_is_the_one_serve_listens_on(monkeypatch: pytest.MonkeyPatch, c
     assert serve_port(command_line) == port
 
 
+@pytest.mark.slow
 def test_the_health_check_passes_on_a_serving_process_and_fails_on_a_dead_port(start_server: Any,
                                                                                tmp_path: Path) -> None:
     command = _dockerfile_healthcheck()

@@ -18,6 +18,8 @@ from simcore import MODEL_PRESETS, NODE_PRESETS, Layout, Scenario, model_from_fi
 from simcore.planning.search import Bounds, StoppedBy, search
 from simcore.planning.space import Space
 
+pytestmark = pytest.mark.slow  # minutes under load: outside the fast lane (pytest -m "not slow")
+
 BASE = Scenario(model=model_from_fields(MODEL_PRESETS["gpt3-350m"]), cluster=sized(NODE_PRESETS["dgx-a100"], 8),
                 layout=Layout(dp=1, tp=1, pp=1, microbatch_size=1, global_batch_size=16))
 

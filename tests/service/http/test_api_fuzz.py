@@ -25,6 +25,8 @@ from schemathesis.specs.openapi.checks import (
 from service.http.app import create_app
 from service.settings import Settings
 
+pytestmark = pytest.mark.slow  # minutes under load: outside the fast lane (pytest -m "not slow")
+
 # Every check but positive_data_acceptance: a schema-valid request may still break a domain rule (dp * tp * pp
 # = GPUs) or a limit, and then a 422 or 413 is the right answer.
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_headers_conformance,

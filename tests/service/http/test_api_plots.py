@@ -47,6 +47,7 @@ def stage_rows(svg: str) -> list[int]:
     return sorted(int(k[len("stage"):-len("-row")]) for k in boxes(svg) if re.fullmatch(r"stage\d+-row", k))
 
 
+@pytest.mark.slow
 def test_post_plots_draws_the_timeline_of_every_stage(client: TestClient) -> None:
     response = client.post("/v1/plots", content=BODY, headers=YAML)
     assert response.status_code == 200, response.text
@@ -84,6 +85,7 @@ def test_every_kind_as_png(client: TestClient, kind: str) -> None:
     assert 600 < png_width < 3000 and 300 < png_height < 3000
 
 
+@pytest.mark.slow
 def test_a_jobs_pictures(client: TestClient) -> None:
     doc = with_field(request_doc(), "layout.global_batch_size", 16)  # not cached by the other tests
     job = client.post("/v1/jobs", json=doc).json()

@@ -220,6 +220,7 @@ def test_a_deep_body_is_422_before_any_parser_runs(client: TestClient, monkeypat
     assert parsed == []
 
 
+@pytest.mark.slow
 def test_a_deep_body_is_answered_on_a_connection_the_client_can_still_use(tmp_path: Path) -> None:
     server = Server(tmp_path / "s.db", tmp_path / "server.log", CLUSTERSIM_WORKERS="1")
     try:

@@ -91,6 +91,7 @@ def test_an_error_raised_without_details_gets_the_field_its_status_is_about() ->
     assert given["details"] == [{"field": "cluster.num_gpus", "rule": "must be <= 8"}]
 
 
+@pytest.mark.slow
 def test_a_slow_upload_names_the_body_and_its_time_limit(tmp_path: Path) -> None:
     server = Server(tmp_path / "s.db", tmp_path / "server.log", CLUSTERSIM_WORKERS="1", CLUSTERSIM_BODY_TIMEOUT_S="1")
     try:

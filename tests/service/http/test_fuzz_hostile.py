@@ -37,6 +37,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     running.stop()
 
 
+@pytest.mark.slow
 def test_hostile_requests_get_no_5xx_no_reset_and_an_answer_in_time(server: Server) -> None:
     report = fuzz.run(server.url, REQUESTS, seed=20)
     assert sum(report.statuses.values()) + len(report.resets) == REQUESTS

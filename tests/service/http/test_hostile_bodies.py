@@ -196,6 +196,7 @@ def server(server_log: Path) -> Iterator[Server]:
     running.stop()
 
 
+@pytest.mark.slow
 def test_a_lone_surrogate_over_a_real_connection_keeps_the_connection(server: Server) -> None:
     with httpx.Client(base_url=server.url, timeout=30) as http:
         for _ in range(3):  # the same keep-alive connection: no reset after the first answer
@@ -212,6 +213,7 @@ def _raw(server: Server, head: bytes, body: bytes, wait_s: float) -> bytes:
         return sock.recv(65536)
 
 
+@pytest.mark.slow
 def test_a_slow_upload_is_408_and_a_dropped_one_is_not_an_internal_error(server: Server, server_log: Path) -> None:
     head = (b"POST /v1/simulations HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
             b"Content-Length: 1000\r\n\r\n")

@@ -29,6 +29,8 @@ from service.http.picture_process import DrawOutcome, PictureProcess
 from service.http.routes import plots
 from simcore import simulate
 
+pytestmark = pytest.mark.slow  # minutes under load: outside the fast lane (pytest -m "not slow")
+
 PNG = b"\x89PNG\r\n\x1a\n"
 
 

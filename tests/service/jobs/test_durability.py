@@ -20,12 +20,15 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from conftest import LARGE, alive, descendants, request_doc
 
 from api_schemas import SimulationRequest
 from service import convert as adapters
 from service.http.picture_process import PROCESS_NAME
 from simcore.simulate import simulate
+
+pytestmark = pytest.mark.slow  # minutes under load: outside the fast lane (pytest -m "not slow")
 
 DEADLINE_S = 300.0  # for a job to reach a state: a few seconds on a quiet machine, tens on a loaded one
 GONE_S = 60.0  # for the processes of a killed server to exit (well under a second when the machine is quiet)

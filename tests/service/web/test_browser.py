@@ -24,6 +24,8 @@ import pytest
 import yaml
 from conftest import LARGE, SMALL, Server
 
+pytestmark = pytest.mark.slow  # minutes under load: outside the fast lane (pytest -m "not slow")
+
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 BROWSER = next((path for path in map(shutil.which, BROWSERS) if path), None)
 if BROWSER is None:

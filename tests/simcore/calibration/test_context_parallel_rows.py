@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from simcore.calibration import modern
 from simcore.calibration.validate import load_reference, measured_time
 from simcore.simulate import simulate
@@ -16,6 +18,7 @@ def cp_rows() -> list[dict[str, Any]]:
             if c.get("kind") == "training" and "cp" in c.get("feature", [])]
 
 
+@pytest.mark.slow
 def test_every_cp_row_simulates_and_the_timed_ones_are_within_10_percent() -> None:
     rows = cp_rows()
     assert len(rows) == 13

@@ -17,6 +17,8 @@ from simcore.calibration.validate import is_fitted, load_reference, source_of
 from simcore.cost.fitted import FIT
 from simcore.cost.parameters import FITTED, FITTED_SOURCES, CostParameters
 
+pytestmark = pytest.mark.slow  # minutes under load: outside the fast lane (pytest -m "not slow")
+
 
 @pytest.fixture(scope="module")
 def problems() -> list[str]:

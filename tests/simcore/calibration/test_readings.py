@@ -8,6 +8,8 @@ from simcore.calibration import readings
 from simcore.calibration.validate import run_validation
 from simcore.simulate import simulate
 
+pytestmark = pytest.mark.slow  # minutes under load: outside the fast lane (pytest -m "not slow")
+
 
 @pytest.fixture(scope="module")
 def t5_rows() -> list[dict]:

@@ -10,6 +10,8 @@ import pytest
 from simcore.calibration.accuracy import END_MARKER, START_MARKER, current_section, render_markdown, replace_section
 from simcore.calibration.validate import run_validation
 
+pytestmark = pytest.mark.slow  # minutes under load: outside the fast lane (pytest -m "not slow")
+
 ACCURACY = Path(__file__).resolve().parents[3] / "docs" / "accuracy.md"
 
 

@@ -6,12 +6,15 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import pytest
+
 from simcore.calibration.validate import is_calibration_case, load_reference, render_table
 from simcore.cost.sharding import FITTED_ROWS, HOST_OP_2021_S, HOST_OP_RANGE_S
 
 BENCH = Path(__file__).resolve().parents[3] / "bench" / "fit_zero3_host.py"
 
 
+@pytest.mark.slow
 def test_the_constant_is_the_fit() -> None:
     spec = importlib.util.spec_from_file_location("fit_zero3_host", BENCH)
     assert spec is not None and spec.loader is not None

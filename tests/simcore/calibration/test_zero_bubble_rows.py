@@ -16,6 +16,8 @@ from simcore.cost.kernels import PROJECTIONS, layer_forward_ops, op_time
 from simcore.cost.parameters import FITTED
 from topology.hardware import GPUS, GpuKind
 
+pytestmark = pytest.mark.slow  # minutes under load: outside the fast lane (pytest -m "not slow")
+
 ROOT = Path(__file__).resolve().parents[3]
 
 

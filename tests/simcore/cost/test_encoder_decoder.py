@@ -107,6 +107,7 @@ def test_even_partition_splits_each_stack_by_count() -> None:
     assert [runs[0][0].kind for runs in chunks] == ["encoder"] * 4 + ["decoder"] * 4
 
 
+@pytest.mark.slow
 def test_balanced_partition_minimises_the_slowest_stage() -> None:
     enc, dec = T5_100B.encoder_layer(), T5_100B.decoder_layer()
     costs = StageCosts(layer={enc: 1.0, dec: 1.4}, embedding=0.05, decoder_embedding=0.05, logits=0.2)

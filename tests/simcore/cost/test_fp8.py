@@ -25,6 +25,8 @@ from simcore.simulate import Scenario, simulate
 from topology.cluster_spec import NODE_PRESETS, sized
 from topology.hardware import GPUS, GpuKind
 
+pytestmark = pytest.mark.slow  # minutes under load: outside the fast lane (pytest -m "not slow")
+
 H100 = GPUS[GpuKind.H100_80GB]
 LLAMA = model_from_fields(MODEL_PRESETS["llama3-8b"])
 

@@ -6,7 +6,11 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import pytest
+
 import simcore.cost.fp8 as fp8
+
+pytestmark = pytest.mark.slow  # minutes under load: outside the fast lane (pytest -m "not slow")
 
 ROOT = Path(__file__).resolve().parents[3]
 

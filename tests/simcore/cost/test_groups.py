@@ -32,6 +32,8 @@ from topology.hardware import GPUS, GpuKind
 from topology.health import DegradedLink, Health
 from topology.node_groups import NodeGroup
 
+pytestmark = pytest.mark.slow  # minutes under load: outside the fast lane (pytest -m "not slow")
+
 GB = 10**9
 
 

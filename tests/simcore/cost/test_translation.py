@@ -21,6 +21,8 @@ from topology import NODE_PRESETS, Fabric, Router, build_cluster, sized
 from topology.cluster_spec import ClusterSpec
 from topology.health import DegradedLink, Health
 
+pytestmark = pytest.mark.slow  # minutes under load: outside the fast lane (pytest -m "not slow")
+
 
 def spec_of(num_gpus: int, preset: str = "dgx-a100", **changes: object) -> ClusterSpec:
     return dataclasses.replace(sized(NODE_PRESETS[preset], num_gpus), **changes)  # type: ignore[arg-type]

@@ -17,6 +17,8 @@ from simcore.domain.presets import MODEL_PRESETS
 from simcore.simulate import Scenario, build_network, simulate
 from topology import NODE_PRESETS, sized
 
+pytestmark = pytest.mark.slow  # minutes under load: outside the fast lane (pytest -m "not slow")
+
 MODEL = model_from_fields(MODEL_PRESETS["gpt3-1.3b"])
 
 

@@ -167,6 +167,7 @@ def test_alignment_relabels_consistently() -> None:
     assert not consistent(bad, 8)  # one microbatch relabelled two ways
 
 
+@pytest.mark.slow
 def test_the_1t_example_extrapolates_most_of_its_periods_within_the_full_runs_rounding() -> None:
     # docs/engine.md, "Periodic steady state", quotes these figures.
     scenario = to_scenario(load_request_file("examples/gpt-1t-3072-a100.yaml"))

@@ -7,6 +7,8 @@ import gc
 import time
 from dataclasses import replace
 
+import pytest
+
 from simcore import (
     MODEL_PRESETS,
     NODE_PRESETS,
@@ -23,6 +25,8 @@ from simcore.planning.estimate import Estimator
 from simcore.planning.search import Bounds, StoppedBy, search
 from simcore.planning.space import Space
 from simcore.planning.worker import NetworkCache, gc_paused, simulate_in_worker
+
+pytestmark = pytest.mark.slow  # minutes under load: outside the fast lane (pytest -m "not slow")
 
 BASE = Scenario(model=model_from_fields(MODEL_PRESETS["gpt3-350m"]), cluster=sized(NODE_PRESETS["dgx-a100"], 8),
                 layout=Layout(dp=1, tp=1, pp=1, microbatch_size=1, global_batch_size=16))

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from simcore import MODEL_PRESETS, NODE_PRESETS, Layout, Recompute, Scenario, model_from_fields, sized
 from simcore.estimate import estimate_cost
 from simcore.planning.prune import plan_search
@@ -67,6 +69,7 @@ def estimated(scenario: Scenario) -> CandidateCost:
     return CandidateCost(estimate_cost(scenario).events, 1.0, 0)
 
 
+@pytest.mark.slow
 def test_a_search_simulates_what_the_screen_chose() -> None:
     cluster = BASE.cluster
     plan = plan_search(BASE.model, cluster.num_gpus, cluster.gpus_per_node, GPUS[cluster.gpu], 16, SPACE,
