@@ -26,7 +26,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["MAIN_GRAD_BYTES", "TILE_M", "TILE_N", "Product", "gradient_products", "tiled_compute_s"]
+__all__ = ["GROUPED_GEMM_STREAMS", "MAIN_GRAD_BYTES", "TILE_M", "TILE_N", "Product", "gradient_products",
+           "stream_ramps", "tiled_compute_s"]
 
 # A 128 x 128 output tile: a common cuBLAS 16-bit tensor-core tile on A100 (ampere_fp16_s16816gemm_fp16_128x128_
 # ldg8_f2f_stages_32x5 in training profiles), beside the 256 x 128 of the User's Guide's A100 wave example (one
@@ -39,6 +40,11 @@ TILE_N = 128
 # fp32 main-gradient element read and written by the accumulating weight-gradient GEMM, over the 16-bit output
 # the product would otherwise write once.
 MAIN_GRAD_BYTES = 4 + 4
+# Transformer Engine runs a GroupedLinear's products (the local experts' GEMMs) as one cuBLAS GEMM each, round-robin
+# over this many compute streams (transformer_engine/common/gemm/cublaslt_gemm.cu, multi_stream_cublas_gemm, and
+# common/util/multi_stream.cpp: num_compute_streams = 4, at v2.9 to v2.11); the CUTLASS grouped kernel is opt-in
+# (NVTE_USE_CUTLASS_GROUPED_GEMM, Hopper and 16-bit only) and off by default.
+GROUPED_GEMM_STREAMS = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,3 +80,10 @@ def tiled_compute_s(product: Product, sm_count: int, sm_flops_per_s: float, prol
     tiles = product.batch * _ceil(product.m / TILE_M) * _ceil(product.n / TILE_N)
     waves = _ceil(tiles / sm_count)
     return waves * 2.0 * TILE_M * TILE_N * (product.k + prologue_k) / sm_flops_per_s
+
+
+def stream_ramps(groups: int) -> int:
+    """Ramps (GEMM half-times and launches) a kernel of `groups` products pays one after another: 1 for a plain
+    GEMM; a grouped GEMM's products spread over Transformer Engine's streams, whose kernels share the GPU but each
+    stream's ramp up and drain in turn: ceil(groups / GROUPED_GEMM_STREAMS)."""
+    return max(1, -(-groups // GROUPED_GEMM_STREAMS))

@@ -18,7 +18,7 @@ from enum import StrEnum
 
 from simcore.cost.fp8 import QUANTIZE_BYTES, fp8_gemm_efficiency, scale_update_bytes
 from simcore.cost.gemm_ceilings import ceiling_fraction, large_gemm_efficiency
-from simcore.cost.gemm_shape import MAIN_GRAD_BYTES, Product, gradient_products, tiled_compute_s
+from simcore.cost.gemm_shape import MAIN_GRAD_BYTES, Product, gradient_products, stream_ramps, tiled_compute_s
 from simcore.cost.measured_gemm import slowdown
 from simcore.cost.parameters import (
     FLASH_BACKWARD_FACTOR,
@@ -111,10 +111,11 @@ def gemm_op(name: str, m: float, n: float, k: float, batch: float = 1.0) -> Op:
 
 def grouped_gemm_op(name: str, rows: float, n: float, k: float, groups: int) -> Op:
     """One grouped GEMM over `groups` weights (the local experts), each a `rows` x k by k x n product: Transformer
-    Engine's GroupedLinear, which Megatron-Core's TEGroupedMLP runs for all local experts in one call
-    (transformer_engine/pytorch/module/grouped_linear.py: general_grouped_gemm over the m_splits). Its products
-    share the GPU (cuBLAS on TE's multi-stream workspaces, or one grouped kernel), so the group ramps up and
-    drains once: it is costed as one kernel of the group's total FLOPs."""
+    Engine's GroupedLinear, which Megatron-Core's TEGroupedMLP runs for all local experts in one framework call
+    (transformer_engine/pytorch/module/grouped_linear.py: general_grouped_gemm over the m_splits). Inside that call
+    each product is its own cuBLAS kernel on one of GROUPED_GEMM_STREAMS streams: the streams' kernels share the
+    GPU, so their FLOPs add as one kernel's, but each stream's kernels ramp up and drain one after another
+    (gemm_shape.stream_ramps: the group pays ceil(groups / streams) ramps, not one)."""
     return replace(_gemm(name, rows, n, k, batch=groups), group=groups)
 
 
@@ -279,7 +280,7 @@ def measured_products_s(op: Op, gpu: GpuSpec, params: CostParameters,
 def _model_op_time(op: Op, gpu: GpuSpec, params: CostParameters) -> float:
     """`op_time` by the model alone (no measured GEMM rows)."""
     if op.kind is OpKind.GEMM and op.shape is not None and params.gemm_shape_model:
-        return sum(shaped_gemm_times(op, gpu, params)) + KERNEL_OVERHEAD_S
+        return sum(shaped_gemm_times(op, gpu, params)) + stream_ramps(op.group) * KERNEL_OVERHEAD_S
     if op.gradient and op.group > 1:
         # a grouped GEMM's backward is two grouped GEMMs, the input gradients and then the weight gradients
         # (GroupedLinear's backward calls general_grouped_gemm for each), each with its own ramp, tail and launch
@@ -289,12 +290,13 @@ def _model_op_time(op: Op, gpu: GpuSpec, params: CostParameters) -> float:
     if op.kind is OpKind.MEMORY:
         return memory_s + KERNEL_OVERHEAD_S
     peak, peak_efficiency, generation = _gemm_peak(op, gpu, params)
-    half_flops = peak * peak_efficiency * params.gemm_half_time_s(generation)
+    ramps = stream_ramps(op.group)
+    half_flops = ramps * peak * peak_efficiency * params.gemm_half_time_s(generation)
     efficiency = peak_efficiency * op.flops / (op.flops + half_flops)
     if op.kind is OpKind.FLASH:
         efficiency *= FLASH_RELATIVE_EFFICIENCY
     compute_s = op.flops / (peak * efficiency) if op.flops > 0 else 0.0
-    return max(compute_s, memory_s) + KERNEL_OVERHEAD_S
+    return max(compute_s, memory_s) + ramps * KERNEL_OVERHEAD_S
 
 
 def _gemm_peak(op: Op, gpu: GpuSpec, params: CostParameters) -> tuple[float, float, str]:
@@ -317,7 +319,7 @@ def shaped_gemm_times(op: Op, gpu: GpuSpec, params: CostParameters) -> tuple[flo
     assert op.shape is not None
     peak, peak_efficiency, generation = _gemm_peak(op, gpu, params)
     sm_rate = peak * peak_efficiency / gpu.sm_count
-    half_s = params.gemm_half_time_s(generation)
+    half_s = stream_ramps(op.group) * params.gemm_half_time_s(generation)
     bandwidth = gpu.hbm_bandwidth_bytes_per_s * params.memory_efficiency
     products: tuple[Product, ...] = (op.shape,)
     nbytes: tuple[float, ...] = (op.bytes,)

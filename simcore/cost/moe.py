@@ -9,12 +9,15 @@ the MoE block works on the sequence-parallel shard):
 2. dispatch preprocess: the tokens each expert gets are counted, gathered over the tensor- and expert-parallel
    ranks, and copied to the host (a device-to-host synchronisation: the grouped GEMM needs the split sizes on
    the host, so the host can no longer run ahead of the GPU within the layer);
-3. permute (the fused permutation reads T x h and writes the T·k routed copies), the dispatch all-to-all over the
-   EP group, and, with more than one local expert, the sort of the received chunks by local expert;
+3. permute (the fused permutation reads T x h and writes the T·k routed copies), the dispatch all-to-alls over
+   the EP group (the copies' hidden states, then their fp32 routing probabilities), and, with more than one local
+   expert, the sort of the received chunks by local expert;
 4. the experts: one grouped GEMM over the local experts for fc1, the activation, one for fc2 (moe_grouped_gemm:
    TEGroupedMLP runs Transformer Engine's GroupedLinear, one call for all local experts, its FP8 casts in one
-   multi-tensor kernel of that call), at the size-dependent efficiency of the group's work; its backward is two
-   grouped GEMMs (input and weight gradients);
+   multi-tensor kernel of that call); inside it Transformer Engine runs one cuBLAS GEMM per expert over four
+   streams (simcore/cost/gemm_shape.py's stream_ramps), and with FP8 pads each expert's rows to the FP8 GEMM's
+   alignment and unpads fc2's output (Fp8Padding / Fp8Unpadding); its backward is two grouped GEMMs (input and
+   weight gradients);
 5. the unsort, the combine all-to-all and the unpermute (a weighted scatter-add back to T x h);
 6. the shared experts: a dense MLP of num_shared_experts x moe_ffn_hidden_size on the T tokens.
 Backward runs the same kernels' backward (two GEMMs per product) and the two all-to-alls again.
@@ -46,8 +49,9 @@ ROUTER_SCORE_BYTES = 4  # the router's scores and probabilities in fp32 (Megatro
 # cudaStreamSynchronize); the host then issues the rest of the layer's kernels while the GPU waits on each.
 HOST_SYNC_S = 15e-6
 # The MoE block's kernels (simcore/cost/moe_kernels.py), which its Python path issues one by one.
-MOE_BLOCK = ("router", "router_topk", "router_aux_loss", "permute", "sort_chunks", "expert_fc1", "expert_activation",
-             "expert_fc2", "unsort_chunks", "unpermute", "shared_fc1", "shared_activation", "shared_fc2")
+MOE_BLOCK = ("router", "router_topk", "router_aux_loss", "permute", "sort_chunks", "expert_fp8_pad", "expert_fc1",
+             "expert_activation", "expert_fc2", "expert_fp8_unpad", "unsort_chunks", "unpermute", "shared_fc1",
+             "shared_activation", "shared_fc2")
 # Host time to issue one kernel of the MoE block (Megatron-Core's router, token dispatcher and TE GroupedLinear run
 # in eager Python: routing-map bookkeeping, autograd functions), one per framework call: a grouped GEMM and its
 # fused FP8 quantization are one call. Fitted (bench/fit_moe.py) on the two Megatron-Bridge 25.11 H100 MoE rows
@@ -85,6 +89,12 @@ def expert_load(model: ModelShape, moe: MoeShape, b: int, t: int, ep: int, exper
 def dispatch_bytes(model: ModelShape, load: ExpertLoad) -> float:
     """The buffer one all-to-all of a rank carries (its routed copies' hidden states), bytes."""
     return load.sent * model.hidden_size * BYTES
+
+
+def probability_bytes(load: ExpertLoad) -> float:
+    """The routing probabilities of a rank's routed copies, which its dispatch sends beside their hidden states
+    (fp32), bytes."""
+    return load.sent * ROUTER_SCORE_BYTES
 
 
 def a2a_bytes_sent(model: ModelShape, load: ExpertLoad, ep: int) -> float:
@@ -181,7 +191,7 @@ def expert_comm(model: ModelShape, layout: Layout, placement: Placement | None,
     assert moe is not None
     load = expert_load(model, moe, layout.microbatch_size, layout.tp, layout.ep, layout.expert_tp)
     size = dispatch_bytes(model, load)
-    sent = 2 * a2a_bytes_sent(model, load, layout.ep)
+    sent = 2 * a2a_bytes_sent(model, load, layout.ep) + probability_bytes(load) * (layout.ep - 1) / layout.ep
     etp = layout.expert_tp
     if etp > 1:  # the received copies are all-gathered over expert TP, and reduce-scattered before the combine
         gathered = size * etp * (1.0 if moe.capacity_factor is not None else moe.load_imbalance)
@@ -192,7 +202,9 @@ def expert_comm(model: ModelShape, layout: Layout, placement: Placement | None,
     # the busiest rank receives load_imbalance times a balanced rank's copies: the all-to-all lasts until it has
     busiest = 1.0 if moe.capacity_factor is not None else moe.load_imbalance
     one = all_to_all_time(collectives, ep_groups, size * busiest)
-    seconds = 2 * one
+    # the dispatch sends the copies' routing probabilities in an all-to-all of their own (token_dispatcher.py's
+    # token_dispatch: global_probs = all_to_all(...)), and backward returns their gradient the same way
+    seconds = 2 * one + all_to_all_time(collectives, ep_groups, probability_bytes(load) * busiest)
     in_flight = comm_load(Collective.ALL_GATHER, layout.ep, size * busiest, one,
                           collectives.communicator(ep_groups[0]).channels, sm_share)
     if etp_groups:

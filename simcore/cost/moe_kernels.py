@@ -70,7 +70,7 @@ def transformer_layer_ops(model: ModelShape, b: int, t: int, sequence_parallel: 
                 attention_done = True
         elif layer.moe and op.name in _MLP:
             if not mlp_done:
-                out += _moe_ops(model, b, t, ep, expert_tp)
+                out += _moe_ops(model, b, t, ep, expert_tp, fp8 is not None)
                 mlp_done = True
         else:
             out.append(op)
@@ -108,7 +108,7 @@ def _mla_ops(model: ModelShape, b: int, t: int, layer: LayerType) -> list[Op]:
     return ops
 
 
-def _moe_ops(model: ModelShape, b: int, t: int, ep: int, expert_tp: int) -> list[Op]:
+def _moe_ops(model: ModelShape, b: int, t: int, ep: int, expert_tp: int, fp8: bool = False) -> list[Op]:
     moe = model.moe
     assert moe is not None
     h, e = model.hidden_size, moe.num_experts
@@ -132,10 +132,19 @@ def _moe_ops(model: ModelShape, b: int, t: int, ep: int, expert_tp: int) -> list
     if load.local_experts > 1:  # the received chunks are sorted by local expert, and back after the experts
         ops.append(memory_op("sort_chunks", 2 * BYTES * h * load.received, 1.0))
     rows = grouped_gemm_tokens(load.per_expert)
+    # FP8 dropless: TEGroupedMLP pads each expert's rows to the FP8 GEMM's alignment (Transformer Engine's
+    # Fp8Padding, fused_multi_row_padding: a copy of the received copies and their probabilities, skipped only when
+    # every expert's count is already aligned, which routed counts are not) and unpads fc2's output
+    # (Fp8Unpadding); backward copies the gradients back through both
+    pad = fp8 and moe.capacity_factor is None
+    if pad:
+        ops.append(memory_op("expert_fp8_pad", 2 * load.received * (BYTES * h + ROUTER_SCORE_BYTES), 1.0))
     # one grouped GEMM for all local experts (Megatron-Core's TEGroupedMLP, moe_grouped_gemm), fc1 and fc2
     ops.append(grouped_gemm_op("expert_fc1", rows, up * f, h, load.local_experts))
     ops.append(memory_op("expert_activation", BYTES * load.received * f * (up + 1), (2 * up + 1) / (up + 1)))
     ops.append(grouped_gemm_op("expert_fc2", rows, h, f, load.local_experts))
+    if pad:
+        ops.append(memory_op("expert_fp8_unpad", 2 * BYTES * h * load.received, 1.0))
     if load.local_experts > 1:
         ops.append(memory_op("unsort_chunks", 2 * BYTES * h * load.received, 1.0))
     # the weighted scatter-add back to each token; its backward gathers the gradient to every copy and, for the

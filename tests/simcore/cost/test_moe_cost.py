@@ -12,7 +12,8 @@ from simcore.calibration import modern
 from simcore.calibration.moe_rows import MOE_CALIBRATION_ROWS
 from simcore.calibration.validate import load_reference
 from simcore.cost.flops import layer_forward_matmul_flops
-from simcore.cost.kernels import layer_forward_ops, op_time
+from simcore.cost.gemm_shape import GROUPED_GEMM_STREAMS, stream_ramps
+from simcore.cost.kernels import Op, gemm_op, layer_forward_ops, op_time
 from simcore.cost.moe_kernels import sequence_time, transformer_layer_ops
 from simcore.cost.parameters import FITTED
 from simcore.domain.model import model_from_fields
@@ -31,18 +32,27 @@ def test_dense_layers_keep_their_kernels() -> None:
 
 
 def test_local_experts_run_as_one_grouped_gemm() -> None:
-    """The same routed tokens over more local experts: one grouped GEMM (TE GroupedLinear) for fc1 and one for fc2,
-    which ramps up once, not a GEMM per expert that each pays its own ramp and launch."""
+    """The same routed tokens over more local experts: one grouped GEMM (TE GroupedLinear) for fc1 and one for fc2.
+    Transformer Engine runs its products as one cuBLAS GEMM each over GROUPED_GEMM_STREAMS streams: they share the
+    GPU (faster than the experts' GEMMs one after another) but each stream ramps up and drains once per product
+    (slower than one kernel of the group's FLOPs)."""
     model = model_from_fields(MODEL_PRESETS["qwen3-30b-a3b"])
     layer = model.layer_stacks()[-1][0]
 
-    def per_flop(ep: int) -> float:
+    def fc1(ep: int) -> Op:
         ops = [op for op in transformer_layer_ops(model, 1, 1, False, layer, ep=ep) if op.name == "expert_fc1"]
-        return sum(op_time(op, H100, FITTED) for op in ops) / sum(op.flops for op in ops)
+        assert len(ops) == 1
+        return ops[0]
 
-    # ep 128: one expert of 128 per rank (4096 x 8 copies each); ep 1: 128 experts of 256 rows in one kernel
-    assert sum(op.name == "expert_fc1" for op in transformer_layer_ops(model, 1, 1, False, layer, ep=1)) == 1
-    assert per_flop(128) <= per_flop(1) < 1.2 * per_flop(128)
+    # ep 1: 128 experts of 256 rows in one call; ep 128: one expert of 128 per rank (4096 x 8 copies each)
+    grouped, single = fc1(1), fc1(128)
+    assert grouped.group == 128 and single.group == 1
+    one_kernel = dataclasses.replace(grouped, group=1)
+    expert = gemm_op("expert", 256, single.shape.n, single.shape.k) if single.shape else single
+    assert op_time(one_kernel, H100, FITTED) < op_time(grouped, H100, FITTED) < 128 * op_time(expert, H100, FITTED)
+    assert stream_ramps(grouped.group) == 128 // GROUPED_GEMM_STREAMS and stream_ramps(single.group) == 1
+    # its backward is two grouped GEMMs (input and weight gradients), each with the same ramps
+    assert op_time(grouped.backward(), H100, FITTED) > 2 * op_time(one_kernel, H100, FITTED)
 
 
 def test_dropless_layers_pay_the_host_synchronisation() -> None:
