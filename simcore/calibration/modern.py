@@ -39,7 +39,15 @@ from dataclasses import replace
 from typing import Any
 
 from simcore.calibration.moe_rows import MOE_CALIBRATION_ROWS, moe_model_fields
-from simcore.domain.layout import ElementwiseKernels, Fp8Recipe, Layout, Precision, Recompute, ZeroImplementation
+from simcore.domain.layout import (
+    ElementwiseKernels,
+    Fp8Recipe,
+    Layout,
+    Precision,
+    Recompute,
+    Schedule,
+    ZeroImplementation,
+)
 from simcore.domain.model import model_from_fields
 from simcore.simulate import Scenario
 from topology.cluster_spec import NODE_PRESETS, sized
@@ -139,11 +147,15 @@ def scenario_for(case: dict[str, Any]) -> Scenario:
     precision, recipe = precision_of(lay)
     tp = int(lay["tp"])
     eager = source in EAGER_UNLESS_COMPILED and not lay.get("torch_compile", False)
+    # A row that publishes virtual pipeline stages ran Megatron's interleaved 1F1B with them (its `schedule` says
+    # so); without them, plain 1F1B.
+    chunks = int(lay.get("virtual_stages") or 1)
     layout = Layout(dp=int(lay["dp"]), tp=tp, pp=int(lay["pp"]), microbatch_size=int(microbatch),
                     global_batch_size=int(lay["global_batch"]), recompute=Recompute(recompute),
                     sequence_parallel=tp > 1, tp_comm_overlap=tp > 1, overlap_grad_reduce=True, zero_stage=zero,
                     precision=precision, fp8_recipe=recipe, cp=int(lay.get("cp") or 1),
                     zero_implementation=IMPLEMENTATIONS.get(source, ZeroImplementation.MEGATRON),
                     ep=int(lay.get("ep") or 1), expert_tp=int(lay.get("expert_tp") or 1),
-                    elementwise_kernels=ElementwiseKernels.EAGER if eager else None)
+                    elementwise_kernels=ElementwiseKernels.EAGER if eager else None, virtual_stages=chunks,
+                    schedule=Schedule.INTERLEAVED_1F1B if chunks > 1 else Schedule.ONE_F_ONE_B)
     return Scenario(model, cluster, layout)

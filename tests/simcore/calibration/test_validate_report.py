@@ -115,3 +115,21 @@ def test_cli_json_carries_the_summaries(small_report: dict[str, Any], tmp_path: 
     out = json.loads(capsys.readouterr().out)
     assert out["by_group"]["megatron20-dgx2v100"]["fitted"]["rows"] == 1
     assert out["mean_abs_error_pct"] is None  # no row here is judged
+
+
+
+def test_a_modern_row_that_publishes_virtual_stages_runs_interleaved() -> None:
+    from simcore.calibration import modern
+    from simcore.domain.layout import Schedule
+
+    rows = [c for c in load_reference(shipped="training-runs-modern.json") if modern.handles(c)]
+    chunks = {c["id"]: int(c["layout"].get("virtual_stages") or 1) for c in rows}
+    assert any(v > 1 for v in chunks.values()) and any(v == 1 for v in chunks.values())
+    for case in rows:
+        try:
+            layout = modern.scenario_for(case).layout
+        except ValueError:
+            continue  # a row validate cannot express (it says why)
+        assert layout.virtual_stages == chunks[case["id"]]
+        expected = Schedule.INTERLEAVED_1F1B if chunks[case["id"]] > 1 else Schedule.ONE_F_ONE_B
+        assert layout.schedule is expected, case["id"]
