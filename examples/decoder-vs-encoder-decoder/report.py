@@ -245,9 +245,10 @@ sample); `tests/service/test_example_pictures.py` checks they are current. Where
 ![GPT-100B against T5-100B, iteration time by category](compare-pp.png)
 
 The pipeline timelines (one row per stage, time across; forward light, backward dark with its recomputation in
-orange, hatched white the bubble). GPT's two stages are equal and stay busy; T5's decoder stages (4-7, with
-cross-attention over the encoder output) take longer a microbatch than its encoder stages (0-3), so the encoder
-stages wait on them all through the steady state, besides the fill and the drain:
+orange, hatched white the bubble; a cross-hatched break where the steady state was extrapolated, not simulated).
+GPT's two stages are equal and stay busy; T5's decoder stages (4-7, with cross-attention over the encoder output)
+take longer a microbatch than its encoder stages (0-3), so the encoder stages wait on them all through the steady
+state, besides the fill and the drain:
 
 ![GPT-100B pipeline timeline](timeline-gpt-pp.png)
 
