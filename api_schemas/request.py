@@ -208,6 +208,12 @@ class LayoutIn(BaseModel):
     fp8_recipe: Literal["tensorwise", "rowwise", "mxfp8", "blockwise"] | None = Field(
         default=None, description="precision fp8 only: how FP8 tensors are scaled; default tensorwise"
     )
+    grad_reduce_dtype: Literal["fp32", "bf16", "fp16"] | None = Field(
+        default=None, description="the dtype data-parallel gradients are reduced in: fp32 or the parameters' "
+        "16-bit type (bf16 for bf16 and fp8 training, fp16 for fp16); default fp32 for bf16 and fp8 (Megatron-LM's "
+        "default; torchtitan's FSDP too), fp16 for fp16, the 16-bit type for DeepSpeed's ZeRO 3; bf16 is "
+        "Megatron-LM's --grad-reduce-in-bf16: half the data-parallel gradient bytes"
+    )
     ep: Size = Field(default=1, description="expert parallelism (MoE); ep * expert_tp divides tp * dp")
     expert_tp: Size = Field(default=1, description="the experts' tensor parallelism (MoE)")
     optimizer_post_validation: StrictBool = Field(

@@ -146,6 +146,8 @@ def deepspeed_config(request: SimulationRequest, *, dp: int, buckets: Mapping[st
     config = {"train_batch_size": lay.global_batch_size, "train_micro_batch_size_per_gpu": lay.microbatch_size,
               "gradient_accumulation_steps": steps, "zero_optimization": zero,
               ("fp16" if lay.precision == "fp16" else "bf16"): {"enabled": True}}
+    if lay.grad_reduce_dtype is not None:  # DeepSpeed's gradient reduction dtype (runtime/config.py)
+        config["communication_data_type"] = lay.grad_reduce_dtype
     known = deepspeed_keys()
     unknown = [k for k in [*config, *zero] if k not in known]
     if unknown:  # a bug here, not the user's: every key above is in the recorded list (tests say so)

@@ -115,6 +115,11 @@ def _layout_flags(request: SimulationRequest) -> list[str]:
     if lay.tp_comm_overlap:
         flags.append("--tp-comm-overlap")
     flags.append("--fp16" if lay.precision == "fp16" else "--bf16")
+    reduce = lay.grad_reduce_dtype or ("fp16" if lay.precision == "fp16" else "fp32")
+    if reduce == "bf16" and lay.precision != "fp16":
+        flags.append("--grad-reduce-in-bf16")
+    elif reduce == "fp32" and lay.precision == "fp16":
+        flags.append("--accumulate-allreduce-grads-in-fp32")
     if lay.precision == "fp8":
         flags += ["--fp8-format hybrid", f"--fp8-recipe {_RECIPES[lay.fp8_recipe or 'tensorwise']}"]
     return flags

@@ -9,7 +9,10 @@ heads; query groups = heads without --group-query-attention). What each maps to:
   a stage's layers) is `recompute: full`; selective (or --recompute-activations) is `selective`;
 - --fp8-format (hybrid or e4m3) is `precision: fp8`, --fp8-recipe delayed or tensorwise is `tensorwise`;
 - Megatron-Core always hides the input-gradient all-reduce under the weight-gradient GEMM:
-  `async_tensor_model_parallel_allreduce: true`.
+  `async_tensor_model_parallel_allreduce: true`;
+- --grad-reduce-in-bf16 (or --main-grads-dtype bf16) with bf16 is `grad_reduce_dtype: bf16`, and
+  --accumulate-allreduce-grads-in-fp32 with fp16 is `grad_reduce_dtype: fp32` (the defaults, fp32 for bf16 and
+  fp16 for fp16, are left unsaid).
 Every argument not read is returned in `ignored` with its value; one that changes the answer and has no
 counterpart (a partial recompute, uneven first/last pipeline stages, a hybrid Mamba model) is an error naming it.
 """
@@ -159,6 +162,23 @@ def _recompute(a: _Args, layers_per_chunk: int) -> str:
                   "layers; the simulator recomputes all (uniform 1) or none")
 
 
+def _grad_reduce(a: _Args, precision: str) -> str | None:
+    """The dtype the data-parallel gradients are reduced in, where it is not the precision's default (fp32 for
+    bf16, fp16 for fp16): validate_args in megatron/training/arguments.py sets accumulate_allreduce_grads_in_fp32
+    for bf16 unless --grad-reduce-in-bf16 (or --main-grads-dtype bf16), and training.py passes it on as
+    DistributedDataParallelConfig.grad_reduce_in_fp32 (else the parameters' dtype). A log holds the value already
+    set."""
+    in_bf16, in_fp32 = a.flag("grad_reduce_in_bf16"), a.flag("accumulate_allreduce_grads_in_fp32")
+    main = a.text("main_grads_dtype") or "fp32"
+    if main not in ("fp32", "bf16", "torch.float32", "torch.bfloat16"):
+        raise a.error("main_grads_dtype", f"must be fp32 or bf16 (given {main!r})")
+    if precision == "fp16":
+        return "fp32" if in_fp32 else None
+    if in_bf16 or (not in_fp32 and main in ("bf16", "torch.bfloat16")):
+        return "bf16"
+    return None
+
+
 def request_from_megatron(args: MegatronArgs, *, cluster_preset: str, gpus_per_node: int,
                           num_nodes: int | None = None, source: str = "<megatron>") -> Imported:
     """The request for one Megatron-LM run; RequestError naming the argument (and its line) otherwise."""
@@ -209,6 +229,9 @@ def request_from_megatron(args: MegatronArgs, *, cluster_preset: str, gpus_per_n
         if recipe not in _FP8_RECIPES:
             raise a.error("fp8_recipe", f"must be one of {', '.join(_FP8_RECIPES)} (given {recipe!r})")
         layout.update(precision="fp8", fp8_recipe=_FP8_RECIPES[recipe])
+    reduce = _grad_reduce(a, layout["precision"])
+    if reduce is not None:
+        layout["grad_reduce_dtype"] = reduce
     cluster: dict[str, Any] = {"preset": cluster_preset}
     cluster.update({"num_nodes": num_nodes} if num_nodes is not None else {"num_gpus": gpus})
     ignored = {k: v for k, v in sorted(args.values.items()) if k not in a.read}

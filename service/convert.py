@@ -29,6 +29,7 @@ from simcore import (
     Failures,
     Fidelity,
     Fp8Recipe,
+    GradReduce,
     Layout,
     Metrics,
     Outcome,
@@ -45,6 +46,7 @@ from simcore import (
     TrainingRun,
     ZeroImplementation,
     chrome_trace,
+    default_grad_reduce,
     model_from_fields,
 )
 
@@ -127,6 +129,7 @@ def to_scenario(request: SimulationRequest, free_communication: bool = False) ->
         ep=lay.ep, expert_tp=lay.expert_tp,
         stage_layers=tuple(lay.stage_layers) if lay.stage_layers is not None else None,
         optimizer_post_validation=lay.optimizer_post_validation,
+        grad_reduce_dtype=_grad_reduce(lay.grad_reduce_dtype, lay.precision, lay.zero_implementation),
     )
     opts = request.options
     return Scenario(
@@ -141,6 +144,13 @@ def to_scenario(request: SimulationRequest, free_communication: bool = False) ->
         extrapolate=opts.extrapolate,
         training=to_training(request.training) if request.training is not None else None,
     )
+
+
+def _grad_reduce(given: str | None, precision: str, implementation: str) -> GradReduce | None:
+    """The layout's gradient-reduction dtype; None where it is the default (the same scenario either way)."""
+    if given is None or given == default_grad_reduce(precision, implementation):
+        return None
+    return GradReduce(given)
 
 
 def to_training(doc: TrainingIn) -> TrainingRun:
@@ -331,4 +341,5 @@ def layout_json(layout: Layout) -> dict[str, Any]:
         **({"expert_tp": layout.expert_tp} if layout.expert_tp > 1 else {}),
         **({"stage_layers": list(layout.stage_layers)} if layout.stage_layers else {}),
         **({"optimizer_post_validation": True} if layout.optimizer_post_validation else {}),
+        **({"grad_reduce_dtype": str(layout.grad_reduce_dtype)} if layout.grad_reduce_dtype else {}),
     }
