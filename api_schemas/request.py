@@ -128,6 +128,10 @@ class ModelIn(BaseModel):
     kv_lora_rank: Size | None = Field(default=None, description="mla: key/value latent rank")
     qk_rope_head_dim: Size | None = Field(default=None, description="mla: rotary dims of each query/key head")
     v_head_dim: Size | None = Field(default=None, description="mla: dims of each value head")
+    mtp_layers: Annotated[StrictInt, Field(ge=0)] | None = Field(
+        default=None, description="multi-token prediction depths (DeepSeek-V3; Megatron-LM's --mtp-num-layers, "
+        "config.json's num_nextn_predict_layers), decoder_only only: each a transformer layer, an embedding, a "
+        "2h -> h projection and its own logits on the last pipeline stage; default 0")
     hf_config: dict[StrictStr, Any] | None = Field(
         default=None, description="a Hugging Face config.json document in place of the shape fields (its "
         "`architectures` picks the mapping, interop/hf.py); fields given beside it override it")

@@ -59,6 +59,9 @@ def _model_flags(m: Mapping[str, Any]) -> list[str]:
     if m.get("attention_variant") == "mla":
         raise _refuse("model.attention_variant", "multi-head latent attention is not in Megatron-DeepSpeed; "
                       "Megatron-LM can (--multi-latent-attention)")
+    if m.get("mtp_layers"):
+        raise _refuse("model.mtp_layers", "multi-token prediction is not in Megatron-DeepSpeed; Megatron-LM can "
+                      "(--mtp-num-layers)")
     heads, hidden = m["num_attention_heads"], m["hidden_size"]
     flags = [f"--num-layers {m['num_layers']}", f"--hidden-size {hidden}",
              f"--ffn-hidden-size {m.get('ffn_hidden_size') or 4 * hidden}", f"--num-attention-heads {heads}"]

@@ -74,6 +74,8 @@ def _model_flags(m: Mapping[str, Any]) -> list[str]:
             flags.append(f"--moe-layer-freq ([0]*{dense}+[1]*{m['num_layers'] - dense})")
         if m.get("moe_capacity_factor") is not None:
             flags.append(f"--moe-expert-capacity-factor {m['moe_capacity_factor']}")
+    if m.get("mtp_layers"):
+        flags.append(f"--mtp-num-layers {m['mtp_layers']}")
     return flags
 
 

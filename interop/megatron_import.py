@@ -10,6 +10,7 @@ heads; query groups = heads without --group-query-attention). What each maps to:
 - --fp8-format (hybrid or e4m3) is `precision: fp8`, --fp8-recipe delayed or tensorwise is `tensorwise`;
 - Megatron-Core always hides the input-gradient all-reduce under the weight-gradient GEMM:
   `async_tensor_model_parallel_allreduce: true`;
+- --mtp-num-layers is `model.mtp_layers` (multi-token prediction depths on the last stage);
 - --grad-reduce-in-bf16 (or --main-grads-dtype bf16) with bf16 is `grad_reduce_dtype: bf16`, and
   --accumulate-allreduce-grads-in-fp32 with fp16 is `grad_reduce_dtype: fp32` (the defaults, fp32 for bf16 and
   fp16 for fp16, are left unsaid).
@@ -36,6 +37,8 @@ _UNSUPPORTED_IF_SET = {
     "hybrid_override_pattern": "a hybrid (Mamba) model",
     "encoder_num_layers": "an encoder (pretrain_gpt.py trains decoder-only models)",
     "num_experts_per_layer": "experts that differ by layer",
+    "mtp_standalone": "multi-token prediction in a pipeline stage of its own",
+    "mtp_hybrid_override_pattern": "a hybrid (Mamba) multi-token prediction block",
 }
 _FP8_RECIPES = {"delayed": "tensorwise", "tensorwise": "tensorwise", "mxfp8": "mxfp8", "blockwise": "blockwise"}
 _FALSE = {"False", "false", "None", ""}
@@ -136,6 +139,12 @@ def _model(a: _Args) -> tuple[dict[str, Any], dict[str, Any]]:
         factor = a.text("moe_expert_capacity_factor")
         if factor is not None:
             model["moe_capacity_factor"] = float(factor)
+    depths = a.integer("mtp_num_layers", 0)
+    if depths:  # Megatron-Core builds them on the last pipeline stage (multi_token_prediction.py)
+        model["mtp_layers"] = depths
+        if a.flag("mtp_use_repeated_layer"):
+            raise a.error("mtp_use_repeated_layer", "one layer's weights shared by every multi-token prediction "
+                          "depth is not simulated (each depth holds its own)")
     backend = a.text("attention_backend")
     if a.flag("use_flash_attn") or (backend is not None and backend.split(".")[-1] in ("flash", "fused", "auto")):
         model["attention"] = "flash"
