@@ -87,6 +87,14 @@ class ClusterSpec:
         return self.nvlink_domain_gpus if self.nvlink_domain_gpus is not None else self.gpus_per_node
 
     @property
+    def host_gpus(self) -> int:
+        """GPUs per host (one server, what nccl-tests' `# Using devices` lists a host name for): the node, but a
+        Grace Blackwell compute tray where the node is a whole rack's NVLink domain (the gb200-nvl72 preset)."""
+        tray = TRAY_GPUS.get(self.gpu)
+        return tray if tray is not None and self.gpus_per_node > tray and self.gpus_per_node % tray == 0 \
+            else self.gpus_per_node
+
+    @property
     def peak_flops_per_s(self) -> float:
         return self.hardware.peak_flops_per_s
 
@@ -159,6 +167,10 @@ def _node(gpu: GpuKind, gpus: int, nics: int, nic_gbit: float) -> ClusterSpec:
         inter_node_latency_s=1.0e-6,
     )
 
+
+# GPUs in one host of a GPU kind whose NVLink domain spans hosts: a GB200 NVL72 rack is 18 compute trays of 4 GPUs
+# (2 Grace CPUs and 4 Blackwell GPUs each, one operating system; topology/builders.nvl_racks builds them so).
+TRAY_GPUS = {GpuKind.GB200_186GB: 4}
 
 # One node of each kind; `num_nodes` / `num_gpus` of a request scales it. Sources: reference README §4, §10.
 NODE_PRESETS: dict[str, ClusterSpec] = {

@@ -2,21 +2,28 @@
 collective model's, as a factor on the model's phases.
 
 For a collective of S bytes over a group, the model's phases (simcore/cost/collectives.py) take t_model(S) alone on
-the links. A measured table of the same collective and scope (within one node, or across nodes) gives the time the
-user's cluster took; the phases' link loads and latencies are multiplied by factor = t_measured / t_model, so the
-collective takes the measured time alone on the links and still shares them, with that larger load, with whatever
-else runs beside it (concurrent copies of a data-parallel collective, pipeline sends).
+the links. A measured table of the same collective and scope (within one NVLink domain, or across domains) gives
+the time the user's cluster took; the phases' link loads and latencies are multiplied by factor = t_measured /
+t_model, so the collective takes the measured time alone on the links and still shares them, with that larger load,
+with whatever else runs beside it (concurrent copies of a data-parallel collective, pipeline sends).
 
-- Which table: of the tables of that collective whose scope is the group's (one node, or more than one), the one
-  nearest in nodes, then in ranks (log scale). No table of the scope: the model's time (nothing measured there).
-- The reference: the table's own configuration laid out on this cluster, its ranks' GPUs in order over its nodes
+- Hosts and domains: a table's `nodes` are the hosts (servers) nccl-tests' `# Using devices` lines name. They are
+  laid over this cluster's hosts in order (ClusterSpec.host_gpus: the node, or a 4-GPU compute tray of a GB200
+  NVL72 rack whose node is the rack), and the table's scope is the NVLink domains those hosts span: on DGX nodes a
+  host is a domain, so 2 hosts are 2 domains; on an NVL72 rack (72-GPU domain, 18 hosts of 4 GPUs) up to 18 hosts
+  are one domain, and a 2-host table measures NVLink, not the network. (The run's hosts are taken to be the
+  cluster's first ones, in one rack where they fit: nccl-tests does not say which rack a host is in.)
+- Which table: of the tables of that collective whose scope is the group's, the one nearest in domains, then hosts,
+  then ranks (log scale). No table of the scope: the model's time (nothing measured there).
+- The reference: the table's own configuration laid out on this cluster, its ranks in order over its hosts
   (nccl-tests runs one communicator in rank order): factor(S) = t_table(S) / t_model(reference, S). On the group
   itself the model's time is scaled by that factor, so a group equal to the table's configuration takes the
-  measured time, and one of other ranks or nodes keeps the model's difference between the two. Where the table's
-  configuration does not fit on the cluster (more nodes than it has), the reference is the group alone and the
-  table's bus bandwidth is taken for the group's: t = t_table x f(n_group) / f(n_table), with nccl-tests'
-  bus-bandwidth factor f (2(n-1)/n for all-reduce, (n-1)/n for all-gather and reduce-scatter: nccl-tests
-  src/all_reduce.cu AllReduceGetBw, all_gather.cu, reduce_scatter.cu; doc/PERFORMANCE.md).
+  measured time, and one of other ranks or hosts keeps the model's difference between the two. Where the table's
+  configuration does not fit on the cluster (more hosts than it has, or more ranks on a host than its hosts hold),
+  the reference is the group alone and the table's bus bandwidth is taken for the group's: t = t_table x
+  f(n_group) / f(n_table), with nccl-tests' bus-bandwidth factor f (2(n-1)/n for all-reduce, (n-1)/n for
+  all-gather and reduce-scatter: nccl-tests src/all_reduce.cu AllReduceGetBw, all_gather.cu, reduce_scatter.cu;
+  doc/PERFORMANCE.md).
 - Between measured sizes t_table is interpolated linearly in log size and log time (a power law between two rows,
   which keeps bus bandwidth monotone between them); outside the measured range the factor at the nearest measured
   size is used: the model's shape of the curve, scaled by the nearest measured ratio (an extrapolation, which the
@@ -26,7 +33,7 @@ else runs beside it (concurrent copies of a data-parallel collective, pipeline s
   message size: the factor is the table's time over the model's at the table's largest size (the bandwidth
   regime), on the table's configuration laid out as above (sendrecv: nccl-tests' ring, each rank sending to the
   next; alltoall: one group of its ranks), and it scales the pattern's link loads, not its latency. A send within
-  one node takes the factor of the within-node table, one across nodes the across-nodes one.
+  one NVLink domain takes the factor of a within-domain table, one across domains an across-domains one.
 """
 
 from __future__ import annotations
@@ -71,27 +78,45 @@ class MeasuredCollectives:
         self.cluster = cluster
         self._tables = {kind: [t for t in tables if t.collective == kind] for kind in COLLECTIVES}
         self._factors: dict[tuple[Collective, tuple[int, ...], float], float] = {}
-        self._transfers: dict[tuple[str, bool], float] = {}
+        self._transfers: dict[tuple[str, int, int], float] = {}
 
     def covers(self, kind: Collective | str) -> bool:
         return bool(self._tables[str(kind)])
 
+    def hosts(self, gpus: Sequence[int]) -> int:
+        """The hosts (servers) `gpus` are on."""
+        per_host = self.cluster.spec.host_gpus
+        return len({g // per_host for g in gpus})
+
+    def domains(self, table: MeasuredCollective) -> int:
+        """The NVLink domains the table's hosts span on this cluster: its hosts laid over the cluster's in order
+        (`reference`), or, where its hosts hold more GPUs than this cluster's, as many hosts a domain as fit."""
+        reference = self.reference(table)
+        if reference is not None:
+            return len(by_domain(self.cluster, reference))
+        spec = self.cluster.spec
+        return -(-table.nodes // max(1, spec.domain_gpus // spec.host_gpus))
+
     def table_for(self, kind: Collective | str, group: Sequence[int]) -> MeasuredCollective | None:
-        """The table of `kind` whose scope is the group's, nearest in nodes then ranks; None if none is."""
-        nodes = len(by_domain(self.cluster, group))
-        same = [t for t in self._tables[str(kind)] if t.within_node == (nodes == 1)]
+        """The table of `kind` whose scope is the group's (within one NVLink domain, or across domains), nearest
+        in domains, then hosts, then ranks; None if none is."""
+        domains = len(by_domain(self.cluster, group))
+        same = [t for t in self._tables[str(kind)] if (self.domains(t) == 1) == (domains == 1)]
         if not same:
             return None
-        return min(same, key=lambda t: (abs(math.log(t.nodes / nodes)), abs(math.log(t.ranks / len(group)))))
+        hosts = self.hosts(group)
+        return min(same, key=lambda t: (abs(math.log(self.domains(t) / domains)), abs(math.log(t.nodes / hosts)),
+                                        abs(math.log(t.ranks / len(group)))))
 
     def reference(self, table: MeasuredCollective) -> tuple[int, ...] | None:
-        """The table's configuration on this cluster: its ranks in order over its nodes (NVLink domains), or None
-        where the cluster has too few domains or GPUs in one."""
-        domain = self.cluster.spec.domain_gpus
-        per_node = table.ranks // table.nodes
-        if per_node > domain or table.nodes * domain > self.cluster.spec.num_gpus:
+        """The table's configuration on this cluster: its ranks in order over its hosts, host h on the cluster's
+        host h (nccl-tests runs one communicator in rank order, the ranks of a host together), or None where the
+        cluster has too few hosts or too few GPUs in one."""
+        per_host, spec = table.ranks // table.nodes, self.cluster.spec
+        host = spec.host_gpus
+        if per_host > host or table.nodes * host > spec.num_gpus:
             return None
-        return tuple(d * domain + j for d in range(table.nodes) for j in range(per_node))
+        return tuple(h * host + j for h in range(table.nodes) for j in range(per_host))
 
     def factor(self, kind: Collective, groups: Groups, size_bytes: float, model_time: ModelTime) -> float:
         """Measured over modelled time for `kind` on `size_bytes` over the first group (1.0 where no table of its
@@ -125,7 +150,7 @@ class MeasuredCollectives:
         table = self.table_for(kind, group)
         if table is None:
             return 1.0
-        key = (kind, table.within_node)
+        key = (kind, table.ranks, table.nodes)
         found = self._transfers.get(key)
         if found is None:
             reference = self.reference(table)
