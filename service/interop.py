@@ -300,9 +300,11 @@ def _extrapolation(tables: list[dict[str, Any]], gemm: dict[str, Any] | None) ->
     return notes
 
 
-def calibrate(nccl_tests: list[tuple[str, str]], gemm: tuple[str, str] | None = None) -> dict[str, Any]:
+def calibrate(nccl_tests: list[tuple[str, str]], gemm: tuple[str, str] | None = None,
+              gemm_gpu: str | None = None) -> dict[str, Any]:
     """nccl-tests outputs [(text, source)] and a GEMM sweep (text, source) -> a `cluster.measured` overlay,
-    validated as a request's (RequestError naming the file and line, or the field, otherwise)."""
+    validated as a request's (RequestError naming the file and line, or the field, otherwise). `gemm_gpu` names the
+    catalog GPU the sweep ran on (`gemm.gpu`: what a cluster of node groups needs to know where it applies)."""
     from pydantic import ValidationError
 
     from api_schemas import RequestError
@@ -318,6 +320,10 @@ def calibrate(nccl_tests: list[tuple[str, str]], gemm: tuple[str, str] | None = 
         raise RequestError.for_field("files", "give one nccl-tests output or more, or a GEMM sweep")
     tables = [parse_nccl_tests(text, source) for text, source in nccl_tests]
     sweep = parse_gemm_sweep(*gemm) if gemm is not None else None
+    if gemm_gpu is not None:
+        if sweep is None:
+            raise RequestError.for_field("gemm_gpu", "names the GPU of a GEMM sweep: give the sweep too")
+        sweep = {"gpu": gemm_gpu, **sweep}
     overlay: dict[str, Any] = {"collectives": tables}
     if sweep is not None:
         overlay["gemm"] = sweep

@@ -49,6 +49,7 @@ class MeasuredGemm:
     k: float
     dtype: str
     flops_per_s: float
+    gpu: str | None = None  # the catalog GPU kind the sweep ran on; None: the cluster's GPU (every GPU of it)
 
     @property
     def seconds(self) -> float:
