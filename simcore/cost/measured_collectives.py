@@ -41,13 +41,14 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 from simcore.cost.link_loads import by_domain
 from simcore.cost.nccl_tuning import Collective
 from topology.graph import Cluster
 from topology.measured import COLLECTIVES, MeasuredCollective
 
-__all__ = ["MeasuredCollectives", "bus_factor", "interpolated_time"]
+__all__ = ["MeasuredCollectives", "TableUse", "bus_factor", "interpolated_time"]
 
 Groups = Sequence[Sequence[int]]
 ModelTime = Callable[[tuple[tuple[int, ...], ...], float], float]  # (groups, size) -> the model's seconds alone
@@ -70,15 +71,47 @@ def interpolated_time(table: MeasuredCollective, size_bytes: float) -> float:
     return math.exp(math.log(times[lo]) + w * (math.log(times[hi]) - math.log(times[lo])))
 
 
+@dataclass(slots=True)
+class TableUse:
+    """What the collectives priced since `MeasuredCollectives.used` was last cleared took from one table beyond what
+    it measured: sizes outside its rows, groups of another configuration than its own, its bus bandwidth where its
+    configuration does not fit on the cluster, its bandwidth at one size for transfers of every size."""
+
+    table: MeasuredCollective
+    outside_bytes: set[float] = field(default_factory=set)  # sizes priced outside its rows
+    groups: set[tuple[int, int, int]] = field(default_factory=set)  # (ranks, hosts, domains) other than its own
+    unplaced: bool = False  # its configuration does not fit on the cluster
+    transfers: bool = False  # it scaled sendrecv or alltoall transfers
+
+
+Shape = tuple[int, int, int]  # a group's ranks, hosts and NVLink domains
+
+
 class MeasuredCollectives:
     """The measured tables of one cluster, and the factor they put on the model's collective times (module
-    docstring). Factors are cached by collective, group and size."""
+    docstring). Factors are cached by collective, group and size; `used` collects where they extrapolate."""
 
     def __init__(self, cluster: Cluster, tables: Sequence[MeasuredCollective]) -> None:
         self.cluster = cluster
         self._tables = {kind: [t for t in tables if t.collective == kind] for kind in COLLECTIVES}
-        self._factors: dict[tuple[Collective, tuple[int, ...], float], float] = {}
+        self._factors: dict[tuple[Collective, tuple[int, ...], float],
+                            tuple[float, MeasuredCollective | None, Shape]] = {}
         self._transfers: dict[tuple[str, int, int], float] = {}
+        self.used: dict[tuple[str, int, int], TableUse] = {}  # by table (collective, ranks, hosts)
+
+    def _use(self, table: MeasuredCollective, shape: Shape | None) -> TableUse:
+        """The table's record in `used`, with a group of `shape` priced from it (None: a transfer, which takes the
+        table's bandwidth whatever its group)."""
+        found = self.used.get((table.collective, table.ranks, table.nodes))
+        if found is None:
+            found = self.used[(table.collective, table.ranks, table.nodes)] = TableUse(table)
+        if shape is not None and shape != (table.ranks, table.nodes, self.domains(table)):
+            found.groups.add(shape)
+        found.unplaced = found.unplaced or self.reference(table) is None
+        return found
+
+    def shape(self, group: Sequence[int]) -> Shape:
+        return len(group), self.hosts(group), len(by_domain(self.cluster, group))
 
     def covers(self, kind: Collective | str) -> bool:
         return bool(self._tables[str(kind)])
@@ -125,12 +158,19 @@ class MeasuredCollectives:
         key = (kind, group, size_bytes)
         found = self._factors.get(key)
         if found is None:
-            found = self._factors[key] = self._factor(kind, group, size_bytes, model_time)
-        return found
+            table = self.table_for(kind, group)
+            factor = self._factor(kind, table, group, size_bytes, model_time) if table is not None else 1.0
+            found = self._factors[key] = (factor, table, self.shape(group))
+        factor, table, shape = found
+        if table is not None and size_bytes > 0:  # where this table was used, every time (`used`)
+            use = self._use(table, shape)
+            if not table.sizes_bytes[0] <= size_bytes <= table.sizes_bytes[-1]:
+                use.outside_bytes.add(size_bytes)
+        return factor
 
-    def _factor(self, kind: Collective, group: tuple[int, ...], size_bytes: float, model_time: ModelTime) -> float:
-        table = self.table_for(kind, group)
-        if table is None or size_bytes <= 0:
+    def _factor(self, kind: Collective, table: MeasuredCollective, group: tuple[int, ...], size_bytes: float,
+                model_time: ModelTime) -> float:
+        if size_bytes <= 0:
             return 1.0
         size = min(max(size_bytes, table.sizes_bytes[0]), table.sizes_bytes[-1])  # outside: the nearest row's ratio
         measured = interpolated_time(table, size)
@@ -150,6 +190,7 @@ class MeasuredCollectives:
         table = self.table_for(kind, group)
         if table is None:
             return 1.0
+        self._use(table, None).transfers = True
         key = (kind, table.ranks, table.nodes)
         found = self._transfers.get(key)
         if found is None:
