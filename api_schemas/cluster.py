@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr, ValidationInfo, field_validator
 
+from api_schemas.gpu_kind import GpuKindName
 from api_schemas.measured import MeasuredIn
 
 __all__ = ["ClusterIn", "DegradedLinkIn", "GpuSpecIn", "NodeGroupIn", "NonNegativeFloat", "PositiveFloat", "Size",
@@ -25,8 +26,6 @@ Tflops = Annotated[StrictFloat, Field(gt=0, le=1e6, allow_inf_nan=False)]  # a G
 GBps = Annotated[StrictFloat, Field(gt=0, le=1e6, allow_inf_nan=False)]  # GB/s of memory or NVLink
 Gbitps = Annotated[StrictFloat, Field(gt=0, le=1e7, allow_inf_nan=False)]  # a NIC's Gbit/s
 LatencyUs = Annotated[StrictFloat, Field(ge=0, le=1e6, allow_inf_nan=False)]  # up to a second per hop
-GpuKindName = Literal["v100-32gb", "a100-40gb", "a100-80gb", "h100-80gb", "h200-141gb", "b200-180gb",
-                      "gb200-186gb"]
 
 
 class GpuSpecIn(BaseModel):

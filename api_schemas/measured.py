@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr, model_validator
 
 from api_schemas.beside import read_beside
+from api_schemas.gpu_kind import GpuKindName
 
 __all__ = ["MEASURED_FIELD", "CollectivePointIn", "GemmPointIn", "MeasuredCollectiveIn", "MeasuredGemmIn",
            "MeasuredIn", "with_measured_file"]
@@ -75,7 +76,9 @@ class MeasuredGemmIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    gpu: Note | None = None
+    gpu: GpuKindName | None = Field(
+        default=None, description="the GPU it ran on: required with node_groups of several GPUs, where the sweep "
+        "applies to the groups of that GPU (the others keep the model's GEMM times); default the cluster's GPU")
     source: Note | None = None
     points: list[GemmPointIn] = Field(min_length=1, max_length=512)
 

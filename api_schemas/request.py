@@ -128,6 +128,10 @@ class ModelIn(BaseModel):
     kv_lora_rank: Size | None = Field(default=None, description="mla: key/value latent rank")
     qk_rope_head_dim: Size | None = Field(default=None, description="mla: rotary dims of each query/key head")
     v_head_dim: Size | None = Field(default=None, description="mla: dims of each value head")
+    mtp_layers: Annotated[StrictInt, Field(ge=0)] | None = Field(
+        default=None, description="multi-token prediction depths (DeepSeek-V3; Megatron-LM's --mtp-num-layers, "
+        "config.json's num_nextn_predict_layers), decoder_only only: each a transformer layer, an embedding, a "
+        "2h -> h projection and its own logits on the last pipeline stage; default 0")
     hf_config: dict[StrictStr, Any] | None = Field(
         default=None, description="a Hugging Face config.json document in place of the shape fields (its "
         "`architectures` picks the mapping, interop/hf.py); fields given beside it override it")
@@ -207,6 +211,12 @@ class LayoutIn(BaseModel):
     )
     fp8_recipe: Literal["tensorwise", "rowwise", "mxfp8", "blockwise"] | None = Field(
         default=None, description="precision fp8 only: how FP8 tensors are scaled; default tensorwise"
+    )
+    grad_reduce_dtype: Literal["fp32", "bf16", "fp16"] | None = Field(
+        default=None, description="the dtype data-parallel gradients are reduced in: fp32 or the parameters' "
+        "16-bit type (bf16 for bf16 and fp8 training, fp16 for fp16); default fp32 for bf16 and fp8 (Megatron-LM's "
+        "default; torchtitan's FSDP too), fp16 for fp16, the 16-bit type for DeepSpeed's ZeRO 3; bf16 is "
+        "Megatron-LM's --grad-reduce-in-bf16: half the data-parallel gradient bytes"
     )
     ep: Size = Field(default=1, description="expert parallelism (MoE); ep * expert_tp divides tp * dp")
     expert_tp: Size = Field(default=1, description="the experts' tensor parallelism (MoE)")

@@ -6,9 +6,10 @@ zero/config.py at the commit its header names); an unknown key is an error namin
 (runtime/config.py _batch_assertion): train_batch_size = train_micro_batch_size_per_gpu x
 gradient_accumulation_steps x data-parallel ranks, any two giving the third. What maps: zero_optimization.stage
 (3: `zero_implementation: deepspeed`), overlap_comm (`overlap_grad_reduce`; DeepSpeed's default is on for stage 3),
-fp16/bf16 enabled. CPU or NVMe offload changes the answer and is not simulated: an error. Bucket and prefetch
-sizes, and every other key, are listed in `ignored` with their values (the simulator buckets as its own model
-says). overlap_comm is read at ZeRO 1 to 3 only: at stage 0 DeepSpeed all-reduces after backward whatever it says.
+fp16/bf16 enabled, communication_data_type (`grad_reduce_dtype`: fp32 or the 16-bit type). CPU or NVMe offload
+changes the answer and is not simulated: an error. Bucket and prefetch sizes, and every other key, are listed in
+`ignored` with their values (the simulator buckets as its own model says). overlap_comm is read at ZeRO 1 to 3
+only: at stage 0 DeepSpeed all-reduces after backward whatever it says.
 
 `read_launch` also takes the script `clustersim export deepspeed` writes (a heredoc writing the config, then the
 `deepspeed ... pretrain_gpt.py` command): the config, and from the command the GPUs per node and nodes, the tensor
@@ -120,6 +121,13 @@ def layout_from_deepspeed(text: str, *, dp: int, source: str = "<ds_config>") ->
         "overlap_grad_reduce": stage > 0 and bool(get("zero_optimization.overlap_comm", stage == 3)),
         "precision": "fp16" if get("fp16.enabled", False) is True else "bf16",
     }
+    comm = get("communication_data_type")  # runtime/config.py get_communication_data_type
+    if comm is not None:
+        own = layout["precision"]
+        if not isinstance(comm, str) or comm.lower() not in ("fp32", own):
+            raise error("communication_data_type", f"must be fp32 or the training's 16-bit type ({own}) (given "
+                        f"{comm!r})")
+        layout["grad_reduce_dtype"] = comm.lower()
     if stage == 3:
         layout["zero_implementation"] = "deepspeed"
     if stage == 0:  # not read: DeepSpeed overlaps nothing at stage 0 (engine.py allreduce_gradients)

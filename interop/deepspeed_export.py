@@ -59,6 +59,9 @@ def _model_flags(m: Mapping[str, Any]) -> list[str]:
     if m.get("attention_variant") == "mla":
         raise _refuse("model.attention_variant", "multi-head latent attention is not in Megatron-DeepSpeed; "
                       "Megatron-LM can (--multi-latent-attention)")
+    if m.get("mtp_layers"):
+        raise _refuse("model.mtp_layers", "multi-token prediction is not in Megatron-DeepSpeed; Megatron-LM can "
+                      "(--mtp-num-layers)")
     heads, hidden = m["num_attention_heads"], m["hidden_size"]
     flags = [f"--num-layers {m['num_layers']}", f"--hidden-size {hidden}",
              f"--ffn-hidden-size {m.get('ffn_hidden_size') or 4 * hidden}", f"--num-attention-heads {heads}"]
@@ -146,6 +149,8 @@ def deepspeed_config(request: SimulationRequest, *, dp: int, buckets: Mapping[st
     config = {"train_batch_size": lay.global_batch_size, "train_micro_batch_size_per_gpu": lay.microbatch_size,
               "gradient_accumulation_steps": steps, "zero_optimization": zero,
               ("fp16" if lay.precision == "fp16" else "bf16"): {"enabled": True}}
+    if lay.grad_reduce_dtype is not None:  # DeepSpeed's gradient reduction dtype (runtime/config.py)
+        config["communication_data_type"] = lay.grad_reduce_dtype
     known = deepspeed_keys()
     unknown = [k for k in [*config, *zero] if k not in known]
     if unknown:  # a bug here, not the user's: every key above is in the recorded list (tests say so)

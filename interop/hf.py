@@ -150,6 +150,11 @@ def _deepseek(r: _Reader) -> dict[str, Any]:
         qk_rope_head_dim=r.integer("qk_rope_head_dim"), head_dim=r.integer("qk_nope_head_dim"),
         v_head_dim=r.integer("v_head_dim"),
     )
+    # DeepSeek-V3's multi-token prediction modules (the checkpoint's layers after num_hidden_layers; the config
+    # class has no default, so absent is none): each a transformer layer, a projection and an output head
+    depths = r.integer("num_nextn_predict_layers", 0)
+    if depths:
+        fields["mtp_layers"] = depths
     return fields
 
 

@@ -74,6 +74,8 @@ def _model_flags(m: Mapping[str, Any]) -> list[str]:
             flags.append(f"--moe-layer-freq ([0]*{dense}+[1]*{m['num_layers'] - dense})")
         if m.get("moe_capacity_factor") is not None:
             flags.append(f"--moe-expert-capacity-factor {m['moe_capacity_factor']}")
+    if m.get("mtp_layers"):
+        flags.append(f"--mtp-num-layers {m['mtp_layers']}")
     return flags
 
 
@@ -115,6 +117,11 @@ def _layout_flags(request: SimulationRequest) -> list[str]:
     if lay.tp_comm_overlap:
         flags.append("--tp-comm-overlap")
     flags.append("--fp16" if lay.precision == "fp16" else "--bf16")
+    reduce = lay.grad_reduce_dtype or ("fp16" if lay.precision == "fp16" else "fp32")
+    if reduce == "bf16" and lay.precision != "fp16":
+        flags.append("--grad-reduce-in-bf16")
+    elif reduce == "fp32" and lay.precision == "fp16":
+        flags.append("--accumulate-allreduce-grads-in-fp32")
     if lay.precision == "fp8":
         flags += ["--fp8-format hybrid", f"--fp8-recipe {_RECIPES[lay.fp8_recipe or 'tensorwise']}"]
     return flags

@@ -9,7 +9,11 @@ heads; query groups = heads without --group-query-attention). What each maps to:
   a stage's layers) is `recompute: full`; selective (or --recompute-activations) is `selective`;
 - --fp8-format (hybrid or e4m3) is `precision: fp8`, --fp8-recipe delayed or tensorwise is `tensorwise`;
 - Megatron-Core always hides the input-gradient all-reduce under the weight-gradient GEMM:
-  `async_tensor_model_parallel_allreduce: true`.
+  `async_tensor_model_parallel_allreduce: true`;
+- --mtp-num-layers is `model.mtp_layers` (multi-token prediction depths on the last stage);
+- --grad-reduce-in-bf16 (or --main-grads-dtype bf16) with bf16 is `grad_reduce_dtype: bf16`, and
+  --accumulate-allreduce-grads-in-fp32 with fp16 is `grad_reduce_dtype: fp32` (the defaults, fp32 for bf16 and
+  fp16 for fp16, are left unsaid).
 Every argument not read is returned in `ignored` with its value; one that changes the answer and has no
 counterpart (a partial recompute, uneven first/last pipeline stages, a hybrid Mamba model) is an error naming it.
 """
@@ -33,6 +37,8 @@ _UNSUPPORTED_IF_SET = {
     "hybrid_override_pattern": "a hybrid (Mamba) model",
     "encoder_num_layers": "an encoder (pretrain_gpt.py trains decoder-only models)",
     "num_experts_per_layer": "experts that differ by layer",
+    "mtp_standalone": "multi-token prediction in a pipeline stage of its own",
+    "mtp_hybrid_override_pattern": "a hybrid (Mamba) multi-token prediction block",
 }
 _FP8_RECIPES = {"delayed": "tensorwise", "tensorwise": "tensorwise", "mxfp8": "mxfp8", "blockwise": "blockwise"}
 _FALSE = {"False", "false", "None", ""}
@@ -133,6 +139,12 @@ def _model(a: _Args) -> tuple[dict[str, Any], dict[str, Any]]:
         factor = a.text("moe_expert_capacity_factor")
         if factor is not None:
             model["moe_capacity_factor"] = float(factor)
+    depths = a.integer("mtp_num_layers", 0)
+    if depths:  # Megatron-Core builds them on the last pipeline stage (multi_token_prediction.py)
+        model["mtp_layers"] = depths
+        if a.flag("mtp_use_repeated_layer"):
+            raise a.error("mtp_use_repeated_layer", "one layer's weights shared by every multi-token prediction "
+                          "depth is not simulated (each depth holds its own)")
     backend = a.text("attention_backend")
     if a.flag("use_flash_attn") or (backend is not None and backend.split(".")[-1] in ("flash", "fused", "auto")):
         model["attention"] = "flash"
@@ -157,6 +169,23 @@ def _recompute(a: _Args, layers_per_chunk: int) -> str:
         return "full"
     raise a.error("recompute_num_layers", f"{method} with {count} layers recomputes only part of each stage's "
                   "layers; the simulator recomputes all (uniform 1) or none")
+
+
+def _grad_reduce(a: _Args, precision: str) -> str | None:
+    """The dtype the data-parallel gradients are reduced in, where it is not the precision's default (fp32 for
+    bf16, fp16 for fp16): validate_args in megatron/training/arguments.py sets accumulate_allreduce_grads_in_fp32
+    for bf16 unless --grad-reduce-in-bf16 (or --main-grads-dtype bf16), and training.py passes it on as
+    DistributedDataParallelConfig.grad_reduce_in_fp32 (else the parameters' dtype). A log holds the value already
+    set."""
+    in_bf16, in_fp32 = a.flag("grad_reduce_in_bf16"), a.flag("accumulate_allreduce_grads_in_fp32")
+    main = a.text("main_grads_dtype") or "fp32"
+    if main not in ("fp32", "bf16", "torch.float32", "torch.bfloat16"):
+        raise a.error("main_grads_dtype", f"must be fp32 or bf16 (given {main!r})")
+    if precision == "fp16":
+        return "fp32" if in_fp32 else None
+    if in_bf16 or (not in_fp32 and main in ("bf16", "torch.bfloat16")):
+        return "bf16"
+    return None
 
 
 def request_from_megatron(args: MegatronArgs, *, cluster_preset: str, gpus_per_node: int,
@@ -209,6 +238,9 @@ def request_from_megatron(args: MegatronArgs, *, cluster_preset: str, gpus_per_n
         if recipe not in _FP8_RECIPES:
             raise a.error("fp8_recipe", f"must be one of {', '.join(_FP8_RECIPES)} (given {recipe!r})")
         layout.update(precision="fp8", fp8_recipe=_FP8_RECIPES[recipe])
+    reduce = _grad_reduce(a, layout["precision"])
+    if reduce is not None:
+        layout["grad_reduce_dtype"] = reduce
     cluster: dict[str, Any] = {"preset": cluster_preset}
     cluster.update({"num_nodes": num_nodes} if num_nodes is not None else {"num_gpus": gpus})
     ignored = {k: v for k, v in sorted(args.values.items()) if k not in a.read}

@@ -130,6 +130,17 @@ def request_from_torchtitan(text: str, *, cluster_preset: str, gpus: int | None,
             raise error("parallelism.pipeline_parallel_layers_per_stage", f"must divide the layers per rank "
                         f"({from_preset} / {pp})")
         layout["virtual_stages"] = from_preset // (per_stage * pp)
+    # [training] mixed_precision_param: the parameters' dtype under FSDP (or autocast's): float32 trains in fp32,
+    # which is not simulated; mixed_precision_reduce: FSDP's gradient reduce-scatter dtype, only "float32" in
+    # torchtitan's JobConfig (the simulator's default for bf16: grad_reduce_dtype fp32)
+    param = get("training.mixed_precision_param", "bfloat16")
+    if param != "bfloat16":
+        raise error("training.mixed_precision_param", f"{param!r} is not simulated (bfloat16: the simulator trains "
+                    "in 16 bits)")
+    reduce = get("training.mixed_precision_reduce", "float32")
+    if reduce != "float32":
+        raise error("training.mixed_precision_reduce", f"must be \"float32\", the only value torchtitan's "
+                    f"JobConfig takes (given {reduce!r})")
     if any(c in _FLOAT8 for c in get("model.converters", [])):
         layout["precision"] = "fp8"
     cluster: dict[str, Any] = {"preset": cluster_preset}
@@ -167,6 +178,10 @@ def torchtitan_toml(request: SimulationRequest) -> str:
                                      "interleaved_1f1b, gpipe, zb_v)")
     if lay.tp > 1 and not lay.sequence_parallel:
         raise RequestError.for_field("layout.sequence_parallel", "torchtitan's TP is always sequence parallel")
+    if lay.grad_reduce_dtype not in (None, "fp32"):
+        raise RequestError.for_field("layout.grad_reduce_dtype", f"torchtitan reduces gradients in float32 (FSDP's "
+                                     f"training.mixed_precision_reduce; DDP's fp32 parameters), not "
+                                     f"{lay.grad_reduce_dtype}; Megatron-LM can (--grad-reduce-in-bf16)")
     if lay.zero_stage == 3 and lay.zero_implementation != "fsdp":
         raise RequestError.for_field("layout.zero_implementation", f"torchtitan's ZeRO 3 is FSDP, not "
                                      f"{lay.zero_implementation}'s (set zero_implementation: fsdp)")

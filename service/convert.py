@@ -30,6 +30,7 @@ from simcore import (
     Failures,
     Fidelity,
     Fp8Recipe,
+    GradReduce,
     Layout,
     Metrics,
     Outcome,
@@ -46,6 +47,7 @@ from simcore import (
     TrainingRun,
     ZeroImplementation,
     chrome_trace,
+    default_grad_reduce,
     model_from_fields,
 )
 
@@ -129,6 +131,7 @@ def to_scenario(request: SimulationRequest, free_communication: bool = False) ->
         stage_layers=tuple(lay.stage_layers) if lay.stage_layers is not None else None,
         optimizer_post_validation=lay.optimizer_post_validation,
         elementwise_kernels=ElementwiseKernels(lay.elementwise_kernels) if lay.elementwise_kernels else None,
+        grad_reduce_dtype=_grad_reduce(lay.grad_reduce_dtype, lay.precision, lay.zero_implementation),
     )
     opts = request.options
     return Scenario(
@@ -143,6 +146,13 @@ def to_scenario(request: SimulationRequest, free_communication: bool = False) ->
         extrapolate=opts.extrapolate,
         training=to_training(request.training) if request.training is not None else None,
     )
+
+
+def _grad_reduce(given: str | None, precision: str, implementation: str) -> GradReduce | None:
+    """The layout's gradient-reduction dtype; None where it is the default (the same scenario either way)."""
+    if given is None or given == default_grad_reduce(precision, implementation):
+        return None
+    return GradReduce(given)
 
 
 def to_training(doc: TrainingIn) -> TrainingRun:
@@ -334,4 +344,5 @@ def layout_json(layout: Layout) -> dict[str, Any]:
         **({"stage_layers": list(layout.stage_layers)} if layout.stage_layers else {}),
         **({"optimizer_post_validation": True} if layout.optimizer_post_validation else {}),
         **({"elementwise_kernels": str(layout.elementwise_kernels)} if layout.elementwise_kernels else {}),
+        **({"grad_reduce_dtype": str(layout.grad_reduce_dtype)} if layout.grad_reduce_dtype else {}),
     }

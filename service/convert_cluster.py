@@ -72,8 +72,9 @@ def to_measured(m: MeasuredIn) -> Measured:
     nccl-tests reports it first), GEMM rates in FLOP/s."""
     tables = tuple(MeasuredCollective(t.collective, t.ranks, t.nodes, tuple(float(p.size_bytes) for p in t.points),
                                       tuple(p.time_us * 1e-6 for p in t.points)) for t in m.collectives)
-    gemms = tuple(MeasuredGemm(float(p.m), float(p.n), float(p.k), p.dtype, p.tflops * 1e12)
-                  for p in (m.gemm.points if m.gemm is not None else ()))
+    sweep = m.gemm
+    gemms = () if sweep is None else tuple(
+        MeasuredGemm(float(p.m), float(p.n), float(p.k), p.dtype, p.tflops * 1e12, sweep.gpu) for p in sweep.points)
     return Measured(tables, gemms)
 
 

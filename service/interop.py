@@ -268,26 +268,29 @@ _BANDWIDTH = {"sendrecv": "point-to-point sends (pipeline stages, context-parall
 
 
 def _extrapolation(tables: list[dict[str, Any]], gemm: dict[str, Any] | None) -> list[str]:
-    """Where the simulator extrapolates from the overlay, in words (its `extrapolation` notes)."""
+    """Where the simulator extrapolates from the overlay, in words (its `extrapolation` notes). A table's scope (one
+    NVLink domain, or several) is read on the simulated cluster, its hosts laid over the cluster's (on DGX nodes a
+    host is a domain; a GB200 NVL72 rack is one domain of 18 hosts): simcore/cost/measured_collectives.py."""
     notes = []
     for t in tables:
         sizes = [p["size_bytes"] for p in t["points"]]
-        scope = "within one node" if t["nodes"] == 1 else f"across {t['nodes']} nodes"
+        hosts = "1 host" if t["nodes"] == 1 else f"{t['nodes']} hosts"
         if t["collective"] in _BANDWIDTH:
-            notes.append(f"{t['collective']} on {t['ranks']} ranks {scope}: the bandwidth measured at {sizes[-1]} "
-                         f"bytes scales the model's for {_BANDWIDTH[t['collective']]} "
-                         f"{'within a node' if t['nodes'] == 1 else 'across nodes'}, at every size (latency: the "
-                         "model's)")
+            notes.append(f"{t['collective']} on {t['ranks']} ranks over {hosts}: the bandwidth measured at "
+                         f"{sizes[-1]} bytes scales the model's for {_BANDWIDTH[t['collective']]} in its scope "
+                         "(within one NVLink domain, or across domains, as its hosts lie on the cluster), at every "
+                         "size (latency: the model's)")
             continue
-        notes.append(f"{t['collective']} on {t['ranks']} ranks {scope}: measured from {sizes[0]} to {sizes[-1]} "
+        notes.append(f"{t['collective']} on {t['ranks']} ranks over {hosts}: measured from {sizes[0]} to {sizes[-1]} "
                      f"bytes; smaller and larger messages take the model's curve scaled by the measured ratio at "
-                     f"{sizes[0]} and {sizes[-1]} bytes; groups of other ranks or nodes "
-                     f"{'within one node' if t['nodes'] == 1 else 'across nodes'} take the nearest table's ratio")
+                     f"{sizes[0]} and {sizes[-1]} bytes; groups of other ranks, hosts or NVLink domains in its scope "
+                     "take the nearest table's ratio (the simulation's warnings say where)")
     for kind in (*_APPLIED, *_BANDWIDTH):
         have = {t["nodes"] == 1 for t in tables if t["collective"] == kind}
-        for within, scope in ((True, "within a node"), (False, "across nodes")):
-            if have and within not in have:
-                notes.append(f"{kind} {scope}: not measured; the model's figures")
+        for one, scope in ((True, "on one host"), (False, "over several hosts")):
+            if have and one not in have:
+                notes.append(f"{kind} {scope}: not measured; where no table's scope covers a group, the model's "
+                             "figures")
     if gemm is not None:
         for dtype in sorted({p["dtype"] for p in gemm["points"]}):
             rows = [p for p in gemm["points"] if p["dtype"] == dtype]
@@ -297,9 +300,11 @@ def _extrapolation(tables: list[dict[str, Any]], gemm: dict[str, Any] | None) ->
     return notes
 
 
-def calibrate(nccl_tests: list[tuple[str, str]], gemm: tuple[str, str] | None = None) -> dict[str, Any]:
+def calibrate(nccl_tests: list[tuple[str, str]], gemm: tuple[str, str] | None = None,
+              gemm_gpu: str | None = None) -> dict[str, Any]:
     """nccl-tests outputs [(text, source)] and a GEMM sweep (text, source) -> a `cluster.measured` overlay,
-    validated as a request's (RequestError naming the file and line, or the field, otherwise)."""
+    validated as a request's (RequestError naming the file and line, or the field, otherwise). `gemm_gpu` names the
+    catalog GPU the sweep ran on (`gemm.gpu`: what a cluster of node groups needs to know where it applies)."""
     from pydantic import ValidationError
 
     from api_schemas import RequestError
@@ -315,6 +320,10 @@ def calibrate(nccl_tests: list[tuple[str, str]], gemm: tuple[str, str] | None = 
         raise RequestError.for_field("files", "give one nccl-tests output or more, or a GEMM sweep")
     tables = [parse_nccl_tests(text, source) for text, source in nccl_tests]
     sweep = parse_gemm_sweep(*gemm) if gemm is not None else None
+    if gemm_gpu is not None:
+        if sweep is None:
+            raise RequestError.for_field("gemm_gpu", "names the GPU of a GEMM sweep: give the sweep too")
+        sweep = {"gpu": gemm_gpu, **sweep}
     overlay: dict[str, Any] = {"collectives": tables}
     if sweep is not None:
         overlay["gemm"] = sweep

@@ -223,17 +223,18 @@ def import_config(kind: str, text: str, *, cluster: str = "dgx-h100", nodes: int
     return {"request": result.request, "ignored": result.ignored, "assumed": result.assumed}
 
 
-def calibrate(nccl_tests: Sequence[str | os.PathLike[str]] = (), gemm: str | os.PathLike[str] | None = None
-              ) -> dict[str, Any]:
+def calibrate(nccl_tests: Sequence[str | os.PathLike[str]] = (), gemm: str | os.PathLike[str] | None = None,
+              gemm_gpu: str | None = None) -> dict[str, Any]:
     """A `cluster.measured` overlay from nccl-tests output files and a GEMM sweep file (what `clustersim calibrate`
-    writes); a request's `cluster.measured` takes it. InvalidRequest naming the file and line otherwise."""
+    writes; `gemm_gpu` the catalog GPU the sweep ran on); a request's `cluster.measured` takes it. InvalidRequest
+    naming the file and line otherwise."""
     from api_schemas.loading import read_request_text
     from service.interop import calibrate as run
 
     try:
         files = [(read_request_text(os.fspath(p)), os.fspath(p)) for p in nccl_tests]
         sweep = (read_request_text(os.fspath(gemm)), os.fspath(gemm)) if gemm is not None else None
-        return run(files, sweep)
+        return run(files, sweep, gemm_gpu)
     except RequestError as err:
         raise _invalid(err) from None
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from simcore.cost.memory import StageMemory
 from simcore.cost.parameters import FITTED, CostParameters
+from simcore.domain.grad_reduce import GradReduce, default_grad_reduce
 from simcore.domain.layout import (
     CollectiveAlgorithm,
     CpComm,
@@ -57,4 +58,5 @@ __all__ = [
     "TrainingPlan", "TrainingRun", "ZeroImplementation", "build_network", "check", "chrome_trace", "estimate_cost",
     "model_from_fields", "nearest_catalog_gpu", "plan_training", "simulate", "sized", "validate_layout",
     "UserTopology", "graph_builders", "parse_topology", "Measured", "MeasuredCollective", "MeasuredGemm",
+    "GradReduce", "default_grad_reduce",
 ]

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 
 from simcore.cost.collectives import CollectiveModel
 from simcore.cost.measured_gemm import measured_parameters
+from simcore.cost.measured_notes import measured_warnings
 from simcore.cost.memory import stage_memory
 from simcore.cost.parameters import FITTED, CostParameters
 from simcore.cost.per_gpu import cost_per_gpu, rank_gpus
@@ -143,6 +144,7 @@ def simulate(scenario: Scenario, network: Network | None = None, progress: Progr
         network = build_network(scenario.cluster, scenario.algorithm)
     placement = place(layout.dp, layout.tp, layout.pp, layout.placement, scenario.cluster.num_gpus, layout.cp)
     collectives = network.collectives
+    collectives.start_run()  # (what the user's tables price from here on is this run's: its warnings say where)
     gpu = scenario.cluster.hardware
     # the user's GEMM sweep (cluster.measured.gemm) beside the fitted parameters, where there is one
     params = measured_parameters(scenario.cost_parameters, scenario.cluster)
@@ -192,6 +194,7 @@ def simulate(scenario: Scenario, network: Network | None = None, progress: Progr
         warnings.append(f"stragglers: {len(factors)} of {layout.dp * layout.pp} ranks compute slower (slowest "
                         f"{max(factors.values()):.3g}x), so every data-parallel replica was simulated "
                         "(fidelity full)")
+    warnings += measured_warnings(model, layout, scenario.cluster, collectives.measured)
     if layout.pp > 1 and layout.num_microbatches < layout.pp:
         warnings.append(f"only {layout.num_microbatches} microbatches for {layout.pp} pipeline stages: "
                         "the pipeline never fills")

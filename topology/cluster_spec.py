@@ -87,6 +87,14 @@ class ClusterSpec:
         return self.nvlink_domain_gpus if self.nvlink_domain_gpus is not None else self.gpus_per_node
 
     @property
+    def host_gpus(self) -> int:
+        """GPUs per host (one server, what nccl-tests' `# Using devices` lists a host name for): the node, but a
+        Grace Blackwell compute tray where the node is a whole rack's NVLink domain (the gb200-nvl72 preset)."""
+        tray = TRAY_GPUS.get(self.gpu)
+        return tray if tray is not None and self.gpus_per_node > tray and self.gpus_per_node % tray == 0 \
+            else self.gpus_per_node
+
+    @property
     def peak_flops_per_s(self) -> float:
         return self.hardware.peak_flops_per_s
 
@@ -126,10 +134,26 @@ class ClusterSpec:
             self._validate_topology(self.topology)
         if self.measured is not None:
             self.measured.validate()
-            if self.measured.gemms and self.node_groups:
-                raise SpecError("cluster.measured.gemm", "cannot be given with cluster.node_groups: a GEMM sweep "
-                                "measures one GPU kind")
+            if self.measured.gemms:
+                self._validate_gemm_gpu()
         return self
+
+    def _validate_gemm_gpu(self) -> None:
+        """A GEMM sweep applies to the GPU it ran on: with node groups of several GPUs it must name one of them (a
+        catalog GPU of a group), and a named GPU must be one the cluster has."""
+        assert self.measured is not None
+        gpus = [g.hardware for g in self.node_groups] or [self.hardware]
+        catalog = sorted({str(h.kind) for h in gpus if h == GPUS[h.kind]})
+        named = {g.gpu for g in self.measured.gemms}
+        if None in named and len(set(gpus)) > 1:
+            raise SpecError("cluster.measured.gemm.gpu", "is required with node_groups of several GPUs ("
+                            f"{', '.join(sorted({h.label for h in gpus}))}): name the GPU the sweep ran on; it "
+                            "applies to the groups of that GPU, the others keep the model's GEMM times")
+        for kind in sorted(k for k in named if k is not None):
+            if kind not in catalog:
+                raise SpecError("cluster.measured.gemm.gpu", f"{kind} is not a GPU of this cluster (its catalog "
+                                f"GPUs: {', '.join(catalog) or 'none, only user-defined ones'}): a sweep applies to "
+                                "the GPU it ran on")
 
     def _validate_topology(self, t: UserTopology) -> None:
         if self.node_groups:
@@ -159,6 +183,10 @@ def _node(gpu: GpuKind, gpus: int, nics: int, nic_gbit: float) -> ClusterSpec:
         inter_node_latency_s=1.0e-6,
     )
 
+
+# GPUs in one host of a GPU kind whose NVLink domain spans hosts: a GB200 NVL72 rack is 18 compute trays of 4 GPUs
+# (2 Grace CPUs and 4 Blackwell GPUs each, one operating system; topology/builders.nvl_racks builds them so).
+TRAY_GPUS = {GpuKind.GB200_186GB: 4}
 
 # One node of each kind; `num_nodes` / `num_gpus` of a request scales it. Sources: reference README §4, §10.
 NODE_PRESETS: dict[str, ClusterSpec] = {

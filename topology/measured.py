@@ -4,8 +4,10 @@ Plain data, validated here; the cost model reads it (simcore/cost/measured_colle
 and replaces its own figures where a measurement exists.
 
 Units: sizes in bytes (nccl-tests' `size` column: the whole buffer of the collective), times in seconds (its `time`
-column, out of place), GEMM rates in FLOP/s. `nodes` counts the hosts of nccl-tests' `# Using devices` header;
-the cost model reads them as NVLink domains (the same on every DGX preset).
+column, out of place), GEMM rates in FLOP/s. `nodes` counts the hosts (servers) of nccl-tests' `# Using devices`
+header; the cost model lays them over the cluster's hosts and reads the NVLink domains they span (a host is a
+domain on DGX nodes; up to 18 hosts of 4 GPUs are one domain on a GB200 NVL72 rack: simcore/cost/
+measured_collectives.py).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ class MeasuredCollective:
 
     @property
     def within_node(self) -> bool:
+        """On one host (which, on a cluster whose NVLink domain spans hosts, is not all that is within a domain)."""
         return self.nodes == 1
 
 
@@ -46,6 +49,7 @@ class MeasuredGemm:
     k: float
     dtype: str
     flops_per_s: float
+    gpu: str | None = None  # the catalog GPU kind the sweep ran on; None: the cluster's GPU (every GPU of it)
 
     @property
     def seconds(self) -> float:

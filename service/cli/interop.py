@@ -9,7 +9,7 @@
         torchtitan: the job TOML; DeepSpeed: a script writing ds_config.json, then the Megatron-DeepSpeed
         command), or of a saved search result's best layout (`search --json`; --rank K: its K-th), or of a saved
         simulation result (`simulate`'s output: the request it echoes).
-    calibrate nccl-tests FILE... [--gemm FILE] [--out FILE] [--json]
+    calibrate nccl-tests FILE... [--gemm FILE [--gemm-gpu KIND]] [--out FILE] [--json]
         a `cluster.measured` overlay (YAML; --json for JSON) from nccl-tests outputs and a GEMM sweep, on stdout or
         in --out; a request's cluster.measured takes it inline or as that file's path.
 """
@@ -67,7 +67,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from service.interop import calibrate
 
     gemm = (read_request_text(args.gemm), args.gemm) if args.gemm else None
-    overlay = calibrate([(read_request_text(path), path) for path in args.files], gemm)
+    overlay = calibrate([(read_request_text(path), path) for path in args.files], gemm, args.gemm_gpu)
     if args.json:
         text = json.dumps(overlay, indent=2) + "\n"
     else:
@@ -113,6 +113,8 @@ def add_interop_commands(sub: Any) -> None:
     p.add_argument("files", nargs="*", metavar="FILE", help="nccl-tests outputs (all_reduce_perf, all_gather_perf, "
                    "reduce_scatter_perf, alltoall_perf, sendrecv_perf), one run each")
     p.add_argument("--gemm", metavar="FILE", help="a GEMM sweep: CSV m,n,k,dtype,tflops or MAMF-finder's log")
+    p.add_argument("--gemm-gpu", metavar="KIND", help="the catalog GPU the sweep ran on (gemm.gpu; needed on "
+                   "node_groups of several GPUs, where it applies to the groups of that GPU)")
     p.add_argument("--out", "-o", metavar="FILE", help="write the overlay here (default stdout)")
     p.add_argument("--json", action="store_true", help="JSON instead of YAML")
     p.set_defaults(func=cmd_calibrate)

@@ -125,6 +125,16 @@ class CollectiveModel(PointToPoint):
         self.sized = self.auto or self.measured is not None
         self._measured_phases: dict[tuple[Collective, Groups, float], tuple[FlowPattern, ...]] = {}
 
+    def start_run(self) -> None:
+        """Forget what the user's tables priced for an earlier simulation on this model (their `used` record, and
+        the patterns they scaled, cached above them), so that a simulation's uses of them, its extrapolation
+        warnings, are its own."""
+        if self.measured is not None:
+            self.measured.used.clear()
+            self._measured_phases.clear()
+            self._dp_phases.clear()
+            self._sends.clear()
+
     def phases(self, kind: Collective, groups: Sequence[Sequence[int]],
                size_bytes: float | None = None) -> tuple[FlowPattern, ...]:
         """`model_phases`, with their loads and latencies scaled to the user's measured time where a measured

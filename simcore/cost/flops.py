@@ -49,9 +49,20 @@ def logits_forward_flops(model: ModelShape) -> float:
     return 2.0 * model.output_seq_length * model.hidden_size * model.vocab_size
 
 
+def mtp_forward_flops(model: ModelShape) -> float:
+    """Forward matrix-product FLOPs of the multi-token prediction depths for one sample: each its layer, its
+    2h -> h projection and its logits (Megatron-LM counts the same: num_floating_point_operations in
+    megatron/training/training.py)."""
+    if not model.mtp_layers:
+        return 0.0
+    s, h = model.seq_length, model.hidden_size
+    per_depth = layer_forward_matmul_flops(model, model.mtp_layer()) + 2 * s * 2 * h * h + logits_forward_flops(model)
+    return model.mtp_layers * per_depth
+
+
 def model_flops_per_iteration(model: ModelShape, layout: Layout) -> float:
     layers = sum(count * layer_forward_matmul_flops(model, layer) for layer, count in model.layer_stacks())
-    return 3.0 * (layers + logits_forward_flops(model)) * layout.global_batch_size
+    return 3.0 * (layers + logits_forward_flops(model) + mtp_forward_flops(model)) * layout.global_batch_size
 
 
 def attention_core_flops(model: ModelShape, layer: LayerType | None = None) -> float:
@@ -67,7 +78,7 @@ def attention_core_flops(model: ModelShape, layer: LayerType | None = None) -> f
 def hardware_flops_per_iteration(model: ModelShape, layout: Layout) -> float:
     """Model FLOPs plus the forward work that recomputation repeats (all of each layer with full
     recomputation, the attention core with selective)."""
-    stacks = model.layer_stacks()
+    stacks = (*model.layer_stacks(), (model.mtp_layer(), model.mtp_layers))  # the MTP layers are recomputed too
     extra = 0.0
     if layout.recompute is Recompute.FULL:
         extra = sum(count * layer_forward_matmul_flops(model, layer) for layer, count in stacks)

@@ -2,21 +2,28 @@
 collective model's, as a factor on the model's phases.
 
 For a collective of S bytes over a group, the model's phases (simcore/cost/collectives.py) take t_model(S) alone on
-the links. A measured table of the same collective and scope (within one node, or across nodes) gives the time the
-user's cluster took; the phases' link loads and latencies are multiplied by factor = t_measured / t_model, so the
-collective takes the measured time alone on the links and still shares them, with that larger load, with whatever
-else runs beside it (concurrent copies of a data-parallel collective, pipeline sends).
+the links. A measured table of the same collective and scope (within one NVLink domain, or across domains) gives
+the time the user's cluster took; the phases' link loads and latencies are multiplied by factor = t_measured /
+t_model, so the collective takes the measured time alone on the links and still shares them, with that larger load,
+with whatever else runs beside it (concurrent copies of a data-parallel collective, pipeline sends).
 
-- Which table: of the tables of that collective whose scope is the group's (one node, or more than one), the one
-  nearest in nodes, then in ranks (log scale). No table of the scope: the model's time (nothing measured there).
-- The reference: the table's own configuration laid out on this cluster, its ranks' GPUs in order over its nodes
+- Hosts and domains: a table's `nodes` are the hosts (servers) nccl-tests' `# Using devices` lines name. They are
+  laid over this cluster's hosts in order (ClusterSpec.host_gpus: the node, or a 4-GPU compute tray of a GB200
+  NVL72 rack whose node is the rack), and the table's scope is the NVLink domains those hosts span: on DGX nodes a
+  host is a domain, so 2 hosts are 2 domains; on an NVL72 rack (72-GPU domain, 18 hosts of 4 GPUs) up to 18 hosts
+  are one domain, and a 2-host table measures NVLink, not the network. (The run's hosts are taken to be the
+  cluster's first ones, in one rack where they fit: nccl-tests does not say which rack a host is in.)
+- Which table: of the tables of that collective whose scope is the group's, the one nearest in domains, then hosts,
+  then ranks (log scale). No table of the scope: the model's time (nothing measured there).
+- The reference: the table's own configuration laid out on this cluster, its ranks in order over its hosts
   (nccl-tests runs one communicator in rank order): factor(S) = t_table(S) / t_model(reference, S). On the group
   itself the model's time is scaled by that factor, so a group equal to the table's configuration takes the
-  measured time, and one of other ranks or nodes keeps the model's difference between the two. Where the table's
-  configuration does not fit on the cluster (more nodes than it has), the reference is the group alone and the
-  table's bus bandwidth is taken for the group's: t = t_table x f(n_group) / f(n_table), with nccl-tests'
-  bus-bandwidth factor f (2(n-1)/n for all-reduce, (n-1)/n for all-gather and reduce-scatter: nccl-tests
-  src/all_reduce.cu AllReduceGetBw, all_gather.cu, reduce_scatter.cu; doc/PERFORMANCE.md).
+  measured time, and one of other ranks or hosts keeps the model's difference between the two. Where the table's
+  configuration does not fit on the cluster (more hosts than it has, or more ranks on a host than its hosts hold),
+  the reference is the group alone and the table's bus bandwidth is taken for the group's: t = t_table x
+  f(n_group) / f(n_table), with nccl-tests' bus-bandwidth factor f (2(n-1)/n for all-reduce, (n-1)/n for
+  all-gather and reduce-scatter: nccl-tests src/all_reduce.cu AllReduceGetBw, all_gather.cu, reduce_scatter.cu;
+  doc/PERFORMANCE.md).
 - Between measured sizes t_table is interpolated linearly in log size and log time (a power law between two rows,
   which keeps bus bandwidth monotone between them); outside the measured range the factor at the nearest measured
   size is used: the model's shape of the curve, scaled by the nearest measured ratio (an extrapolation, which the
@@ -26,7 +33,7 @@ else runs beside it (concurrent copies of a data-parallel collective, pipeline s
   message size: the factor is the table's time over the model's at the table's largest size (the bandwidth
   regime), on the table's configuration laid out as above (sendrecv: nccl-tests' ring, each rank sending to the
   next; alltoall: one group of its ranks), and it scales the pattern's link loads, not its latency. A send within
-  one node takes the factor of the within-node table, one across nodes the across-nodes one.
+  one NVLink domain takes the factor of a within-domain table, one across domains an across-domains one.
 """
 
 from __future__ import annotations
@@ -34,13 +41,14 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 from simcore.cost.link_loads import by_domain
 from simcore.cost.nccl_tuning import Collective
 from topology.graph import Cluster
 from topology.measured import COLLECTIVES, MeasuredCollective
 
-__all__ = ["MeasuredCollectives", "bus_factor", "interpolated_time"]
+__all__ = ["MeasuredCollectives", "TableUse", "bus_factor", "interpolated_time"]
 
 Groups = Sequence[Sequence[int]]
 ModelTime = Callable[[tuple[tuple[int, ...], ...], float], float]  # (groups, size) -> the model's seconds alone
@@ -63,35 +71,85 @@ def interpolated_time(table: MeasuredCollective, size_bytes: float) -> float:
     return math.exp(math.log(times[lo]) + w * (math.log(times[hi]) - math.log(times[lo])))
 
 
+@dataclass(slots=True)
+class TableUse:
+    """What the collectives priced since `MeasuredCollectives.used` was last cleared took from one table beyond what
+    it measured: sizes outside its rows, groups of another configuration than its own, its bus bandwidth where its
+    configuration does not fit on the cluster, its bandwidth at one size for transfers of every size."""
+
+    table: MeasuredCollective
+    outside_bytes: set[float] = field(default_factory=set)  # sizes priced outside its rows
+    groups: set[tuple[int, int, int]] = field(default_factory=set)  # (ranks, hosts, domains) other than its own
+    unplaced: bool = False  # its configuration does not fit on the cluster
+    transfers: bool = False  # it scaled sendrecv or alltoall transfers
+
+
+Shape = tuple[int, int, int]  # a group's ranks, hosts and NVLink domains
+
+
 class MeasuredCollectives:
     """The measured tables of one cluster, and the factor they put on the model's collective times (module
-    docstring). Factors are cached by collective, group and size."""
+    docstring). Factors are cached by collective, group and size; `used` collects where they extrapolate."""
 
     def __init__(self, cluster: Cluster, tables: Sequence[MeasuredCollective]) -> None:
         self.cluster = cluster
         self._tables = {kind: [t for t in tables if t.collective == kind] for kind in COLLECTIVES}
-        self._factors: dict[tuple[Collective, tuple[int, ...], float], float] = {}
-        self._transfers: dict[tuple[str, bool], float] = {}
+        self._factors: dict[tuple[Collective, tuple[int, ...], float],
+                            tuple[float, MeasuredCollective | None, Shape]] = {}
+        self._transfers: dict[tuple[str, int, int], float] = {}
+        self.used: dict[tuple[str, int, int], TableUse] = {}  # by table (collective, ranks, hosts)
+
+    def _use(self, table: MeasuredCollective, shape: Shape | None) -> TableUse:
+        """The table's record in `used`, with a group of `shape` priced from it (None: a transfer, which takes the
+        table's bandwidth whatever its group)."""
+        found = self.used.get((table.collective, table.ranks, table.nodes))
+        if found is None:
+            found = self.used[(table.collective, table.ranks, table.nodes)] = TableUse(table)
+        if shape is not None and shape != (table.ranks, table.nodes, self.domains(table)):
+            found.groups.add(shape)
+        found.unplaced = found.unplaced or self.reference(table) is None
+        return found
+
+    def shape(self, group: Sequence[int]) -> Shape:
+        return len(group), self.hosts(group), len(by_domain(self.cluster, group))
 
     def covers(self, kind: Collective | str) -> bool:
         return bool(self._tables[str(kind)])
 
+    def hosts(self, gpus: Sequence[int]) -> int:
+        """The hosts (servers) `gpus` are on."""
+        per_host = self.cluster.spec.host_gpus
+        return len({g // per_host for g in gpus})
+
+    def domains(self, table: MeasuredCollective) -> int:
+        """The NVLink domains the table's hosts span on this cluster: its hosts laid over the cluster's in order
+        (`reference`), or, where its hosts hold more GPUs than this cluster's, as many hosts a domain as fit."""
+        reference = self.reference(table)
+        if reference is not None:
+            return len(by_domain(self.cluster, reference))
+        spec = self.cluster.spec
+        return -(-table.nodes // max(1, spec.domain_gpus // spec.host_gpus))
+
     def table_for(self, kind: Collective | str, group: Sequence[int]) -> MeasuredCollective | None:
-        """The table of `kind` whose scope is the group's, nearest in nodes then ranks; None if none is."""
-        nodes = len(by_domain(self.cluster, group))
-        same = [t for t in self._tables[str(kind)] if t.within_node == (nodes == 1)]
+        """The table of `kind` whose scope is the group's (within one NVLink domain, or across domains), nearest
+        in domains, then hosts, then ranks; None if none is."""
+        domains = len(by_domain(self.cluster, group))
+        same = [t for t in self._tables[str(kind)] if (self.domains(t) == 1) == (domains == 1)]
         if not same:
             return None
-        return min(same, key=lambda t: (abs(math.log(t.nodes / nodes)), abs(math.log(t.ranks / len(group)))))
+        hosts = self.hosts(group)
+        return min(same, key=lambda t: (abs(math.log(self.domains(t) / domains)), abs(math.log(t.nodes / hosts)),
+                                        abs(math.log(t.ranks / len(group)))))
 
     def reference(self, table: MeasuredCollective) -> tuple[int, ...] | None:
-        """The table's configuration on this cluster: its ranks in order over its nodes (NVLink domains), or None
-        where the cluster has too few domains or GPUs in one."""
-        domain = self.cluster.spec.domain_gpus
-        per_node = table.ranks // table.nodes
-        if per_node > domain or table.nodes * domain > self.cluster.spec.num_gpus:
+        """The table's configuration on this cluster: its ranks in order over its hosts, host h on the cluster's
+        host h (nccl-tests runs one communicator in rank order, the ranks of a host together), or None where the
+        cluster has too few hosts or too few GPUs in one."""
+        per_host, spec = table.ranks // table.nodes, self.cluster.spec
+        host = spec.host_gpus
+        if per_host > host or table.nodes * host > spec.num_gpus:
             return None
-        return tuple(d * domain + j for d in range(table.nodes) for j in range(per_node))
+        return tuple(h * host + j for h in range(table.nodes) for j in range(per_host))
 
     def factor(self, kind: Collective, groups: Groups, size_bytes: float, model_time: ModelTime) -> float:
         """Measured over modelled time for `kind` on `size_bytes` over the first group (1.0 where no table of its
@@ -100,12 +158,19 @@ class MeasuredCollectives:
         key = (kind, group, size_bytes)
         found = self._factors.get(key)
         if found is None:
-            found = self._factors[key] = self._factor(kind, group, size_bytes, model_time)
-        return found
+            table = self.table_for(kind, group)
+            factor = self._factor(kind, table, group, size_bytes, model_time) if table is not None else 1.0
+            found = self._factors[key] = (factor, table, self.shape(group))
+        factor, table, shape = found
+        if table is not None and size_bytes > 0:  # where this table was used, every time (`used`)
+            use = self._use(table, shape)
+            if not table.sizes_bytes[0] <= size_bytes <= table.sizes_bytes[-1]:
+                use.outside_bytes.add(size_bytes)
+        return factor
 
-    def _factor(self, kind: Collective, group: tuple[int, ...], size_bytes: float, model_time: ModelTime) -> float:
-        table = self.table_for(kind, group)
-        if table is None or size_bytes <= 0:
+    def _factor(self, kind: Collective, table: MeasuredCollective, group: tuple[int, ...], size_bytes: float,
+                model_time: ModelTime) -> float:
+        if size_bytes <= 0:
             return 1.0
         size = min(max(size_bytes, table.sizes_bytes[0]), table.sizes_bytes[-1])  # outside: the nearest row's ratio
         measured = interpolated_time(table, size)
@@ -125,7 +190,8 @@ class MeasuredCollectives:
         table = self.table_for(kind, group)
         if table is None:
             return 1.0
-        key = (kind, table.within_node)
+        self._use(table, None).transfers = True
+        key = (kind, table.ranks, table.nodes)
         found = self._transfers.get(key)
         if found is None:
             reference = self.reference(table)

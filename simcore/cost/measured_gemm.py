@@ -28,9 +28,10 @@ from dataclasses import dataclass, replace
 from simcore.cost.gemm_shape import Product
 from simcore.cost.parameters import CostParameters
 from topology.cluster_spec import ClusterSpec
+from topology.hardware import GPUS, GpuSpec
 from topology.measured import MeasuredGemm
 
-__all__ = ["MeasuredParameters", "measured_parameters", "nearest", "slowdown"]
+__all__ = ["MeasuredParameters", "for_gpu", "measured_parameters", "nearest", "rows_for", "slowdown"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,13 +43,31 @@ class MeasuredParameters(CostParameters):
 
 
 def measured_parameters(params: CostParameters, cluster: ClusterSpec) -> CostParameters:
-    """`params` with the cluster's measured GEMM rows, if it has any; `params` itself otherwise."""
+    """`params` with the cluster's measured GEMM rows, if it has any; `params` itself otherwise. On one GPU kind
+    the rows that apply to it; with node groups all of them, each group's GPU taking its own (`for_gpu`)."""
     gemms = cluster.measured.gemms if cluster.measured is not None else ()
+    if not cluster.node_groups:
+        gemms = rows_for(tuple(gemms), cluster.hardware)
     if not gemms:
         return params
     base = {name: getattr(params, name) for name in CostParameters.__dataclass_fields__}
     return MeasuredParameters(**base, measured_gemms=tuple(gemms)) if not isinstance(params, MeasuredParameters) \
         else replace(params, measured_gemms=tuple(gemms))
+
+
+def rows_for(rows: tuple[MeasuredGemm, ...], gpu: GpuSpec) -> tuple[MeasuredGemm, ...]:
+    """The rows that apply to `gpu`: a sweep's that names no GPU, and one's that names `gpu`'s kind when `gpu` is
+    that catalog GPU (a user-defined GPU near it in peak is not the GPU the sweep ran on)."""
+    return tuple(r for r in rows if r.gpu is None or (r.gpu == gpu.kind and gpu == GPUS[gpu.kind]))
+
+
+def for_gpu(params: CostParameters, gpu: GpuSpec) -> CostParameters:
+    """`params` with only the measured rows that apply to `gpu` (a heterogeneous cluster's GPUs each cost their
+    GEMMs by their own sweep, or by the model where none ran on them)."""
+    if not isinstance(params, MeasuredParameters):
+        return params
+    rows = rows_for(params.measured_gemms, gpu)
+    return params if rows == params.measured_gemms else replace(params, measured_gemms=rows)
 
 
 def _distance(p: Product, g: MeasuredGemm) -> float:

@@ -303,8 +303,8 @@ def rank_holdings(model: ModelShape, layout: Layout, shape: MemoryShape) -> tupl
             activations += b * model.seq_length * model.hidden_size
         if r.embeds_target:
             activations += b * model.decoder_seq_length * model.hidden_size
-        if r.has_logits:
-            activations += 4.0 * b * model.output_seq_length * model.vocab_size / t  # fp32 logits for the loss
+        if r.has_logits:  # fp32 logits for the loss, and those of each multi-token prediction depth
+            activations += (1 + model.mtp_layers) * 4.0 * b * model.output_seq_length * model.vocab_size / t
         fp8_copies = 0.0
         if layout.fp8 is not None:  # the FP8 copies (and transposes) of the GEMM weights the recipe keeps
             fp8_copies = FP8_WEIGHT_COPY_BYTES[layout.fp8] * sum(

@@ -36,6 +36,7 @@ from simcore.cost.kernels import (
     logits_forward_ops,
     ops_time,
 )
+from simcore.cost.mtp import mtp_forward_ops
 from simcore.cost.parameters import FITTED, CostParameters
 from simcore.domain.layout import Layout, Partition
 from simcore.domain.model import LayerType, ModelShape
@@ -49,7 +50,7 @@ class StageCosts:
     layer: dict[LayerType, float]
     embedding: float  # one embedding lookup (the encoder's, or the decoder's on its first stage)
     decoder_embedding: float
-    logits: float
+    logits: float  # the last stage's output work: the logits, and the multi-token prediction depths if any
 
 
 Chunks = list[list[tuple[LayerType, int]]]  # per virtual stage: its layers in order, as (type, count) runs
@@ -90,9 +91,12 @@ def stage_costs(model: ModelShape, b: int, t: int, sequence_parallel: bool, reco
             op for op in ops if op.name in ATTENTION_CORE) if recompute == "selective" else ()
         layers[layer] = both(ops) + ops_time(redo, gpu, params)
     decoder_tokens = model.decoder_seq_length or model.seq_length
+    logits = both(logits_forward_ops(model, b, t, sequence_parallel))
+    if model.mtp_layers:  # the last stage also runs the multi-token prediction depths (simcore/cost/mtp.py)
+        logits += model.mtp_layers * (layers[model.mtp_layer()]
+                                      + both(mtp_forward_ops(model, b, t, sequence_parallel)))
     return StageCosts(layer=layers, embedding=both(embedding_forward_ops(model, b, t)),
-                      decoder_embedding=both(embedding_forward_ops(model, b, t, decoder_tokens)),
-                      logits=both(logits_forward_ops(model, b, t, sequence_parallel)))
+                      decoder_embedding=both(embedding_forward_ops(model, b, t, decoder_tokens)), logits=logits)
 
 
 def partition(model: ModelShape, pp: int, virtual_stages: int, mode: Partition | None,
@@ -229,8 +233,14 @@ def _balanced(n: int, weights: list[float], extras: list[float]) -> list[int]:
 
 def layer_partition(model: ModelShape, layout: Layout, gpu: GpuSpec,
                     params: CostParameters = FITTED) -> tuple[Chunks, int]:
-    """The layout's layers per virtual stage and its encoder stage count (simcore/partition.py)."""
+    """The layout's layers per virtual stage and its encoder stage count (simcore/partition.py); the last piece
+    also holds the multi-token prediction depths' layers (Megatron-Core puts them on the last stage)."""
     costs = stage_costs(model, layout.microbatch_size, layout.tp, layout.sequence_parallel, str(layout.recompute),
                         gpu, params)
-    return partition(model, layout.pp, layout.shape.pieces // layout.pp, layout.pipeline_partition, costs,
-                     layout.encoder_pipeline_stages, layout.stage_layers)
+    chunks, encoder_stages = partition(model, layout.pp, layout.shape.pieces // layout.pp, layout.pipeline_partition,
+                                       costs, layout.encoder_pipeline_stages, layout.stage_layers)
+    if model.mtp_layers:
+        last, mtp = chunks[-1], model.mtp_layer()
+        chunks[-1] = last[:-1] + [(mtp, last[-1][1] + model.mtp_layers)] if last[-1][0] == mtp else \
+            last + [(mtp, model.mtp_layers)]
+    return chunks, encoder_stages

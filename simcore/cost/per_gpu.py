@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 
 from simcore.cost.collectives import CollectiveModel
 from simcore.cost.context_parallel import local_model
+from simcore.cost.measured_gemm import for_gpu
 from simcore.cost.parameters import CostParameters
 from simcore.cost.partition import StageCosts, partition, stage_costs
 from simcore.cost.workload import Workload, build_workload
@@ -94,7 +95,7 @@ def hardware_split(model: ModelShape, layout: Layout, gpus: RankGpus, params: Co
     by_gpu: dict[GpuSpec, StageCosts] = {}
     for gpu in sorted(set(gpus.values()), key=_order):
         by_gpu[gpu] = stage_costs(local, layout.microbatch_size, layout.tp, layout.sequence_parallel,
-                                  str(layout.recompute), gpu, params)
+                                  str(layout.recompute), gpu, for_gpu(params, gpu))
     per_piece: list[StageCosts] = []
     for piece in range(shape.pieces):
         ranks = {shape.rank(vs) for vs in range(shape.virtual_stages) if shape.piece(vs) == piece}
@@ -111,7 +112,8 @@ def cost_per_gpu(model: ModelShape, layout: Layout, cluster: ClusterSpec, placem
     """The layout's workload with every rank on its own GPU (see the module docstring)."""
     gpus = rank_gpus(cluster, placement, layout)
     split = replace(layout, stage_layers=hardware_split(model, layout, gpus, params))
-    workloads = {gpu: build_workload(model, split, gpu, placement, collectives, free_communication, params)
+    workloads = {gpu: build_workload(model, split, gpu, placement, collectives, free_communication,
+                                     for_gpu(params, gpu))
                  for gpu in sorted(set(gpus.values()), key=_order)}
     shape = layout.shape
     stage_gpus = tuple(gpus[(0, s)] for s in range(layout.pp))

@@ -10,8 +10,8 @@ from topology.hardware import GpuSpec
 __all__ = ["WEIGHT_GEMMS", "weight_share"]
 
 # The GEMMs that multiply by a weight: the projections (multi-head latent attention's, the experts' and the
-# router's included) and the output layer (the logits).
-WEIGHT_GEMMS = (*PROJECTIONS, *LATENT_AND_EXPERT_PROJECTIONS, "router", "logits")
+# router's included), the output layer (the logits) and multi-token prediction's projection (simcore/cost/mtp.py).
+WEIGHT_GEMMS = (*PROJECTIONS, *LATENT_AND_EXPERT_PROJECTIONS, "router", "logits", "mtp_eh_proj")
 
 
 def weight_share(backward_ops: tuple[Op, ...], gpu: GpuSpec, params: CostParameters) -> float:

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from simcore.cost.chunk import ChunkCost, Workload
-from simcore.cost.collectives import Collective, CollectiveModel, ring_factor
+from simcore.cost.collectives import Collective, CollectiveModel
 from simcore.cost.context_parallel import (
     AttentionRing,
     attention_ring,
@@ -41,9 +41,11 @@ from simcore.cost.kernels import (
 )
 from simcore.cost.moe import ExpertComm, expert_comm, expert_reduce_ratio
 from simcore.cost.moe_kernels import backward_ops, dispatch_split, sequence_time, transformer_layer_ops
+from simcore.cost.mtp import NO_MTP, mtp_cost
 from simcore.cost.parameters import FITTED, CostParameters
 from simcore.cost.partition import layer_partition
 from simcore.cost.tp_async import column_weight_gradients, hidden_backward_s
+from simcore.cost.tp_time import collective_s, tp_collectives_s, tp_ring_bytes
 from simcore.cost.weight_gradients import weight_share
 from simcore.domain.layout import Layout, Precision, Recompute
 from simcore.domain.model import LayerType, ModelShape
@@ -140,12 +142,12 @@ def _layer_cost(model: ModelShape, layer: LayerType, layout: Layout, kernels: La
     """The layer's kernels plus its tensor-parallel collectives on one rank's groups."""
     b, t, sp = layout.microbatch_size, layout.tp, layout.sequence_parallel
     message = b * layer.seq * model.hidden_size * BYTES  # one microbatch's hidden states
-    one_tp = 0.0 if free else _tp_time(collectives, groups, message, sp)
+    one_tp = 0.0 if free else tp_collectives_s(collectives, groups, message, sp)
     # Two collectives per layer per direction (Megatron's f and g operators around attention and the MLP), three
     # with cross-attention.
     blocks = 3 if layer.cross_seq else 2
     tp_fwd = tp_bwd = blocks * one_tp
-    bytes_fwd = bytes_bwd = blocks * _tp_bytes(t, message)
+    bytes_fwd = bytes_bwd = blocks * tp_ring_bytes(t, message)
     encoder_dgrad = 0.0
     if layer.cross_seq:
         # The encoder output enters the column-parallel key/value projection: its gradient is all-reduced over
@@ -154,11 +156,11 @@ def _layer_cost(model: ModelShape, layer: LayerType, layout: Layout, kernels: La
         encoder_out = b * layer.cross_seq * model.hidden_size * BYTES
         if not free:
             if sp:
-                tp_fwd += _one(collectives, Collective.ALL_GATHER, groups, encoder_out)
-            encoder_dgrad = _one(collectives, Collective.REDUCE_SCATTER if sp else Collective.ALL_REDUCE, groups,
-                                 encoder_out)
+                tp_fwd += collective_s(collectives, Collective.ALL_GATHER, groups, encoder_out)
+            encoder_dgrad = collective_s(collectives, Collective.REDUCE_SCATTER if sp else Collective.ALL_REDUCE,
+                                         groups, encoder_out)
             tp_bwd += encoder_dgrad
-        half = _tp_bytes(t, encoder_out) / 2
+        half = tp_ring_bytes(t, encoder_out) / 2
         bytes_fwd += half if sp else 0.0
         bytes_bwd += half if sp else 2 * half
     # With tp_comm_overlap the collectives run in chunks under the GEMMs that feed or consume them
@@ -166,7 +168,7 @@ def _layer_cost(model: ModelShape, layer: LayerType, layout: Layout, kernels: La
     exposed_fwd = max(0.0, tp_fwd - kernels.gemm_forward) if layout.tp_comm_overlap else tp_fwd
     exposed_bwd = max(0.0, tp_bwd - kernels.gemm_backward) if layout.tp_comm_overlap else tp_bwd
     if kernels.column_wgrad and not layout.tp_comm_overlap and not free and one_tp > 0:
-        dgrad = _one(collectives, Collective.REDUCE_SCATTER, groups, message) if sp else one_tp
+        dgrad = collective_s(collectives, Collective.REDUCE_SCATTER, groups, message) if sp else one_tp
         exposed_bwd -= hidden_backward_s(kernels.column_wgrad, dgrad, encoder_dgrad)
     # The GEMMs that hide them run slower while the collectives' channels hold SMs (simcore/cost/interference.py):
     # a GEMM beside T seconds of communication takes T x (s - 1) / s longer, s the slowdown.
@@ -198,16 +200,6 @@ def _moe_layer_cost(cost: _LayerCost, model: ModelShape, layer: LayerType, layou
     return replace(cost, parameters=dense + experts, expert_parameters=experts, ep=comm, dispatch_split=split,
                    ep_slowdown=slowdown(comm.sms, comm.hbm_bytes_per_s, gpu.sm_count,
                                         gpu.hbm_bandwidth_bytes_per_s, cost.gemm_fraction))
-
-
-def _tp_time(model: CollectiveModel | None, groups: Sequence[tuple[int, ...]], size: float, sp: bool) -> float:
-    if len(groups[0]) < 2:
-        return 0.0
-    assert model is not None, "tensor-parallel time needs a collective model (or free communication)"
-    if sp:
-        return (model.isolated_time(Collective.ALL_GATHER, groups, size)
-                + model.isolated_time(Collective.REDUCE_SCATTER, groups, size))
-    return model.isolated_time(Collective.ALL_REDUCE, groups, size)
 
 
 def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: Placement | None,
@@ -279,12 +271,14 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
         emb_tp = logit_tp = emb_bytes = 0.0
         for embeds, size in ((first, emb_message), (decoder_embeds, dec_emb_message)):
             if embeds:  # the encoder's (or only) embedding, and the decoder's on the stage that starts it
-                emb_bytes += _tp_bytes(t, size)
+                emb_bytes += tp_ring_bytes(t, size)
                 if not free:
-                    emb_tp += _one(collectives, Collective.REDUCE_SCATTER, groups, size) if sp else \
-                        _tp_time(collectives, groups, size, False)
+                    emb_tp += collective_s(collectives, Collective.REDUCE_SCATTER, groups, size) if sp else \
+                        tp_collectives_s(collectives, groups, size, False)
         if last and sp and not free:
-            logit_tp = _one(collectives, Collective.ALL_GATHER, groups, out_message)
+            logit_tp = collective_s(collectives, Collective.ALL_GATHER, groups, out_message)
+        # the last stage also runs the multi-token prediction depths: their layers are in `runs`, the rest here
+        mtp = mtp_cost(model, b, t, sp, gpu, params, collectives, groups) if last else NO_MTP
 
         def total(attr: str, runs: list[tuple[LayerType, int]] = runs,
                   costs: dict[LayerType, _LayerCost] = costs) -> float:
@@ -300,11 +294,11 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
         weights = (sum(n * costs[layer].parameters for layer, n in runs)
                    + (vocab_params + positions if first else 0)
                    + (vocab_params if decoder_embeds and not first else 0)
-                   + (vocab_params if output_layer else 0))
-        forward_compute_s = total("forward") + embed_fwd + (logit_fwd if last else 0.0)
-        forward_tp_s = total("tp_forward") + emb_tp + logit_tp
-        backward_compute_s = total("backward") + embed_bwd + (logit_bwd if last else 0.0)
-        backward_tp_s = total("tp_backward") + logit_tp
+                   + (vocab_params if output_layer else 0) + mtp.parameters)
+        forward_compute_s = total("forward") + embed_fwd + (logit_fwd if last else 0.0) + mtp.forward_s
+        forward_tp_s = total("tp_forward") + emb_tp + logit_tp + mtp.forward_tp_s
+        backward_compute_s = total("backward") + embed_bwd + (logit_bwd if last else 0.0) + mtp.backward_s
+        backward_tp_s = total("tp_backward") + logit_tp + mtp.backward_tp_s
         recompute_s = sum(n * costs[layer].recompute(mode) for layer, n in runs)
         cp_forward = cp_backward = None
         ring_kernels = kernels[first_layer]
@@ -327,14 +321,15 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
             forward_compute_s=forward_compute_s, forward_tp_s=forward_tp_s,
             backward_compute_s=backward_compute_s, backward_tp_s=backward_tp_s, recompute_s=recompute_s,
             # The embedding's backward only accumulates its table's gradient: weight work.
-            backward_weight_s=total("backward_weight") + embed_bwd + (logit_weight if last else 0.0),
+            backward_weight_s=(total("backward_weight") + embed_bwd + (logit_weight if last else 0.0)
+                               + mtp.backward_weight_s),
             recompute_tp_s=total("tp_forward") if full else 0.0,
             tp_hidden_forward_s=total("tp_hidden_forward"),
             tp_hidden_backward_s=total("tp_hidden_backward") + (total("tp_hidden_forward") if full else 0.0),
             parameters=weights,
             # scatter/gather over tensor ranks (or sequence-parallel shards)
             input_bytes=b * input_tokens * h * BYTES / t if not first else 0.0,
-            tp_bytes_forward=total("tp_bytes_forward") + emb_bytes,
+            tp_bytes_forward=total("tp_bytes_forward") + emb_bytes + mtp.tp_bytes,
             tp_bytes_backward=total("tp_bytes_backward") + (total("tp_bytes_forward") if full else 0.0),
             cp_forward=cp_forward, cp_backward=cp_backward,
             tp_message_bytes=b * first_layer.seq * h * BYTES,
@@ -379,20 +374,5 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
                     float(vocab_params * layout.grad_reduce_bytes) if copies else 0.0)
 
 
-def _one(model: CollectiveModel | None, kind: Collective, groups: Sequence[tuple[int, ...]], size: float) -> float:
-    if len(groups[0]) < 2:
-        return 0.0
-    assert model is not None, "tensor-parallel time needs a collective model (or free communication)"
-    return model.isolated_time(kind, groups, size)
-
-
 def _bwd(ops: tuple[Op, ...]) -> tuple[Op, ...]:
     return tuple(op.backward() for op in ops)
-
-
-def _tp_bytes(t: int, size: float) -> float:
-    """Bytes one tensor rank sends for one all-reduce (or reduce-scatter plus all-gather) of `size` bytes in a
-    ring: 2(t-1)/t S."""
-    if t < 2:
-        return 0.0
-    return ring_factor(Collective.ALL_REDUCE, t) * size

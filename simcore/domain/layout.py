@@ -5,16 +5,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from simcore.domain.grad_reduce import (
+    GRAD_REDUCE_BYTES,
+    GRAD_REDUCE_DTYPE_BYTES,
+    PARAMETER_DTYPE,
+    GradReduce,
+    default_grad_reduce,
+)
 from simcore.domain.model import ModelShape
 from simcore.domain.moe import validate_expert_layout
 from simcore.domain.pipeline_shape import PipelineShape, ShapeKind
 from topology.errors import SpecError
 from topology.hardware import GpuSpec
-
-# Bytes per gradient element in the data-parallel reduction: Megatron reduces bf16 training's gradients in fp32
-# (it forces --accumulate-allreduce-grads-in-fp32 for bf16) and fp16 training's in fp16 (its default). FP8
-# training is bf16 training whose GEMMs run in FP8 (Transformer Engine): its gradients are bf16's.
-GRAD_REDUCE_BYTES = {"bf16": 4, "fp16": 2, "fp8": 4}
 
 
 class Partition(StrEnum):
@@ -130,6 +132,8 @@ class Layout:
     # the global checks (gradient norm, inf/nan) are validated afterwards, instead of a barrier before the step.
     optimizer_post_validation: bool = False
     elementwise_kernels: ElementwiseKernels | None = None  # None: fused
+    # The data-parallel gradient reduction's dtype; None: the precision's default (GRAD_REDUCE_BYTES).
+    grad_reduce_dtype: GradReduce | None = None
 
     @property
     def shape(self) -> PipelineShape:
@@ -151,7 +155,16 @@ class Layout:
 
     @property
     def grad_reduce_bytes(self) -> int:
+        """Bytes per gradient element in the data-parallel reduction."""
+        if self.grad_reduce_dtype is not None:
+            return GRAD_REDUCE_DTYPE_BYTES[self.grad_reduce_dtype]
         return GRAD_REDUCE_BYTES[self.precision]
+
+    @property
+    def reduce_dtype(self) -> GradReduce:
+        """The gradient reduction's dtype, given or by default (`default_grad_reduce`)."""
+        return self.grad_reduce_dtype if self.grad_reduce_dtype is not None else default_grad_reduce(
+            self.precision, self.zero_implementation)
 
     @property
     def num_microbatches(self) -> int:
@@ -218,6 +231,10 @@ def validate_layout(layout: Layout, model: ModelShape, num_gpus: int) -> None:
     if model.moe is not None and layout.tp > 1 and not layout.sequence_parallel:
         raise SpecError("layout.sequence_parallel", "must be true with tp > 1 on a MoE model (Megatron-Core's "
                         "MoE layer works on the sequence-parallel shard)")
+    own = PARAMETER_DTYPE[layout.precision]
+    if layout.grad_reduce_dtype not in (None, GradReduce.FP32, own):
+        raise SpecError("layout.grad_reduce_dtype", f"must be fp32 or the parameters' 16-bit type ({own}) for "
+                        f"precision {layout.precision} (given {layout.grad_reduce_dtype})")
     if layout.zero_stage not in (0, 1, 2, 3):
         raise SpecError("layout.zero_stage", "must be 0, 1, 2 or 3")
     if model.moe is not None and layout.zero_implementation is not ZeroImplementation.MEGATRON:

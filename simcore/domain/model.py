@@ -70,6 +70,10 @@ class ModelShape:
     activation: Activation | None = None  # None: not stated (gated_mlp alone says how many matrices)
     moe: MoeShape | None = None  # mixture of experts; None: every layer dense
     mla: MlaShape | None = None  # multi-head latent attention; None: multi-head (grouped-query) attention
+    # Multi-token prediction depths (DeepSeek-V3 §2.2; Megatron-Core's --mtp-num-layers): each a transformer layer
+    # of the last stack's type, an embedding of the shifted tokens, a 2h -> h projection and its own output head
+    # (shared weights), all on the last pipeline stage (simcore/cost/mtp.py). 0: none.
+    mtp_layers: int = 0
 
     @property
     def encoder_decoder(self) -> bool:
@@ -104,6 +108,10 @@ class ModelShape:
             stacks = ((self.main_layer(), dense),) if dense else ()
             return (*stacks, (moe_layer, self.num_layers - dense))
         return ((self.main_layer(), self.num_layers),)
+
+    def mtp_layer(self) -> LayerType:
+        """The transformer layer of a multi-token prediction depth: the model's last layer's type."""
+        return self.layer_stacks()[-1][0]
 
     def attention_parameters(self) -> int:
         """Weights of one self-attention block: projections and their biases (MHA/GQA), or MLA's down and up
@@ -150,7 +158,11 @@ class ModelShape:
     def total_parameters(self) -> int:
         untied = 0 if self.tied_embeddings else self.vocab_size * self.hidden_size
         layers = sum(count * self.parameters_per_layer(layer) for layer, count in self.layer_stacks())
-        return layers + self.embedding_parameters() + untied
+        # a multi-token prediction depth: its layer, its 2h x h projection and three norms (its embedding and
+        # output head are the model's own)
+        h = self.hidden_size
+        mtp = self.mtp_layers * (self.parameters_per_layer(self.mtp_layer()) + 2 * h * h + 3 * h)
+        return layers + self.embedding_parameters() + untied + mtp
 
 
 _INT_FIELDS = ("num_layers", "hidden_size", "num_attention_heads", "num_kv_heads", "head_dim", "ffn_hidden_size",
@@ -203,6 +215,7 @@ def model_from_fields(fields: Mapping[str, object]) -> ModelShape:
         activation=activation,
         moe=moe_from_fields(fields, stacks["num_layers"], arch is Architecture.DECODER_ONLY),
         mla=mla_from_fields(fields),
+        mtp_layers=_mtp_layers(fields, arch),
     )
     for name in _INT_FIELDS:
         if getattr(shape, name) < 1:
@@ -210,6 +223,18 @@ def model_from_fields(fields: Mapping[str, object]) -> ModelShape:
     if shape.num_attention_heads % shape.num_kv_heads:
         raise SpecError("model.num_kv_heads", f"must divide num_attention_heads ({heads})")
     return shape
+
+
+def _mtp_layers(fields: Mapping[str, object], arch: Architecture) -> int:
+    value = fields.get("mtp_layers")
+    if value is None or value == 0:
+        return 0
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise SpecError("model.mtp_layers", f"must be an integer >= 0 (given {value!r})")
+    if arch is not Architecture.DECODER_ONLY:
+        raise SpecError("model.mtp_layers", f"applies to decoder_only models only (this one is {arch}): "
+                        "multi-token prediction predicts the next tokens of a causal model")
+    return value
 
 
 _ENCODER_DECODER_FIELDS = ("encoder_layers", "decoder_layers", "decoder_seq_length")

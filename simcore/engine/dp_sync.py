@@ -15,7 +15,8 @@ parameters; Rajbhandari et al. §7).
 
 Buckets are Megatron-Core's (simcore/cost/grad_buckets.py): max(40M, 1M x dp) parameters when the reduction
 overlaps backward, else a chunk's whole gradient as one. Gradients are reduced in fp32 for bf16 training
-(Megatron forces this) and in fp16 for fp16 training. With overlap_grad_reduce a pass's buckets become ready one
+(Megatron's default) and in fp16 for fp16 training, unless layout.grad_reduce_dtype says otherwise (bf16:
+Megatron-LM's --grad-reduce-in-bf16, half the bytes). With overlap_grad_reduce a pass's buckets become ready one
 after another during the pass and go out at once; without it they go after the pass (ZeRO 2 and 3) or after the
 rank's last backward pass. With ZeRO 1 or 2 and overlap, the parameter all-gather is the one Megatron overlaps
 with the next iteration's forward (--overlap-param-gather): in a steady state it is in flight when an iteration
@@ -44,6 +45,7 @@ from simcore.cost.grad_buckets import gradient_buckets
 from simcore.cost.kernels import BYTES
 from simcore.cost.sharding import policy as sharding_policy
 from simcore.cost.workload import Workload
+from simcore.domain.grad_reduce import GRAD_REDUCE_DTYPE_BYTES
 from simcore.domain.layout import Layout
 from simcore.domain.schedules import BACKWARD_WEIGHT, FORWARD, Pass, produces_weight_gradients
 from simcore.engine.clock import Clock, Event
@@ -68,6 +70,7 @@ class GradientSync:
         self.zero = layout.zero_stage
         self.overlap = layout.overlap_grad_reduce
         self.grad_reduce_bytes = layout.grad_reduce_bytes
+        self.sharded_grad_bytes = GRAD_REDUCE_DTYPE_BYTES[layout.reduce_dtype]  # DeepSpeed's (sharded.py)
         self.zero3_bucket = layout.zero3_gather_bucket_elements
         self.policy = sharding_policy(layout.zero_implementation)
         self._streams: dict[tuple[int, int, str], Stream] = {}

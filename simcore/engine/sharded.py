@@ -63,7 +63,9 @@ class ShardedPasses:
         host = dp * policy.host_ops_per_rank * policy.host_op_s if policy.list_collectives else 0.0
         self.host_s = host  # host time to issue one collective
         self.copies_s = dp * KERNEL_OVERHEAD_S if policy.list_collectives else 0.0  # GPU copies after a gather
-        self.grad_bytes = BYTES  # DeepSpeed reduces gradients in the parameters' 16-bit type
+        # DeepSpeed reduces gradients in its communication_data_type: the parameters' 16-bit type unless the layout
+        # says otherwise (layout.grad_reduce_dtype)
+        self.grad_bytes = sync.sharded_grad_bytes
         self._visits: dict[tuple[int, float, float, float], tuple[tuple[Visit, ...], tuple[Visit, ...]]] = {}
         self._states: dict[tuple[int, int], _RankState] = {}
 

@@ -27,11 +27,13 @@ def test_deepseek_r1_maps_to_the_deepseek_v3_preset() -> None:
         "model": {"hf_config": _config("deepseek-r1.json"), "seq_length": 4096, "attention": "flash"},
         "cluster": {"preset": "dgx-h100", "num_nodes": 1}, "layout": {"dp": 8, "tp": 1, "pp": 1,
                                                                        "global_batch_size": 8}})
+    # the preset is the main model; the config also holds one multi-token prediction depth
     preset = SimulationRequest.model_validate({**request.model_dump(exclude_none=True),
-                                               "model": {"preset": "deepseek-v3", "seq_length": 4096}})
+                                               "model": {"preset": "deepseek-v3", "seq_length": 4096,
+                                                         "mtp_layers": 1}})
     assert convert.to_scenario(request).model == convert.to_scenario(preset).model
     assert mapped.fields["first_dense_layers"] == 3 and mapped.fields["attention_variant"] == "mla"
-    assert mapped.ignored["num_nextn_predict_layers"] == 1  # multi-token prediction: listed, not simulated
+    assert mapped.fields["mtp_layers"] == 1 and "num_nextn_predict_layers" not in mapped.ignored
     assert mapped.ignored["rope_theta"] == 10000
 
 

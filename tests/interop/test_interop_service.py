@@ -218,3 +218,30 @@ def test_http_deepspeed_export(tmp_path: Path) -> None:
                       headers={"content-type": "application/yaml"})
         assert typo.status_code == 422
         assert "layuot" in [d["field"] for d in typo.json()["error"]["details"]]
+
+
+def test_search_export_imports_back_to_the_best_layout(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`search --export megatron` end to end: the command it prints imports back to the search's best layout."""
+    from dataclasses import replace
+
+    from api_schemas import SimulationRequest
+    from service import convert
+
+    path = tmp_path / "search.yaml"
+    path.write_text("model: {preset: gpt3-1.3b}\ncluster: {preset: dgx-a100, num_nodes: 2}\nglobal_batch_size: 64\n"
+                    "bounds: {max_candidates: 8}\n")
+    code, out, err = _cli(capsys, "search", str(path), "--json", "--workers", "1")
+    assert code == 0, err
+    best = json.loads(out)["best"]
+    code, command, err = _cli(capsys, "search", str(path), "--export", "megatron", "--workers", "1")
+    assert code == 0, err
+    back = SimulationRequest.model_validate(clustersim.import_config("megatron", command, cluster="dgx-a100")[
+        "request"])
+    searched = SimulationRequest.model_validate({"model": {"preset": "gpt3-1.3b"}, "cluster": {
+        "preset": "dgx-a100", "num_gpus": best["num_gpus"]}, "layout": best["layout"]})
+    lay, again = convert.to_scenario(searched).layout, convert.to_scenario(back).layout
+    lay = replace(lay, async_tensor_model_parallel_allreduce=True,  # Megatron-Core's, always
+                  sequence_parallel=lay.sequence_parallel and lay.tp > 1,
+                  placement="tp,cp,dp,pp" if lay.placement == "tp,dp,pp" else lay.placement)
+    assert again == lay
+    assert convert.to_scenario(back).cluster.num_gpus == best["num_gpus"]

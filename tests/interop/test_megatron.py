@@ -38,6 +38,7 @@ def test_llama3_8b_fp8_example_imports_to_its_run() -> None:
     assert (model["seq_length"], model["vocab_size"], model["activation"]) == (8192, 128256, "swiglu")
     assert (layout["precision"], layout["fp8_recipe"]) == ("fp8", "tensorwise")  # --fp8-format hybrid, delayed
     assert (layout["zero_stage"], layout["overlap_grad_reduce"]) == (1, True)  # --use-distributed-optimizer
+    assert layout["grad_reduce_dtype"] == "bf16" and "grad_reduce_in_bf16" not in imported.ignored
     assert cluster == {"preset": "dgx-h100", "num_gpus": 8}
     assert imported.ignored["overlap_param_gather"] == "True"  # listed with its value, not dropped
     assert imported.ignored["lr"] == "0.00015"
@@ -53,7 +54,10 @@ def test_a_log_arguments_block_imports_like_the_command_line() -> None:
               "pipeline_model_parallel_size": 1, "context_parallel_size": 1, "micro_batch_size": 1,
               "global_batch_size": 128, "use_distributed_optimizer": True, "overlap_grad_reduce": True,
               "fp8": "hybrid", "fp8_recipe": "delayed", "bf16": True, "world_size": 8, "sequence_parallel": False,
-              "recompute_granularity": None, "num_experts": None, "lr": 0.00015}
+              "recompute_granularity": None, "num_experts": None, "lr": 0.00015,
+              # as validate_args leaves them for --bf16 --grad-reduce-in-bf16 (main_grads_dtype mapped to torch's)
+              "grad_reduce_in_bf16": True, "accumulate_allreduce_grads_in_fp32": False,
+              "main_grads_dtype": "torch.float32"}
     lines = [f"[rank0]:   {k} {'.' * (48 - len(k))} {v}" for k, v in sorted(values.items())]
     log = "\n".join(["starting", "------------------------ arguments ------------------------", *lines,
                      "-------------------- end of arguments ---------------------", "building GPT model ..."])

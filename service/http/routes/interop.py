@@ -11,6 +11,7 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 
 from api_schemas import RequestError, SimulationRequest
+from api_schemas.gpu_kind import GpuKindName
 from service.http.context import AUTHORIZED, ServiceDep
 from service.http.errors import invalid
 from service.http.httpio import read_document
@@ -58,6 +59,7 @@ class CalibrationIn(BaseModel):
 
     files: list[MeasurementFileIn] = Field(default_factory=list, max_length=100)
     gemm: MeasurementFileIn | None = None
+    gemm_gpu: GpuKindName | None = Field(default=None, description="the catalog GPU the GEMM sweep ran on")
 
 
 # (400: a body that is not JSON at all, which FastAPI refuses before it reaches the model)
@@ -108,6 +110,6 @@ async def calibrate(body: CalibrationIn, svc: ServiceDep) -> dict[str, Any]:
     files = [(f.text, f.name) for f in body.files]
     gemm = (body.gemm.text, body.gemm.name) if body.gemm is not None else None
     try:
-        return await svc.off_loop(run, files, gemm)
+        return await svc.off_loop(run, files, gemm, body.gemm_gpu)
     except RequestError as err:
         raise invalid(err) from None
