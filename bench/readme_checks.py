@@ -331,8 +331,8 @@ def fp8_validation(report: dict[str, Any]) -> str:
               f"{max(p for p, _ in nemotron):.2f} published, {min(s for _, s in nemotron):.2f}-"
               f"{max(s for _, s in nemotron):.2f} simulated; torchtitan's compiled pair {titan[0]:.2f} published, "
               f"{titan[1]:.2f} simulated): `tests/simcore/cost/test_fp8.py` checks each within 0.08. "
-              "torchtitan's eager BF16 row (no torch.compile: its norms, rotary embedding and SwiGLU as separate PyTorch kernels, "
-              "`layout.elementwise_kernels: eager`, simcore/cost/eager.py) and its compiled one: "
+              "torchtitan's eager BF16 row (no torch.compile: its norms, rotary embedding and SwiGLU as separate "
+              "PyTorch kernels, `layout.elementwise_kernels: eager`, simcore/cost/eager.py) and its compiled one: "
               f"{float(eager['error_pct']):+.1f}% and {float(compiled['error_pct']):+.1f}%.")
     return "\n".join(lines) + "\n\n" + _wrap(bullet)
 
