@@ -174,6 +174,14 @@ NODE_PRESETS: dict[str, ClusterSpec] = {
     # scale-out NIC rate is "not stated in the source"; assumed: one 400 Gbit/s InfiniBand NIC per GPU, as on
     # DGX H100 and DGX B200. Racks join through the InfiniBand fabric.
     "gb200-nvl72": _node(GpuKind.GB200_186GB, 72, 72, 400),
+    # DGX B300: 8 B300 SXM GPUs, one ConnectX-8 at 800 Gbit/s per GPU (NVIDIA DGX B300 datasheet: "8x OSFP ports
+    # serving 8x single-port NVIDIA ConnectX-8 VPI, up to 800Gb/s"; MLPerf v5.1 Nebius B300 system description:
+    # "8x ConnectX-8 IB XDR 800Gb/s").
+    "dgx-b300": _node(GpuKind.B300_288GB, 8, 8, 800),
+    # GB300 NVL72: a node is the rack's 72-GPU NVLink domain; one ConnectX-8 at 800 Gbit/s per GPU (MLPerf v5.1
+    # NVIDIA Theia system description, 1x GB300 NVL72: 18 trays of 4 GPUs, "4x ConnectX-8 IB XDR 800 Gb/s" each;
+    # NVIDIA's GB300 NVL72 page: 72 ConnectX-8 SuperNICs).
+    "gb300-nvl72": _node(GpuKind.GB300_288GB, 72, 72, 800),
 }
 
 NODE_PRESET_NOTES: dict[str, str] = {
@@ -185,6 +193,10 @@ NODE_PRESET_NOTES: dict[str, str] = {
     "dgx-b200": "8 x B200 180GB, NVSwitch (900 GB/s per GPU per direction), 8 x 400 Gbit/s NDR InfiniBand",
     "gb200-nvl72": "72 x GB200 186GB in one NVLink domain (900 GB/s per GPU per direction), one 400 Gbit/s "
                    "InfiniBand NIC per GPU (assumed: the source states no NIC rate)",
+    "dgx-b300": "8 x B300 (Blackwell Ultra, 268.6 GiB), NVSwitch (900 GB/s per GPU per direction), 8 x 800 Gbit/s "
+                "ConnectX-8",
+    "gb300-nvl72": "72 x GB300 (Blackwell Ultra, 277.5 GiB) in one NVLink domain (900 GB/s per GPU per direction), "
+                   "one 800 Gbit/s ConnectX-8 per GPU",
 }
 
 

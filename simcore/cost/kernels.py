@@ -46,8 +46,9 @@ LATENT_AND_EXPERT_PROJECTIONS = ("q_down", "q_up", "kv_down", "kv_up", "expert_f
 
 
 # Blackwell takes Hopper's fitted half time, and its 16-bit GEMM efficiency read against the measured GEMM
-# ceilings (simcore/cost/gemm_ceilings.py): the reference data holds no 16-bit Blackwell run to fit them on.
-FITTED_GENERATION = {"blackwell": "hopper"}
+# ceilings (simcore/cost/gemm_ceilings.py): the reference data holds no 16-bit Blackwell run to fit them on. Ada
+# (L40S, sm_89) takes Ampere's: it runs the Ampere family's mma.sync kernels, and no Ada run was fitted.
+FITTED_GENERATION = {"blackwell": "hopper", "ada": "ampere"}
 
 
 class OpKind(StrEnum):
