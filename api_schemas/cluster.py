@@ -26,7 +26,7 @@ GBps = Annotated[StrictFloat, Field(gt=0, le=1e6, allow_inf_nan=False)]  # GB/s 
 Gbitps = Annotated[StrictFloat, Field(gt=0, le=1e7, allow_inf_nan=False)]  # a NIC's Gbit/s
 LatencyUs = Annotated[StrictFloat, Field(ge=0, le=1e6, allow_inf_nan=False)]  # up to a second per hop
 GpuKindName = Literal["v100-32gb", "a100-40gb", "a100-80gb", "h100-80gb", "h200-141gb", "b200-180gb",
-                      "gb200-186gb", "b300-288gb", "gb300-288gb"]
+                      "gb200-186gb", "b300-288gb", "gb300-288gb", "l40s-48gb"]
 
 
 class GpuSpecIn(BaseModel):

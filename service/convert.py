@@ -207,6 +207,10 @@ def presets(kind: str | None) -> dict[str, Any]:
                    "nic_bandwidth_gbit_per_s": s.nic_bandwidth_bytes_per_s * 8 / GB, "fabric": str(s.fabric),
                    "oversubscription": s.oversubscription, "intra_node_latency_us": s.intra_node_latency_s * 1e6,
                    "inter_node_latency_us": s.inter_node_latency_s * 1e6, "nvlink_domain_gpus": s.domain_gpus,
+                   "pcie_only": None if s.pcie is None else {
+                       "switches_per_node": s.pcie.switches, "sockets_per_node": s.pcie.sockets,
+                       "uplink_gb_per_s": s.pcie.uplink_bandwidth_bytes_per_s / GB,
+                       "socket_link_gb_per_s": s.pcie.socket_bandwidth_bytes_per_s / GB},
                    "description": NODE_PRESET_NOTES[name]}
             for name, s in NODE_PRESETS.items()
         }
