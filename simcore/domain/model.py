@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
+from simcore.domain.lora import Lora, lora_from_fields
 from simcore.domain.moe import MlaShape, MoeShape, mla_from_fields, moe_from_fields
 from topology.errors import SpecError
 
@@ -70,6 +71,7 @@ class ModelShape:
     activation: Activation | None = None  # None: not stated (gated_mlp alone says how many matrices)
     moe: MoeShape | None = None  # mixture of experts; None: every layer dense
     mla: MlaShape | None = None  # multi-head latent attention; None: multi-head (grouped-query) attention
+    lora: Lora | None = None  # LoRA fine-tuning (simcore/domain/lora.py): adapters on a frozen base; None: all train
 
     @property
     def encoder_decoder(self) -> bool:
@@ -209,7 +211,8 @@ def model_from_fields(fields: Mapping[str, object]) -> ModelShape:
             raise SpecError(f"model.{name}", "must be >= 1")
     if shape.num_attention_heads % shape.num_kv_heads:
         raise SpecError("model.num_kv_heads", f"must divide num_attention_heads ({heads})")
-    return shape
+    lora = lora_from_fields(fields.get("lora"), shape)
+    return shape if lora is None else replace(shape, lora=lora)
 
 
 _ENCODER_DECODER_FIELDS = ("encoder_layers", "decoder_layers", "decoder_seq_length")
