@@ -77,6 +77,20 @@ def _strict_zero_stage(value: Any) -> Any:
 ZeroStage = Annotated[Literal[0, 1, 2, 3], BeforeValidator(_strict_zero_stage)]
 
 
+class LoraIn(BaseModel):
+    """LoRA fine-tuning: low-rank adapters on a frozen base model (docs/contract-lora.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rank: Size = Field(description="the adapters' rank r; at most hidden_size")
+    targets: list[Literal["qkv", "proj", "fc1", "fc2"]] = Field(
+        default=["qkv", "proj"], min_length=1,
+        description="the projections adapted: qkv (fused Q/K/V), proj (attention output), fc1, fc2 (the MLP's); "
+        "default the attention's, as MLPerf's llama2_70b_lora")
+    dropout: Annotated[StrictFloat, Field(ge=0, lt=1, allow_inf_nan=False)] = Field(
+        default=0.0, description="dropout on the adapters' input (PEFT's lora_dropout)")
+
+
 class ModelIn(BaseModel):
     """The model to train: a preset, or its shape; fields given beside a preset override it."""
 
@@ -132,6 +146,8 @@ class ModelIn(BaseModel):
         default=None, description="multi-token prediction depths (DeepSeek-V3; Megatron-LM's --mtp-num-layers, "
         "config.json's num_nextn_predict_layers), decoder_only only: each a transformer layer, an embedding, a "
         "2h -> h projection and its own logits on the last pipeline stage; default 0")
+    lora: LoraIn | None = Field(
+        default=None, description="LoRA fine-tuning: adapters {rank, targets, dropout} on a frozen base")
     hf_config: dict[StrictStr, Any] | None = Field(
         default=None, description="a Hugging Face config.json document in place of the shape fields (its "
         "`architectures` picks the mapping, interop/hf.py); fields given beside it override it")

@@ -30,6 +30,7 @@ from simcore import (
     Failures,
     Fidelity,
     Fp8Recipe,
+    GpuSpec,
     GradReduce,
     Layout,
     Metrics,
@@ -46,6 +47,8 @@ from simcore import (
     TrainingPlan,
     TrainingRun,
     ZeroImplementation,
+    ceiling_basis,
+    ceiling_fraction,
     chrome_trace,
     default_grad_reduce,
     model_from_fields,
@@ -214,6 +217,10 @@ def presets(kind: str | None) -> dict[str, Any]:
                    "nic_bandwidth_gbit_per_s": s.nic_bandwidth_bytes_per_s * 8 / GB, "fabric": str(s.fabric),
                    "oversubscription": s.oversubscription, "intra_node_latency_us": s.intra_node_latency_s * 1e6,
                    "inter_node_latency_us": s.inter_node_latency_s * 1e6, "nvlink_domain_gpus": s.domain_gpus,
+                   "pcie_only": None if s.pcie is None else {
+                       "switches_per_node": s.pcie.switches, "sockets_per_node": s.pcie.sockets,
+                       "uplink_gb_per_s": s.pcie.uplink_bandwidth_bytes_per_s / GB,
+                       "socket_link_gb_per_s": s.pcie.socket_bandwidth_bytes_per_s / GB},
                    "description": NODE_PRESET_NOTES[name]}
             for name, s in NODE_PRESETS.items()
         }
@@ -222,9 +229,22 @@ def presets(kind: str | None) -> dict[str, Any]:
             str(g.kind): {"peak_tflops_bf16": g.peak_flops_per_s / 1e12, "memory_gib": g.hbm_capacity_bytes / GIB,
                           "hbm_bandwidth_gb_per_s": g.hbm_bandwidth_bytes_per_s / GB,
                           "nvlink_bandwidth_gb_per_s": g.nvlink_bandwidth_bytes_per_s / GB,
-                          "peak_tflops_fp8": g.peak_fp8_flops_per_s / 1e12, "tdp_w": g.tdp_w}
+                          "peak_tflops_fp8": g.peak_fp8_flops_per_s / 1e12,
+                          "peak_tflops_fp4": g.peak_fp4_flops_per_s / 1e12, "tdp_w": g.tdp_w,
+                          "gemm_ceiling": _gemm_ceiling(g)}
             for g in GPUS.values()
         }
+    return out
+
+
+def _gemm_ceiling(gpu: GpuSpec) -> dict[str, Any]:
+    """Per dtype, the best dense GEMM the model lets the GPU run (TFLOP/s, or None) and where it comes from:
+    measured, derived from its relatives' measurements, or none (simcore/cost/gemm_ceilings.py)."""
+    out: dict[str, Any] = {}
+    for dtype, peak in (("bf16", gpu.peak_flops_per_s), ("fp8", gpu.peak_fp8_flops_per_s)):
+        fraction = ceiling_fraction(gpu, dtype)
+        out[dtype] = {"tflops": None if fraction is None else round(fraction * peak / 1e12, 1),
+                      "basis": ceiling_basis(gpu, dtype)}
     return out
 
 

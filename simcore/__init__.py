@@ -14,6 +14,7 @@ calibration/ (the reference data and `validate`).
 
 from __future__ import annotations
 
+from simcore.cost.gemm_ceilings import ceiling_basis, ceiling_fraction
 from simcore.cost.memory import StageMemory
 from simcore.cost.parameters import FITTED, CostParameters
 from simcore.domain.grad_reduce import GradReduce, default_grad_reduce
@@ -59,4 +60,5 @@ __all__ = [
     "model_from_fields", "nearest_catalog_gpu", "plan_training", "simulate", "sized", "validate_layout",
     "UserTopology", "graph_builders", "parse_topology", "Measured", "MeasuredCollective", "MeasuredGemm",
     "GradReduce", "default_grad_reduce",
+    "ceiling_basis", "ceiling_fraction",
 ]

@@ -27,6 +27,7 @@ from simcore.domain.training import TrainingRun, validate_training
 from simcore.engine.periodic import run_engine
 from simcore.engine.pipeline import EngineConfig, Progress
 from simcore.engine.recorder import Span
+from simcore.errors import SpecError
 from simcore.metrics import Metrics, compute_metrics
 from simcore.training import TrainingPlan, plan_training
 from topology.cluster_spec import ClusterSpec
@@ -71,6 +72,9 @@ def check(scenario: Scenario) -> None:
     for group in cluster.node_groups or ():
         validate_precision(layout, group.hardware)
     validate_precision(layout, cluster.hardware)
+    if scenario.model.lora is not None and layout.zero_stage >= 3:
+        raise SpecError("layout.zero_stage", "must be at most 2 with model.lora: ZeRO 3's gathers and reduce-scatters "
+                        "of a frozen base are not modelled")
     # Tensor-parallel groups (and rings) on one GPU kind each: a walk over the GPUs, so only up to a million of
     # them here (check runs before a service's size limits; simulate() applies the rule whatever the size).
     if cluster.node_groups and cluster.num_gpus <= 1 << 20:

@@ -4,10 +4,11 @@ Nodes, keyed (kind, index): `("gpu", g)` with attributes kind, node (the server)
 `("nvswitch", d)`, one switch fabric per NVLink domain; `("nic", i)` with node, rail (its index on the server)
 and port (the NIC's place under its leaf: `node % LEAF_DOWN_PORTS` on a rail-optimized fabric, whose leaf serves one
 rail, else `nic % LEAF_DOWN_PORTS`; what a D-mod-k / ECMP hash reads);
-`("leaf", l)` and `("spine", s)`. Every directed edge carries `bandwidth_bytes_per_s`, `latency_s`, `kind`
+`("leaf", l)` and `("spine", s)`; on a PCIe-only node (topology/pcie.py) `("pcie_switch", s)` in place of the
+NVSwitch and `("host", k)`, one per CPU socket. Every directed edge carries `bandwidth_bytes_per_s`, `latency_s`, `kind`
 (nvlink | pcie | ib) and `link_id`, the link's index in the simulator's per-link tables, numbered as
 topology/links.py computes them (tests/topology/test_links.py holds the two equal). Graph attributes: `fabric`
-and `pxn` (whether NCCL's PXN applies: a rail-optimized fabric).
+and `pxn` (whether NCCL's PXN applies: a rail-optimized fabric whose GPUs share NVLink; PXN forwards over NVLink).
 
 A spec that carries the user's own graph (`cluster.topology`) is built from it instead (`user_graph`): the user's
 nodes under the same keys (switches as `("switch", i)`, with the user's kind and `name`), each edge with a
@@ -24,7 +25,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from topology.cluster_spec import LEAF_DOWN_PORTS, ClusterSpec, Fabric
-from topology.links import LinkIndex, Node
+from topology.links import LinkIndex, Node, switch_of
 from topology.user_topology import UserTopology
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ def cluster_graph(spec: ClusterSpec) -> nx.DiGraph:
     if spec.topology is not None:
         return user_graph(spec.topology)
     index = LinkIndex.of(spec)
-    g = nx.DiGraph(fabric=str(spec.fabric), pxn=spec.fabric is Fabric.RAIL_OPTIMIZED)
+    g = nx.DiGraph(fabric=str(spec.fabric), pxn=spec.fabric is Fabric.RAIL_OPTIMIZED and spec.pcie is None)
     g.add_nodes_from(graph_nodes(spec, index))
     g.add_edges_from(_edges(spec, index))
     return g
@@ -65,9 +66,14 @@ def graph_nodes(spec: ClusterSpec, index: LinkIndex) -> list[tuple[Node, dict[st
     nodes: list[tuple[Node, dict[str, Any]]] = []
     gpn, nics, domain = spec.gpus_per_node, spec.nics_per_node, spec.domain_gpus
     rail = spec.fabric is Fabric.RAIL_OPTIMIZED
+    pcie = spec.pcie
     for n in range(spec.num_nodes):
         first = n * gpn
-        if first % domain == 0:
+        if pcie is not None:
+            nodes.extend((("host", n * pcie.sockets + k), {"kind": "host", "node": n}) for k in range(pcie.sockets))
+            nodes.extend((("pcie_switch", n * pcie.switches + s), {"kind": "pcie_switch", "node": n})
+                         for s in range(pcie.switches))
+        elif first % domain == 0:
             nodes.append((("nvswitch", first // domain), {"kind": "nvswitch", "node": n}))
         nodes.extend((("gpu", i), {"kind": "gpu", "node": n, "local": i - first})
                      for i in range(first, min(first + gpn, spec.num_gpus)))
@@ -85,19 +91,20 @@ def _edges(spec: ClusterSpec, index: LinkIndex) -> Iterator[tuple[Node, Node, di
     NVLink port (up, then down), then each GPU's PCIe path to its NIC; each NIC to its leaf; each leaf to each
     spine. A non-uniform cluster (node groups, degraded links) reads each link's figures off the index."""
     intra, inter = spec.intra_node_latency_s, spec.inter_node_latency_s
-    gpn, nics, domain, num_gpus = spec.gpus_per_node, spec.nics_per_node, spec.domain_gpus, spec.num_gpus
+    gpn, nics, num_gpus = spec.gpus_per_node, spec.nics_per_node, spec.num_gpus
     figures = None if index.uniform else index.describe
     nvlink, pcie, ib = spec.nvlink_bandwidth_bytes_per_s, spec.hardware.pcie_bandwidth_bytes_per_s, \
         spec.nic_bandwidth_bytes_per_s
+    into = "nvlink" if spec.pcie is None else "pcie"
     link = 0
     for n in range(spec.num_nodes):
         first = n * gpn
         last = min(first + gpn, num_gpus)
         for g in range(first, last):
-            u, v = ("gpu", g), ("nvswitch", g // domain)
+            u, v = ("gpu", g), switch_of(spec, g)
             bw = nvlink if figures is None else figures(link)[1]
-            yield u, v, {"bandwidth_bytes_per_s": bw, "latency_s": intra, "kind": "nvlink", "link_id": link}
-            yield v, u, {"bandwidth_bytes_per_s": bw, "latency_s": intra, "kind": "nvlink", "link_id": link + 1}
+            yield u, v, {"bandwidth_bytes_per_s": bw, "latency_s": intra, "kind": into, "link_id": link}
+            yield v, u, {"bandwidth_bytes_per_s": bw, "latency_s": intra, "kind": into, "link_id": link + 1}
             link += 2
         for g in range(first, last):
             u, v = ("gpu", g), ("nic", n * nics + (g - first) % nics)
@@ -119,3 +126,6 @@ def _edges(spec: ClusterSpec, index: LinkIndex) -> Iterator[tuple[Node, Node, di
                 yield u, spine, {"bandwidth_bytes_per_s": ib, "latency_s": inter, "kind": "ib", "link_id": link}
                 yield spine, u, {"bandwidth_bytes_per_s": ib, "latency_s": inter, "kind": "ib", "link_id": link + 1}
                 link += 2
+    for link in range(index.pcie_base, index.count):  # a PCIe-only node's uplinks and inter-socket links
+        ends, bw, latency, kind = index.describe(link)
+        yield ends[0], ends[1], {"bandwidth_bytes_per_s": bw, "latency_s": latency, "kind": kind, "link_id": link}

@@ -10,6 +10,7 @@ from topology.hardware import GB, GPUS, GpuKind, GpuSpec
 from topology.health import Health
 from topology.measured import Measured
 from topology.node_groups import NodeGroup, group_of_node, validate_groups
+from topology.pcie import PcieFabric
 from topology.user_topology import UserTopology
 
 
@@ -54,6 +55,14 @@ class ClusterSpec:
     # The user's own measurements (cluster.measured, topology/measured.py): collective times and GEMM rates that
     # replace the cost model's where they exist. None: the model's figures throughout.
     measured: Measured | None = None
+    # A PCIe-only node (topology/pcie.py): no NVLink; the GPUs reach each other through PCIe switches and the host,
+    # and `nvlink_bandwidth_bytes_per_s` is then each GPU's PCIe link into its switch. None: an NVLink switch.
+    pcie: PcieFabric | None = None
+
+    @property
+    def has_nvlink(self) -> bool:
+        """Whether the GPUs of a node share an NVLink switch (False on a PCIe-only node)."""
+        return self.pcie is None
 
     @property
     def num_nodes(self) -> int:
@@ -129,6 +138,15 @@ class ClusterSpec:
             if domain is not None and domain != self.gpus_per_node and len(self.node_groups) > 1:
                 raise SpecError("cluster.nvlink_domain_gpus",
                                 "must be the node with node_groups: an NVLink domain joins GPUs of one kind")
+        if self.pcie is not None:
+            self._validate_pcie(self.pcie)
+        else:
+            kinds = [("cluster.gpu", self.hardware)] + [(f"cluster.node_groups[{i}].gpu", g.hardware)
+                                                       for i, g in enumerate(self.node_groups)]
+            for name, gpu in kinds:
+                if not gpu.has_nvlink and gpu.name == "":
+                    raise SpecError(name, f"{gpu.label} has no NVLink: put it on a PCIe-only node (the l40s-pcie "
+                                    "preset)")
         self.health.validate(self.num_gpus, self.num_nodes, self.nics_per_node)
         if self.topology is not None:
             self._validate_topology(self.topology)
@@ -154,6 +172,15 @@ class ClusterSpec:
                 raise SpecError("cluster.measured.gemm.gpu", f"{kind} is not a GPU of this cluster (its catalog "
                                 f"GPUs: {', '.join(catalog) or 'none, only user-defined ones'}): a sweep applies to "
                                 "the GPU it ran on")
+
+    def _validate_pcie(self, pcie: PcieFabric) -> None:
+        pcie.validate(self.gpus_per_node)
+        for name, given in (("cluster.nvlink_domain_gpus", self.nvlink_domain_gpus not in (None, self.gpus_per_node)),
+                            ("cluster.node_groups", bool(self.node_groups)),
+                            ("cluster.topology", self.topology is not None)):
+            if given:
+                raise SpecError(name, "cannot be given with a PCIe-only node (no NVLink): its GPUs talk through "
+                                "PCIe switches and the host")
 
     def _validate_topology(self, t: UserTopology) -> None:
         if self.node_groups:
@@ -202,6 +229,22 @@ NODE_PRESETS: dict[str, ClusterSpec] = {
     # scale-out NIC rate is "not stated in the source"; assumed: one 400 Gbit/s InfiniBand NIC per GPU, as on
     # DGX H100 and DGX B200. Racks join through the InfiniBand fabric.
     "gb200-nvl72": _node(GpuKind.GB200_186GB, 72, 72, 400),
+    # DGX B300: 8 B300 SXM GPUs, one ConnectX-8 at 800 Gbit/s per GPU (NVIDIA DGX B300 datasheet: "8x OSFP ports
+    # serving 8x single-port NVIDIA ConnectX-8 VPI, up to 800Gb/s"; MLPerf v5.1 Nebius B300 system description:
+    # "8x ConnectX-8 IB XDR 800Gb/s").
+    "dgx-b300": _node(GpuKind.B300_288GB, 8, 8, 800),
+    # GB300 NVL72: a node is the rack's 72-GPU NVLink domain; one ConnectX-8 at 800 Gbit/s per GPU (MLPerf v5.1
+    # NVIDIA Theia system description, 1x GB300 NVL72: 18 trays of 4 GPUs, "4x ConnectX-8 IB XDR 800 Gb/s" each;
+    # NVIDIA's GB300 NVL72 page: 72 ConnectX-8 SuperNICs).
+    "gb300-nvl72": _node(GpuKind.GB300_288GB, 72, 72, 800),
+    # 8 x L40S, PCIe only: NVIDIA's recommended L40S server is the "2-2-4" layout (2 CPU sockets, 2 PCIe Gen4
+    # switches, 4 GPUs under each; naddod.com "High-Performance GPU Server Hardware Topology and Cluster
+    # Networking-L40S", 2023), each GPU and each switch uplink PCIe Gen4 x16 (32 GB/s per direction); the sockets'
+    # link at 22 GB/s, NCCL's own rating of an Intel Sapphire Rapids UPI link (NVIDIA/nccl @5067397c
+    # src/graph/topo.h SRP_QPI_BW). NICs: one 200 Gbit/s NIC per 2 GPUs, the layout's 200 Gbit/s RoCE or IB
+    # network (naddod, ibid.: "it is crucial to have a 200Gbps RoCE or IB network").
+    "l40s-pcie": replace(_node(GpuKind.L40S_48GB, 8, 4, 200), nvlink_bandwidth_bytes_per_s=32 * GB,
+                         pcie=PcieFabric(2, 2, 32 * GB, 22 * GB)),
 }
 
 NODE_PRESET_NOTES: dict[str, str] = {
@@ -213,6 +256,12 @@ NODE_PRESET_NOTES: dict[str, str] = {
     "dgx-b200": "8 x B200 180GB, NVSwitch (900 GB/s per GPU per direction), 8 x 400 Gbit/s NDR InfiniBand",
     "gb200-nvl72": "72 x GB200 186GB in one NVLink domain (900 GB/s per GPU per direction), one 400 Gbit/s "
                    "InfiniBand NIC per GPU (assumed: the source states no NIC rate)",
+    "dgx-b300": "8 x B300 (Blackwell Ultra, 268.6 GiB), NVSwitch (900 GB/s per GPU per direction), 8 x 800 Gbit/s "
+                "ConnectX-8",
+    "gb300-nvl72": "72 x GB300 (Blackwell Ultra, 277.5 GiB) in one NVLink domain (900 GB/s per GPU per direction), "
+                   "one 800 Gbit/s ConnectX-8 per GPU",
+    "l40s-pcie": "8 x L40S 48GB, no NVLink: 2 PCIe Gen4 switches of 4 GPUs under 2 CPU sockets (32 GB/s per GPU "
+                 "and per uplink per direction, 22 GB/s between the sockets), 4 x 200 Gbit/s NICs",
 }
 
 

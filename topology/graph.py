@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from topology.cluster_graph import cluster_graph
+from topology.cluster_graph import cluster_graph, graph_nodes
 from topology.cluster_spec import ClusterSpec
 from topology.graph_links import GraphLinks
 from topology.links import LinkIndex, LinkValues, Node
@@ -137,21 +137,8 @@ def _parts(spec: ClusterSpec, index: LinkIndex | GraphLinks) -> GraphParts:
         g.nodes.extend((key, dict(attrs)) for key, attrs in spec.topology.nodes)
         return g
     assert isinstance(index, LinkIndex)
-    for n in range(spec.num_nodes):
-        first = n * spec.gpus_per_node
-        switch: Node = ("nvswitch", first // spec.domain_gpus)
-        if first % spec.domain_gpus == 0:  # the domain's first node brings its switch
-            g.add_node(switch, kind="nvswitch", node=n)
-        for i in range(first, min(first + spec.gpus_per_node, spec.num_gpus)):
-            g.add_node(("gpu", i), kind="gpu", node=n)
-        for k in range(spec.nics_per_node):
-            g.add_node(("nic", n * spec.nics_per_node + k), kind="nic", node=n)
-    if index.leaves:
-        for nic in range(spec.num_nodes * spec.nics_per_node):
-            leaf = index.leaf_of(nic)
-            g.add_node(("leaf", leaf), kind="leaf")
-        for s in range(index.spines):
-            g.add_node(("spine", s), kind="spine")
+    g.nodes.extend((key, {k: v for k, v in attrs.items() if k in ("kind", "node")})
+                   for key, attrs in graph_nodes(spec, index))
     return g
 
 

@@ -5,7 +5,9 @@ The ids are the order in which the graph is built, two ids (u -> v, then v -> u)
 - per node, in node order: for each of its GPUs, GPU -> NVSwitch and back; then for each GPU, GPU -> its NIC and
   back (4 ids per GPU; only the last node may be partial, so node n's links start at 4 * n * gpus_per_node);
 - then for each NIC, in global NIC order: NIC -> leaf and back (only when there is more than one node);
-- then for each spine s and each leaf l: leaf -> spine and back, at index s * leaves + l.
+- then for each spine s and each leaf l: leaf -> spine and back, at index s * leaves + l;
+- then, on a PCIe-only node (topology/pcie.py), per node its switches' uplinks and its inter-socket link. There
+  each GPU's first two ids join it to its PCIe switch (kind pcie) instead of an NVSwitch.
 tests/topology/test_links.py checks every id, end and figure against the tables of the explicit build.
 """
 
@@ -52,6 +54,7 @@ class LinkIndex:
     spine_base: int = 0  # first leaf -> spine id
     count: int = 0  # directed links in all
     uniform: bool = False  # one GPU kind and no degraded link: a link's figures follow from its kind
+    pcie_base: int = 0  # first id of a PCIe-only node's uplinks and inter-socket links (= count without them)
 
     @classmethod
     def of(cls, spec: ClusterSpec) -> LinkIndex:
@@ -62,15 +65,18 @@ class LinkIndex:
         leaves, spines = fabric_size(spec)
         nic_base = 4 * spec.num_gpus
         spine_base = nic_base + 2 * spec.num_nodes * spec.nics_per_node
-        count = spine_base + 2 * spines * leaves if leaves else nic_base
-        uniform = not spec.node_groups and not spec.health.degraded_links
-        return cls(spec, leaves, spines, nvlink_factor, nic_factor, nic_base, spine_base, count, uniform)
+        pcie_base = spine_base + 2 * spines * leaves if leaves else nic_base
+        count = pcie_base + (spec.num_nodes * spec.pcie.links_per_node if spec.pcie is not None else 0)
+        # (a PCIe node's extra links have no translation stride: the shortcuts that need one stay off)
+        uniform = not spec.node_groups and not spec.health.degraded_links and spec.pcie is None
+        return cls(spec, leaves, spines, nvlink_factor, nic_factor, nic_base, spine_base, count, uniform, pcie_base)
 
     def latency_s(self, link: int) -> float:
         """Latency of `link` (its kind's: inside a node or across the fabric)."""
         if not 0 <= link < self.count:
             raise IndexError(f"link {link} out of range")
-        return self.spec.intra_node_latency_s if link < self.nic_base else self.spec.inter_node_latency_s
+        inside = link < self.nic_base or link >= self.pcie_base
+        return self.spec.intra_node_latency_s if inside else self.spec.inter_node_latency_s
 
     def kind_and_bandwidth(self, link: int) -> tuple[str, float]:
         """(kind, line rate in bytes/s) of `link`."""
@@ -117,6 +123,11 @@ class LinkIndex:
         first = domain * spec.domain_gpus
         end = min(first + spec.domain_gpus, spec.num_gpus)
         found = set(range(self.nvlink_up(first), self.pcie_up(end - 1) + 2))
+        pcie = spec.pcie
+        if pcie is not None:
+            nodes = range(first // spec.gpus_per_node, -(-end // spec.gpus_per_node))
+            found.update(range(self.pcie_base + nodes[0] * pcie.links_per_node,
+                               self.pcie_base + (nodes[-1] + 1) * pcie.links_per_node))
         if self.leaves:
             nics = spec.nics_per_node
             found.update(range(self.nic_up(first // spec.gpus_per_node * nics),
@@ -145,9 +156,9 @@ class LinkIndex:
             if offset < on_node:
                 gpu = first + offset
                 u: Node = ("gpu", gpu)
-                v: Node = ("nvswitch", gpu // spec.domain_gpus)
+                v: Node = switch_of(spec, gpu)
                 bw = spec.nvlink_bandwidth_of(gpu) * self.nvlink_factor.get(gpu, 1.0)
-                kind = "nvlink"
+                kind = "nvlink" if spec.pcie is None else "pcie"
             else:
                 gpu = first + offset - on_node
                 nic = node * spec.nics_per_node + (gpu - first) % spec.nics_per_node
@@ -155,6 +166,9 @@ class LinkIndex:
                 bw = spec.hardware_of(gpu).pcie_bandwidth_bytes_per_s * self.nic_factor.get(nic, 1.0)
                 kind = "pcie"
             latency = spec.intra_node_latency_s
+        elif link >= self.pcie_base:
+            ends, bw = self._pcie_link(link - self.pcie_base)  # (already turned round for a back link)
+            return ends, bw, spec.intra_node_latency_s, "pcie"
         elif link < self.spine_base:
             nic = pair - 2 * spec.num_gpus
             u, v = ("nic", nic), ("leaf", self.leaf_of(nic))
@@ -166,14 +180,47 @@ class LinkIndex:
             bw, kind, latency = spec.nic_bandwidth_bytes_per_s, "ib", spec.inter_node_latency_s
         return ((v, u) if back else (u, v)), bw, latency, kind
 
+    def _pcie_link(self, offset: int) -> tuple[tuple[Node, Node], float]:
+        """Ends (up, or back for an odd offset) and line rate of the PCIe block's link at `offset`."""
+        pcie = self.spec.pcie
+        assert pcie is not None
+        node, within = divmod(offset, pcie.links_per_node)
+        pair, back = divmod(within, 2)
+        if pair < pcie.switches:
+            switch = node * pcie.switches + pair
+            u: Node = ("pcie_switch", switch)
+            v: Node = ("host", pcie.socket_of_switch(switch))
+            bw = pcie.uplink_bandwidth_bytes_per_s
+        else:
+            u, v = ("host", node * pcie.sockets), ("host", node * pcie.sockets + 1)
+            bw = pcie.socket_bandwidth_bytes_per_s
+        return ((v, u) if back else (u, v)), bw
+
+    def pcie_link(self, u: Node, v: Node) -> int:
+        """Id of a PCIe block's link u -> v (a switch's uplink or the inter-socket link); KeyError if none."""
+        pcie = self.spec.pcie
+        if pcie is None:
+            raise KeyError((u, v))
+        for a, b, back in ((u, v, 0), (v, u, 1)):
+            if a[0] == "pcie_switch" and b[0] == "host" and 0 <= a[1] < self.spec.num_nodes * pcie.switches \
+                    and b[1] == pcie.socket_of_switch(a[1]):
+                node, local = divmod(a[1], pcie.switches)
+                return self.pcie_base + node * pcie.links_per_node + 2 * local + back
+            if a[0] == b[0] == "host" and pcie.sockets == 2 and a[1] % 2 == 0 and b[1] == a[1] + 1 \
+                    and a[1] // 2 < self.spec.num_nodes:
+                return self.pcie_base + a[1] // 2 * pcie.links_per_node + 2 * pcie.switches + back
+        raise KeyError((u, v))
+
     def link(self, u: Node, v: Node) -> int:
         """Id of the directed link u -> v; KeyError if the graph has no such edge."""
         spec = self.spec
+        if spec.pcie is not None and "host" in (u[0], v[0]):
+            return self.pcie_link(u, v)
         for a, b, up in ((u, v, 0), (v, u, 1)):
             kind_a, kind_b = a[0], b[0]
             ia, ib = a[1], b[1]
             if kind_a == "gpu" and 0 <= ia < spec.num_gpus:
-                if kind_b == "nvswitch" and ib == ia // spec.domain_gpus:
+                if (kind_b, ib) == switch_of(spec, ia):
                     return self.nvlink_up(ia) + up
                 node = ia // spec.gpus_per_node
                 nic = node * spec.nics_per_node + (ia % spec.gpus_per_node) % spec.nics_per_node
@@ -185,6 +232,14 @@ class LinkIndex:
             if kind_a == "leaf" and kind_b == "spine" and 0 <= ia < self.leaves and 0 <= ib < self.spines:
                 return self.leaf_up(ia, ib) + up
         raise KeyError((u, v))
+
+
+def switch_of(spec: ClusterSpec, gpu: int) -> Node:
+    """The switch a GPU's first link joins it to: its NVLink domain's NVSwitch, or on a PCIe-only node its PCIe
+    switch."""
+    if spec.pcie is not None:
+        return ("pcie_switch", spec.pcie.switch_of(gpu, spec.gpus_per_node))
+    return ("nvswitch", gpu // spec.domain_gpus)
 
 
 class PerLink(Protocol):

@@ -1,7 +1,9 @@
 """Deterministic routing between GPUs, found on the cluster's networkx graph (topology/cluster_graph.py), as tuples
 of the link ids its edges carry.
 
-Inside an NVLink domain: GPU -> its NVSwitch -> GPU. Between domains: GPU -> its NIC -> leaf -> the switches of a
+Inside an NVLink domain: GPU -> its NVSwitch -> GPU. Inside a PCIe-only node (topology/pcie.py): GPU -> its PCIe
+switch -> GPU under one switch, else up to the switch's CPU socket (across to the other socket if it is not the
+same) and down the other switch. Between domains: GPU -> its NIC -> leaf -> the switches of a
 shortest path -> leaf -> the destination GPU's NIC -> GPU. Among equal-cost switch paths the choice is the one a
 D-mod-k fat-tree router or deterministic ECMP makes: a hash of the source and destination ports (the NICs'
 `port` and the source NIC's `rail`) modulo the number of paths, the paths in sorted order; so the same pair always
@@ -40,7 +42,7 @@ class _Port:
     cluster of one server), its server, place and rail, and the hops between them (id, latency)."""
 
     __slots__ = ("switch", "nic", "leaf", "server", "local", "rail", "port", "to_switch", "from_switch", "to_nic",
-                 "from_nic", "nic_up", "nic_down")
+                 "from_nic", "nic_up", "nic_down", "host", "host_up", "host_down")
 
     def __init__(self, graph: nx.DiGraph, gpu: int) -> None:
         nodes, succ = graph.nodes, graph.succ
@@ -48,17 +50,24 @@ class _Port:
         switch = nic = None
         for v, edge in succ[g].items():
             kind = nodes[v]["kind"]
-            if kind == "nvswitch":
+            if kind in ("nvswitch", "pcie_switch"):
                 switch, self.to_switch = v, (edge["link_id"], edge["latency_s"])
             elif kind == "nic":
                 nic, self.to_nic = v, (edge["link_id"], edge["latency_s"])
         if switch is None or nic is None:
-            raise ValueError(f"cluster.topology: gpu {gpu} needs an edge to an nvswitch and to a nic")
+            raise ValueError(f"cluster.topology: gpu {gpu} needs an edge to an nvswitch (or pcie_switch) and to a nic")
         self.switch, self.nic = switch, nic
         attrs, nic_attrs = nodes[g], nodes[nic]
         self.server, self.local = attrs.get("node", gpu), attrs.get("local", 0)
         self.rail, self.port = nic_attrs.get("rail", 0), nic_attrs.get("port", nic[1])
         self.from_switch, self.from_nic = _hop(succ, switch, g), _hop(succ, nic, g)
+        self.host: Node | None = None  # a PCIe switch's CPU socket, and the hops up to it and back down
+        self.host_up = self.host_down = (-1, 0.0)
+        if nodes[switch]["kind"] == "pcie_switch":
+            for v, edge in succ[switch].items():
+                if nodes[v]["kind"] == "host":
+                    self.host, self.host_up, self.host_down = v, (edge["link_id"], edge["latency_s"]), \
+                        _hop(succ, v, switch)
         self.leaf = None
         self.nic_up = self.nic_down = (-1, 0.0)
         for v, edge in succ[nic].items():
@@ -123,6 +132,9 @@ class Router:
         a, b = self._port(src), self._port(dst)
         if a.switch == b.switch:
             return [a.to_switch, b.from_switch]
+        if a.host is not None and b.host is not None and a.server == b.server:  # a PCIe node, through its host
+            across = [] if a.host == b.host else [_hop(self.graph.succ, a.host, b.host)]
+            return [a.to_switch, a.host_up, *across, b.host_down, b.from_switch]
         out, proxy = self._exit(a, b)
         hops = [a.to_switch, proxy.from_switch, proxy.to_nic] if proxy is not a else [a.to_nic]
         hops.append(out.nic_up)
@@ -138,6 +150,9 @@ class Router:
         a, b = self._port(src), self._port(dst)
         if a.switch == b.switch:
             return [("gpu", src), a.switch, ("gpu", dst)]
+        if a.host is not None and b.host is not None and a.server == b.server:
+            hosts = [a.host] if a.host == b.host else [a.host, b.host]
+            return [("gpu", src), a.switch, *hosts, b.switch, ("gpu", dst)]
         out, proxy = self._exit(a, b)
         path: list[Node] = [("gpu", src)]
         if proxy is not a:

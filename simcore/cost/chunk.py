@@ -65,11 +65,15 @@ class ChunkCost:
     moe_weight_s: tuple[float, float] = (0.0, 0.0)  # of moe_backward_s, the weight gradients (W)
     ep_slowdown: float = 1.0
 
+    # Of `parameters`, the frozen base weights of a LoRA run (simcore/cost/lora.py): no gradient, optimizer state
+    # or data-parallel traffic.
+    frozen_parameters: int = 0
+
     @property
     def reduced_parameters(self) -> int:
         """The parameters whose gradients the data-parallel reduction carries, the experts' weighted by
-        expert_reduce_ratio (the engine's buckets run on the dp x cp group)."""
-        dense = self.parameters - self.expert_parameters
+        expert_reduce_ratio (the engine's buckets run on the dp x cp group); frozen ones carry none."""
+        dense = self.parameters - self.expert_parameters - self.frozen_parameters
         return dense + round(self.expert_parameters * self.expert_reduce_ratio)
 
     @property

@@ -278,10 +278,13 @@ class CollectiveModel(PointToPoint):
             nodes = by_domain(self.cluster, key)
             domains, most = len(nodes), max(map(len, nodes))
         nics = min(spec.nics_per_node, most)
+        # (on a PCIe-only node NCCL's rings run over the GPUs' PCIe links, and there is no NVSwitch for NVLS)
+        intra = gpu.nvlink_bandwidth_bytes_per_s if spec.has_nvlink else spec.nvlink_bandwidth_bytes_per_s
         found = self._communicators[key] = Communicator(
             ranks=n, nodes=domains, generation=gpu.generation,
-            channels=channels(gpu.generation, domains, nics, gpu.nvlink_bandwidth_bytes_per_s),
-            amd_host=gpu.generation == "ampere", nvls=gpu.generation in NVLS_GENERATIONS)
+            channels=channels(gpu.generation, domains, nics, intra),
+            amd_host=gpu.generation == "ampere", nvls=gpu.generation in NVLS_GENERATIONS and spec.has_nvlink,
+            pcie=not spec.has_nvlink)
         return found
 
     def _choice(self, kind: Collective, groups: Groups, size_bytes: float) -> Choice | None:

@@ -46,8 +46,9 @@ LATENT_AND_EXPERT_PROJECTIONS = ("q_down", "q_up", "kv_down", "kv_up", "expert_f
 
 
 # Blackwell takes Hopper's fitted half time, and its 16-bit GEMM efficiency read against the measured GEMM
-# ceilings (simcore/cost/gemm_ceilings.py): the reference data holds no 16-bit Blackwell run to fit them on.
-FITTED_GENERATION = {"blackwell": "hopper"}
+# ceilings (simcore/cost/gemm_ceilings.py): the reference data holds no 16-bit Blackwell run to fit them on. Ada
+# (L40S, sm_89) takes Ampere's: it runs the Ampere family's mma.sync kernels, and no Ada run was fitted.
+FITTED_GENERATION = {"blackwell": "hopper", "ada": "ampere"}
 
 
 class OpKind(StrEnum):
@@ -72,8 +73,13 @@ class Op:
     weight: bool = False  # a GEMM by a layer's weight, whose weight gradient accumulates into fp32 main_grad
     group: int = 1  # GEMMs in one grouped kernel (the local experts' GroupedLinear: shape.batch of them)
     fused_host: bool = False  # issued inside the preceding kernel's framework call: no host time of its own
+    frozen: bool = False  # by a frozen weight (LoRA, simcore/cost/lora.py): its backward is the input gradient only
 
     def backward(self) -> Op:
+        if self.frozen:  # dX = dY W^T alone: the forward's FLOPs, one product of its own shape, no weight gradient
+            shape = gradient_products(self.shape)[0] if self.shape is not None else None
+            return Op(self.name + "_bwd", self.kind, self.flops, self.bytes, fp8=self.fp8, host_s=self.host_s,
+                      shape=shape, group=self.group, fused_host=self.fused_host, frozen=True)
         factor = FLASH_BACKWARD_FACTOR if self.kind is OpKind.FLASH else 2.0
         return Op(self.name + "_bwd", self.kind, self.flops * factor, self.bytes * self.backward_bytes,
                   fp8=self.fp8, host_s=self.host_s, shape=self.shape, gradient=self.shape is not None,
@@ -343,6 +349,8 @@ def weight_gradient_time(op: Op, gpu: GpuSpec, params: CostParameters) -> float:
     """Of a GEMM's backward kernel time (op_time), what its weight gradient takes: the second product's time
     with the shape model, else half of it (two products of equal FLOPs)."""
     rows = getattr(params, "measured_gemms", ())
+    if op.frozen:
+        return 0.0
     if op.gradient and op.shape is not None and params.gemm_shape_model:
         weight_s = measured_products_s(op, gpu, params, rows)[1] if rows else shaped_gemm_times(op, gpu, params)[1]
         return weight_s + KERNEL_OVERHEAD_S / 2

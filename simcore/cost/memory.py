@@ -1,8 +1,9 @@
 """Memory per GPU of each pipeline stage: model states, activations in flight, buffers (bytes, then GiB).
 
 Model states (Rajbhandari et al., ZeRO, §3; mixed-precision Adam): 2 bytes of 16-bit weights, 2 of 16-bit
-gradients and 12 of optimizer states (fp32 master weights, two moments) per parameter = 16 bytes. ZeRO 1 divides
-the optimizer states by dp, ZeRO 2 the gradients too, ZeRO 3 the weights too. FP8 training adds, to the
+gradients and 12 of optimizer states (fp32 master weights, two moments) per parameter = 16 bytes. LoRA's frozen
+base weights (simcore/cost/lora.py) hold their 2 bytes only: gradients and optimizer states are the adapters'.
+ZeRO 1 divides the optimizer states by dp, ZeRO 2 the gradients too, ZeRO 3 the weights too. FP8 training adds, to the
 weights, the FP8 copies of the GEMM weights that its recipe keeps over an iteration (simcore/cost/fp8.py); its
 activations are counted at 16 bits as in BF16 training (Transformer Engine keeps some GEMM inputs as FP8 copies
 instead, which is not modelled: an upper bound).
@@ -226,6 +227,7 @@ class RankChunks:
     embeds_target: bool  # it embeds an encoder-decoder model's target tokens
     has_logits: bool
     expert_parameters: int = 0  # of `parameters`: the experts it holds (sharded by ZeRO over expert dp)
+    frozen_parameters: int = 0  # of `parameters`: frozen base weights (LoRA): no gradients, no optimizer states
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,6 +254,7 @@ def memory_shape(workload: Workload, pp: int) -> MemoryShape:
         embeds_target=any(c.embeds_target for c in chunks),
         has_logits=any(c.has_logits for c in chunks),
         expert_parameters=sum(c.expert_parameters for c in chunks),
+        frozen_parameters=sum(c.frozen_parameters for c in chunks),
     ) for chunks in of_rank)
     return MemoryShape(ranks, max((c.input_bytes for c in workload.chunks), default=0.0))
 
@@ -266,6 +269,7 @@ class RankHolding:
     buffers: float  # bytes: runtime and pipeline send and receive buffers
     fp8_weight_bytes: float = 0.0  # FP8 training: the FP8 copies of its GEMM weights (sharded like the weights)
     expert_parameters: int = 0  # of `parameters`: its experts' (ZeRO shards them over the expert dp group)
+    frozen_parameters: int = 0  # of `parameters`: frozen base weights (LoRA): weights only
 
 
 def rank_holdings(model: ModelShape, layout: Layout, shape: MemoryShape) -> tuple[RankHolding, ...]:
@@ -313,7 +317,7 @@ def rank_holdings(model: ModelShape, layout: Layout, shape: MemoryShape) -> tupl
         if r.expert_parameters:  # the dispatch and combine buffers of one layer: the routed copies, sent and received
             activations += 2 * 2 * BYTES * b * model.seq_length / t * _top_k(model) * model.hidden_size
         out.append(RankHolding(r.parameters, r.largest_layer_parameters, activations, buffers, fp8_copies,
-                               r.expert_parameters))
+                               r.expert_parameters, r.frozen_parameters))
     return tuple(out)
 
 
@@ -338,6 +342,8 @@ def sharded(holdings: tuple[RankHolding, ...], layout: Layout) -> tuple[StageMem
     edp = layout.expert_dp
 
     def states(per_parameter: float, h: RankHolding, stage: int) -> float:
+        if stage < 3 and h.frozen_parameters:  # gradients and optimizer states of what trains (LoRA's adapters)
+            return per_parameter * (h.parameters - h.frozen_parameters) / (dp if zero >= stage else 1)
         if zero < stage:
             return per_parameter * h.parameters
         if not h.expert_parameters:

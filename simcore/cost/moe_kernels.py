@@ -30,6 +30,7 @@ from simcore.cost.kernels import (
     memory_op,
     ops_time,
 )
+from simcore.cost.lora import lora_layer_ops
 from simcore.cost.moe import (
     HOST_SYNC_S,
     MOE_BLOCK,
@@ -60,7 +61,8 @@ def transformer_layer_ops(model: ModelShape, b: int, t: int, sequence_parallel: 
     if eager:
         ops = eager_elementwise(ops, model, b, t, layer)
     if model.mla is None and not layer.moe:
-        return ops if fp8 is None else fp8_ops(ops, fp8)
+        ops = ops if fp8 is None else fp8_ops(ops, fp8)
+        return ops if model.lora is None else lora_layer_ops(ops, model.lora, t)
     out: list[Op] = []
     attention_done = mlp_done = False
     for op in ops:

@@ -22,6 +22,9 @@ What clustersim takes from NCCL and what from its own graph:
   Blackwell); doubled, at most 32. The per-channel caps rarely bind at these counts.
 - Host CPU (NCCL's multi-node llMaxBw row and its per-step network overhead): DGX A100 has AMD EPYC hosts, the
   other DGX generations Intel Xeon (Grace counts as not AMD, as in NCCL).
+- PCIe-only nodes (no NVLink, topology/pcie.py): NCCL's graph then has typeIntra PCI, so its intra-node hardware
+  latencies are the PCI row, LL128 is off (enabled only up to NVLink paths: typeIntra <= PATH_NVB) and there is
+  no NVLS (no NVSwitch). Ada (sm_89) GPUs use NCCL's Ampere row of the per-generation tables (compCapIndex: 8.x).
 - Left out: CollNet (needs SHARP switches), PAT (one GPU per node, NCCL 2.23 and later), NVLS across nodes
   without CollNet (NCCL disables it), user tuner plugins.
 """
@@ -62,6 +65,8 @@ BASE_LATENCY_US = {NcclAlgorithm.TREE: (6.8, 14.0, 8.4), NcclAlgorithm.RING: (6.
 HW_LATENCY_US = {
     "nvlink": {NcclAlgorithm.TREE: (0.6, 1.25, 4.0), NcclAlgorithm.RING: (0.6, 1.9, 3.4),
                NcclAlgorithm.NVLS: (0.0, 0.0, 25.0), NcclAlgorithm.NVLS_TREE: (0.0, 0.0, 25.0)},
+    "pci": {NcclAlgorithm.TREE: (1.0, 1.9, 4.0), NcclAlgorithm.RING: (1.0, 2.5, 5.7),
+            NcclAlgorithm.NVLS: (0.0, 0.0, 0.0), NcclAlgorithm.NVLS_TREE: (0.0, 0.0, 0.0)},
     "net": {NcclAlgorithm.TREE: (5.0, 8.5, 14.0), NcclAlgorithm.RING: (2.7, 4.0, 14.0),
             NcclAlgorithm.NVLS: (0.0, 0.0, 18.0), NcclAlgorithm.NVLS_TREE: (0.0, 0.0, 20.9)},
 }
@@ -87,7 +92,9 @@ TREE_CORRECTION = {
                       .9),
 }
 # search.cc speedArrayIntra[0] (GB/s per channel) by generation; NCCL's MAXCHANNELS for collectives.
-TOP_CHANNEL_SPEED = {"volta": 40.0, "ampere": 40.0, "hopper": 60.0, "blackwell": 90.0}
+TOP_CHANNEL_SPEED = {"volta": 40.0, "ampere": 40.0, "ada": 40.0, "hopper": 60.0, "blackwell": 90.0}
+# GPU generations that NCCL's per-generation tables file under another's row (tuning.cc compCapIndex).
+TABLE_ROW = {"ada": "ampere"}
 MAX_CHANNELS = 32
 NVLS_MAX_ARITY = 32  # device.h NCCL_MAX_NVLS_ARITY: NVLS reduce-scatter / all-gather up to 32 local ranks
 
@@ -103,10 +110,16 @@ class Communicator:
     channels: int
     amd_host: bool = False
     nvls: bool = False
+    pcie: bool = False  # the GPUs of a node reach each other over PCIe only (no NVLink)
 
     @property
     def ppn(self) -> int:
         return self.ranks // self.nodes
+
+    @property
+    def row(self) -> str:
+        """The generation whose row of NCCL's per-generation tables applies."""
+        return TABLE_ROW.get(self.generation, self.generation)
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,7 +175,7 @@ def latency_us(kind: Collective, algorithm: NcclAlgorithm, protocol: Protocol, c
     """NCCL's latency of one collective, microseconds (tuning.cc, with ncclTopoGetAlgoTime's ring plateau)."""
     p = _P[protocol]
     lat = BASE_LATENCY_US[algorithm][p]
-    intra = HW_LATENCY_US["nvlink"][algorithm][p]
+    intra = HW_LATENCY_US["pci" if comm.pcie else "nvlink"][algorithm][p]
     # With one GPU per node every step crosses the network: NCCL then takes the tree's network latency.
     inter = HW_LATENCY_US["net"][NcclAlgorithm.TREE if comm.ppn == 1 else algorithm][p]
     nodes = comm.nodes
@@ -190,7 +203,7 @@ def bandwidth_factor(kind: Collective, algorithm: NcclAlgorithm, protocol: Proto
     """The fraction of the graph's bus bandwidth for the algorithm (`bus_bytes_per_s`, NCCL's nChannels x bw)
     that NCCL's model gives this (algorithm, protocol): tuning.cc's refinements and caps, ncclTopoGetAlgoTime's
     tree correction."""
-    gen, k = comm.generation, _node_index(comm)
+    gen, k = comm.row, _node_index(comm)
     nch = comm.channels
     bus = bus_bytes_per_s / 1e9
     if bus <= 0:
@@ -237,6 +250,8 @@ def choose(kind: Collective, size_bytes: float, comm: Communicator,
         if bus <= 0:
             continue
         for protocol in protocols(algorithm):
+            if protocol is Protocol.LL128 and comm.pcie:
+                continue  # (LL128 runs only over NVLink paths)
             factor = bandwidth_factor(kind, algorithm, protocol, comm, bus, size_bytes)
             if factor <= 0:
                 continue

@@ -39,6 +39,7 @@ from simcore.cost.kernels import (
     ops_time,
     optimizer_step_s,
 )
+from simcore.cost.lora import frozen_ops, lora_chunks, trained
 from simcore.cost.moe import ExpertComm, expert_comm, expert_reduce_ratio
 from simcore.cost.moe_kernels import backward_ops, dispatch_split, sequence_time, transformer_layer_ops
 from simcore.cost.mtp import NO_MTP, mtp_cost
@@ -217,9 +218,9 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
     model = local_model(model, layout.cp)  # a context-parallel rank runs s/cp tokens of each sample
     emb_ops = embedding_forward_ops(model, b, t)
     dec_emb_ops = embedding_forward_ops(model, b, t, model.decoder_seq_length) if model.encoder_decoder else emb_ops
-    logit_ops = logits_forward_ops(model, b, t, sp)
-    emb_fwd, emb_bwd = ops_time(emb_ops, gpu, params), ops_time(_bwd(emb_ops), gpu, params)
-    dec_emb_fwd, dec_emb_bwd = ops_time(dec_emb_ops, gpu, params), ops_time(_bwd(dec_emb_ops), gpu, params)
+    logit_ops = (frozen_ops if model.lora else tuple)(logits_forward_ops(model, b, t, sp))  # LoRA: frozen
+    emb_fwd, dec_emb_fwd = ops_time(emb_ops, gpu, params), ops_time(dec_emb_ops, gpu, params)
+    emb_bwd, dec_emb_bwd = (ops_time(_bwd(trained(ops, model)), gpu, params) for ops in (emb_ops, dec_emb_ops))
     logit_fwd, logit_bwd = ops_time(logit_ops, gpu, params), ops_time(_bwd(logit_ops), gpu, params)
     logit_weight = weight_share(_bwd(logit_ops), gpu, params) * logit_bwd
 
@@ -351,12 +352,13 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
             ep_slowdown=max((costs[layer].ep_slowdown for layer, _ in runs), default=1.0),
         ))
         previous = runs[-1][0]
+    chunks = lora_chunks(chunks, model, t)
     params_per_rank = [sum(c.reduced_parameters for c in chunks if c.rank == r) for r in range(p)]
     # ZeRO 1: each rank updates 1/(dp*cp) of the dense parameters and 1/edp of its experts'
     shards = layout.dp_cp if layout.zero_stage >= 1 else 1
     expert_shards = layout.expert_dp if layout.zero_stage >= 1 else 1
-    updated = [sum((c.parameters - c.expert_parameters) / shards + c.expert_parameters / expert_shards
-                   for c in chunks if c.rank == r) for r in range(p)]
+    updated = [sum((c.parameters - c.expert_parameters - c.frozen_parameters) / shards
+                   + c.expert_parameters / expert_shards for c in chunks if c.rank == r) for r in range(p)]
     fp16 = layout.precision is Precision.FP16
     optimizer = tuple(optimizer_step_s(n, gpu, params, fp16) for n in updated)
     recipe = layout.fp8
@@ -368,7 +370,7 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
                           for r, seconds in enumerate(optimizer))
     grads = tuple(float(n * layout.grad_reduce_bytes) if layout.dp_cp > 1 else 0.0 for n in params_per_rank)
     copies = sorted({c.rank for c in chunks if c.has_embedding or (c.has_logits and model.tied_embeddings)})
-    if not model.tied_embeddings or len(copies) < 2:
+    if not model.tied_embeddings or len(copies) < 2 or model.lora is not None:
         copies = []
     return Workload(tuple(chunks), optimizer, grads, encoder_stages, tuple(copies),
                     float(vocab_params * layout.grad_reduce_bytes) if copies else 0.0)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
+from simcore.domain.lora import Lora, lora_from_fields
 from simcore.domain.moe import MlaShape, MoeShape, mla_from_fields, moe_from_fields
 from topology.errors import SpecError
 
@@ -74,6 +75,7 @@ class ModelShape:
     # of the last stack's type, an embedding of the shifted tokens, a 2h -> h projection and its own output head
     # (shared weights), all on the last pipeline stage (simcore/cost/mtp.py). 0: none.
     mtp_layers: int = 0
+    lora: Lora | None = None  # LoRA fine-tuning (simcore/domain/lora.py): adapters on a frozen base; None: all train
 
     @property
     def encoder_decoder(self) -> bool:
@@ -222,7 +224,8 @@ def model_from_fields(fields: Mapping[str, object]) -> ModelShape:
             raise SpecError(f"model.{name}", "must be >= 1")
     if shape.num_attention_heads % shape.num_kv_heads:
         raise SpecError("model.num_kv_heads", f"must divide num_attention_heads ({heads})")
-    return shape
+    lora = lora_from_fields(fields.get("lora"), shape)
+    return shape if lora is None else replace(shape, lora=lora)
 
 
 def _mtp_layers(fields: Mapping[str, object], arch: Architecture) -> int:

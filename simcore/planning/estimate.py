@@ -62,7 +62,10 @@ class Estimator:
         self._ranks: dict[tuple[object, ...], tuple[int, ...]] = {}
         self._layers: dict[tuple[object, ...], tuple[float, float, float, float, float]] = {}
         self._groups: dict[tuple[object, ...], tuple[int, int]] = {}
-        self.nvlink_bytes_per_s = nccl_bandwidth(cluster.nvlink_bandwidth_bytes_per_s, "nvlink")
+        # (a PCIe-only node: the GPUs' PCIe links, and the slower inter-socket link a node-wide ring crosses)
+        self.nvlink_bytes_per_s = nccl_bandwidth(cluster.nvlink_bandwidth_bytes_per_s, "nvlink") if cluster.has_nvlink \
+            else nccl_bandwidth(min(cluster.nvlink_bandwidth_bytes_per_s, cluster.pcie.socket_bandwidth_bytes_per_s
+                                    if cluster.pcie else cluster.nvlink_bandwidth_bytes_per_s), "pcie")
         # A group that leaves the node shares the node's NICs among the node's GPUs.
         self.network_bytes_per_s = min(
             self.nvlink_bytes_per_s,

@@ -305,7 +305,7 @@ def test_zero_latency_and_full_bisection_are_allowed() -> None:
             "gpu",
             "a100",
             "must be one of 'v100-32gb', 'a100-40gb', 'a100-80gb', 'h100-80gb', 'h200-141gb', 'b200-180gb', "
-            "'gb200-186gb'",
+            "'gb200-186gb', 'b300-288gb', 'gb300-288gb', 'l40s-48gb'",
         ),
         ("cluster", "fabric", "torus", "must be one of 'fat_tree', 'rail_optimized'"),
         ("options", "fidelity", "low", "must be one of 'representative', 'full'"),

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from simcore.cost.gemm_ceilings import CEILING_FLOPS_PER_S
+from simcore.cost.gemm_ceilings import CEILING_FLOPS_PER_S, REFERENCE_NAMES, ceiling_basis, ceiling_fraction
 from simcore.cost.kernels import Op, fp8_ops, gemm_op, grouped_gemm_op, op_time
 from simcore.cost.parameters import FITTED
 from simcore.domain.layout import Fp8Recipe
@@ -28,7 +28,7 @@ def _best_rows() -> dict[tuple[str, str], float]:
     """The best measured TFLOP/s per (GPU kind, dtype) of the reference file, H200 as H100 (its note)."""
     best: dict[tuple[str, str], float] = {}
     for row in json.loads(CEILINGS.read_text(encoding="utf-8"))["rows"]:
-        key = (row["gpu"], DTYPES[row["dtype"]])
+        key = (REFERENCE_NAMES.get(row["gpu"], row["gpu"]), DTYPES[row["dtype"]])
         best[key] = max(best.get(key, 0.0), row["best_tflops"])
     best[("h200-141gb", "bf16")] = best[("h100-80gb", "bf16")]
     return best
@@ -75,3 +75,26 @@ def test_a_gemm_is_never_slower_in_fp8(kind: GpuKind) -> None:
                 for k in SIZES[::2]:
                     for bf16, fp8 in zip(_gemms(m, n, k, False), _gemms(m, n, k, True)):
                         assert op_time(fp8, spec, params) <= op_time(bf16, spec, params)
+
+
+def test_gb300s_ceiling_is_derived_from_its_relatives_measured_rows() -> None:
+    """GB300 stands to B300 as GB200 to B200: B300's measured fraction x (GB200's / B200's), marked derived."""
+    b200, gb200, b300, gb300 = (GPUS[GpuKind(k)] for k in ("b200-180gb", "gb200-186gb", "b300-288gb", "gb300-288gb"))
+    fraction = (1769 / 2250) * (1822 / 2450) / (1745 / 2250)
+    assert ceiling_fraction(gb300, "bf16") == pytest.approx(fraction, rel=1e-12)
+    assert ceiling_fraction(gb300, "bf16") * gb300.peak_flops_per_s == pytest.approx(1884.8e12, rel=1e-4)
+    assert (ceiling_basis(gb300, "bf16"), ceiling_basis(b300, "bf16"), ceiling_basis(b200, "fp8")) == (
+        "derived", "measured", "measured")
+    assert ceiling_basis(gb300, "fp8") == "none" and ceiling_basis(gb200, "fp8") == "none"
+
+
+def test_l40s_has_no_ceiling_and_takes_amperes_fitted_efficiency() -> None:
+    """No row measures L40S: no ceiling, and its large GEMM reaches the fitted Ampere fraction of its own peak."""
+    l40s, a100 = GPUS[GpuKind.L40S_48GB], GPUS[GpuKind.A100_80GB]
+    assert ceiling_basis(l40s, "bf16") == "none"
+    big = gemm_op("mlp_up", 16384, 16384, 16384)
+    l40s_rate = big.flops / op_time(big, l40s, FITTED)
+    a100_rate = big.flops / op_time(big, a100, FITTED)
+    # the same fraction of each GPU's peak (A100's stays under its ceiling at the fitted efficiency)
+    assert l40s_rate / l40s.peak_flops_per_s == pytest.approx(a100_rate / a100.peak_flops_per_s, rel=1e-3)
+    assert l40s_rate / l40s.peak_flops_per_s == pytest.approx(FITTED.gemm_efficiency_ampere, rel=0.02)
