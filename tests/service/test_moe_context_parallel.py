@@ -46,7 +46,10 @@ def test_result_has_both_kinds_and_the_all_to_all_bytes_in_closed_form() -> None
     model, lay = doc["model"], doc["layout"]
     m = lay["global_batch_size"] // (lay["dp"] * lay["microbatch_size"])
     tokens = lay["microbatch_size"] * model["seq_length"] / lay["cp"]  # a CP rank's share of each sample
-    per_layer = 2 * tokens * model["moe_top_k"] * model["hidden_size"] * 2 * (lay["ep"] - 1) / lay["ep"]
+    # a pass's dispatch and combine of the copies' bf16 hidden states, and the dispatch's fp32 routing
+    # probabilities in an all-to-all of their own (Megatron-Core's token_dispatcher.py)
+    copies = tokens * model["moe_top_k"]
+    per_layer = (2 * copies * model["hidden_size"] * 2 + copies * 4) * (lay["ep"] - 1) / lay["ep"]
     assert out["communication_bytes"]["ep"] == pytest.approx(m * model["num_layers"] * 2 * per_layer, rel=1e-9)
 
 
