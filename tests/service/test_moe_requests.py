@@ -58,10 +58,11 @@ def test_presets_have_their_published_sizes(name: str, billions: float) -> None:
 
 def test_all_to_all_bytes_closed_form() -> None:
     """Per MoE layer per microbatch a rank sends 2 (dispatch, combine) x tokens x top_k x hidden x 2 bytes x
-    (ep-1)/ep in forward and the same in backward."""
+    (ep-1)/ep, and the dispatch's fp32 routing probabilities, tokens x top_k x 4 bytes x (ep-1)/ep, in forward and
+    the same in backward."""
     body = result(SMALL)
     m, layers, tokens, k, h, ep = 32 // (8 * 2), 4, 2 * 1024, 2, 1024, 8
-    per_direction = m * layers * 2 * tokens * k * h * 2 * (ep - 1) / ep
+    per_direction = m * layers * (2 * tokens * k * h * 2 + tokens * k * 4) * (ep - 1) / ep
     assert body["communication_bytes"]["ep"] == pytest.approx(2 * per_direction, rel=1e-9)
     assert body["time_breakdown_s"]["ep_comm"] > 0
     assert sum(body["time_breakdown_s"].values()) == pytest.approx(body["iteration_time_s"], rel=1e-9)

@@ -144,4 +144,5 @@ def test_a_run_that_cannot_finish_is_refused() -> None:
 def test_catalog_gpus_carry_their_sourced_tdp() -> None:
     tdp = {str(kind): gpu.tdp_w for kind, gpu in simcore.GPUS.items()}
     assert tdp == {"v100-32gb": 300, "a100-40gb": 400, "a100-80gb": 400, "h100-80gb": 700, "h200-141gb": 700,
-                   "b200-180gb": 1000, "gb200-186gb": None}  # the sources give GB200 none: it needs gpu_power_w
+                   "b200-180gb": 1000, "gb200-186gb": None, "b300-288gb": 1100, "gb300-288gb": 1400,
+                   "l40s-48gb": 350}  # the sources give GB200 none: it needs gpu_power_w
