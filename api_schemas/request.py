@@ -221,9 +221,11 @@ class LayoutIn(BaseModel):
         description="ZeRO 3 with zero_implementation megatron only: gather each layer's parameters in all-gathers "
         "of at most this many elements, one after another; default: one all-gather per layer",
     )
-    precision: Literal["bf16", "fp16", "fp8"] = Field(
+    precision: Literal["bf16", "fp16", "fp8", "mxfp8", "nvfp4"] = Field(
         default="bf16", description="16-bit format; fp16 gradients are reduced in fp16, bf16's in fp32 (Megatron); "
-        "fp8: the transformer layers' GEMMs in FP8 (Transformer Engine), the rest bf16"
+        "fp8: the transformer layers' GEMMs in FP8 (Transformer Engine), the rest bf16; mxfp8: fp8 with the mxfp8 "
+        "recipe (Blackwell); nvfp4: the projections' GEMMs in NVFP4 (Transformer Engine's NVFP4BlockScaling; a GPU "
+        "with FP4 tensor cores)"
     )
     fp8_recipe: Literal["tensorwise", "rowwise", "mxfp8", "blockwise"] | None = Field(
         default=None, description="precision fp8 only: how FP8 tensors are scaled; default tensorwise"

@@ -116,8 +116,9 @@ class SearchSpaceIn(BaseModel):
     async_tensor_model_parallel_allreduce: list[StrictBool] = Field(
         default=[False], min_length=1, description="Megatron's asynchronous TP input-gradient all-reduce; tried "
         "where tp > 1")
-    precision: list[Literal["bf16", "fp16", "fp8"]] = Field(
-        default=["bf16"], min_length=1, description="fp8 needs a GPU with FP8 tensor cores (Hopper or later)")
+    precision: list[Literal["bf16", "fp16", "fp8", "mxfp8", "nvfp4"]] = Field(
+        default=["bf16"], min_length=1, description="fp8 needs a GPU with FP8 tensor cores (Hopper or later); mxfp8 "
+        "and nvfp4 Blackwell's")
     fp8_recipe: list[Literal["tensorwise", "rowwise", "mxfp8", "blockwise"]] = Field(
         default=["tensorwise"], min_length=1, description="the FP8 recipes tried where precision is fp8")
     max_microbatch_size: Annotated[StrictInt, Field(ge=1, le=1024)] = 8

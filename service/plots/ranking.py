@@ -31,11 +31,12 @@ def _family(f: Mapping[str, Any]) -> str:
 
 def _named(entry: Mapping[str, Any]) -> str:
     """A ranked layout's summary (every parallel dimension: simcore's describe) and its precision, which the
-    summary names only for fp8."""
+    summary names only for the low-precision formats (fp8, mxfp8, nvfp4)."""
     layout = entry.get("layout") or {}
     precision = precision_name(layout.get("precision"), layout.get("fp8_recipe"))
     summary = str(entry["summary"])
-    return summary if "fp8" in summary else f"{summary}, {precision}"
+    named = any(word in summary for word in ("fp8", "nvfp4"))
+    return summary if named else f"{summary}, {precision}"
 
 
 def _short(reason: str) -> str:

@@ -35,6 +35,7 @@ the kernels read and write:
 
 from __future__ import annotations
 
+from simcore.cost.nvfp4 import NVFP4_OPERAND_BYTES, NVFP4_QUANTIZE_BYTES, NVFP4_WEIGHT_COPY_BYTES
 from simcore.domain.layout import Fp8Recipe
 from simcore.domain.model import LayerType, ModelShape
 
@@ -51,6 +52,7 @@ QUANTIZE_BYTES: dict[Fp8Recipe, float] = {
     Fp8Recipe.ROWWISE: 2 + 2 * (2 + 1),
     Fp8Recipe.MXFP8: 2 + 2 * (1 + 1 / 32),
     Fp8Recipe.BLOCKWISE: 2 + 2 * (1 + 4 / 128),
+    Fp8Recipe.NVFP4: NVFP4_QUANTIZE_BYTES,  # simcore/cost/nvfp4.py
 }
 # The weights: the same kernels, once per iteration (128x128 weight blocks for blockwise: fp32 scales per 16,384).
 WEIGHT_QUANTIZE_BYTES: dict[Fp8Recipe, float] = {
@@ -58,10 +60,16 @@ WEIGHT_QUANTIZE_BYTES: dict[Fp8Recipe, float] = {
     Fp8Recipe.ROWWISE: 2 + 2 * (2 + 1),
     Fp8Recipe.MXFP8: 2 + 2 * (1 + 1 / 32),
     Fp8Recipe.BLOCKWISE: 2 + 2 * (1 + 4 / 128**2),
+    Fp8Recipe.NVFP4: NVFP4_QUANTIZE_BYTES,
 }
 # What the quantized weights occupy between the first microbatch and the optimizer step, per weight.
 FP8_WEIGHT_COPY_BYTES: dict[Fp8Recipe, float] = {recipe: b - 2 for recipe, b in WEIGHT_QUANTIZE_BYTES.items()}
 FP8_WEIGHT_COPY_BYTES[Fp8Recipe.ROWWISE] = 2 * 1  # the two scaled copies (the amax pass writes nothing)
+FP8_WEIGHT_COPY_BYTES[Fp8Recipe.NVFP4] = NVFP4_WEIGHT_COPY_BYTES  # likewise: its amax pass reads only
+# Bytes per element of a quantized GEMM operand: one for the FP8 recipes (their scales are in the quantize bytes),
+# half a byte and a sixteenth of a scale for NVFP4.
+OPERAND_BYTES: dict[Fp8Recipe, float] = {recipe: 1.0 for recipe in Fp8Recipe}
+OPERAND_BYTES[Fp8Recipe.NVFP4] = NVFP4_OPERAND_BYTES
 
 # TE's delayed scaling keeps an amax history per FP8 tensor, 1024 steps in NeMo's GPT configs
 # (`fp8_amax_history_len: 1024`, with `fp8_amax_compute_algo: max`); the update reads and writes it and the scale

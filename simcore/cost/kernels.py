@@ -16,10 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from simcore.cost.fp8 import QUANTIZE_BYTES, fp8_gemm_efficiency, scale_update_bytes
+from simcore.cost.fp8 import OPERAND_BYTES, QUANTIZE_BYTES, fp8_gemm_efficiency, scale_update_bytes
 from simcore.cost.gemm_ceilings import ceiling_fraction, large_gemm_efficiency
 from simcore.cost.gemm_shape import MAIN_GRAD_BYTES, Product, gradient_products, stream_ramps, tiled_compute_s
 from simcore.cost.measured_gemm import slowdown
+from simcore.cost.nvfp4 import fp4_ceiling_fraction, fp4_gemm_efficiency
 from simcore.cost.parameters import (
     FLASH_BACKWARD_FACTOR,
     FLASH_RELATIVE_EFFICIENCY,
@@ -67,6 +68,7 @@ class Op:
     elements_in: float = 0.0  # a GEMM's m x k input operand (elements), what FP8 quantizes before it
     elements_out: float = 0.0  # its m x n output, whose gradient FP8 quantizes before the backward GEMMs
     fp8: bool = False  # runs on the FP8 tensor cores (simcore/cost/fp8.py)
+    fp4: bool = False  # runs on the FP4 tensor cores (NVFP4, simcore/cost/nvfp4.py)
     host_s: float | None = None  # host time to issue it; None: HOST_DISPATCH_S (simcore/cost/moe.py sets its own)
     shape: Product | None = None  # a GEMM's (forward) product, which the shape model costs (gemm_shape.py)
     gradient: bool = False  # the backward of a shaped GEMM: its two gradient products
@@ -78,11 +80,11 @@ class Op:
     def backward(self) -> Op:
         if self.frozen:  # dX = dY W^T alone: the forward's FLOPs, one product of its own shape, no weight gradient
             shape = gradient_products(self.shape)[0] if self.shape is not None else None
-            return Op(self.name + "_bwd", self.kind, self.flops, self.bytes, fp8=self.fp8, host_s=self.host_s,
-                      shape=shape, group=self.group, fused_host=self.fused_host, frozen=True)
+            return Op(self.name + "_bwd", self.kind, self.flops, self.bytes, fp8=self.fp8, fp4=self.fp4,
+                      host_s=self.host_s, shape=shape, group=self.group, fused_host=self.fused_host, frozen=True)
         factor = FLASH_BACKWARD_FACTOR if self.kind is OpKind.FLASH else 2.0
         return Op(self.name + "_bwd", self.kind, self.flops * factor, self.bytes * self.backward_bytes,
-                  fp8=self.fp8, host_s=self.host_s, shape=self.shape, gradient=self.shape is not None,
+                  fp8=self.fp8, fp4=self.fp4, host_s=self.host_s, shape=self.shape, gradient=self.shape is not None,
                   weight=self.weight, group=self.group, fused_host=self.fused_host)
 
 
@@ -163,8 +165,10 @@ def fp8_ops(ops: tuple[Op, ...], recipe: Fp8Recipe) -> tuple[Op, ...]:
         # own; the backward quantizes the output gradients the same way.
         out.append(replace(_mem("fp8_quantize_" + op.name, quantize_in, quantize_grad / quantize_in),
                            fused_host=op.group > 1))
-        operands = op.bytes - BYTES * op.elements_out  # 16-bit input and weight, one byte each in FP8
-        out.append(replace(op, fp8=True, bytes=operands / BYTES + BYTES * op.elements_out))
+        operands = op.bytes - BYTES * op.elements_out  # 16-bit input and weight: OPERAND_BYTES each quantized
+        fp4 = recipe is Fp8Recipe.NVFP4
+        out.append(replace(op, fp8=not fp4, fp4=fp4,
+                           bytes=operands / BYTES * OPERAND_BYTES[recipe] + BYTES * op.elements_out))
     if recipe is Fp8Recipe.TENSORWISE and gemms:
         out.append(_mem("fp8_scale_update", scale_update_bytes(gemms), 1.0))
     return tuple(out)
@@ -273,10 +277,10 @@ def measured_products_s(op: Op, gpu: GpuSpec, params: CostParameters,
     user's sweep: the model's time of the product alone, without launch overhead, times measured over modelled time
     at the nearest measured shape of its dtype."""
     assert op.shape is not None
-    dtype = "fp8" if op.fp8 else "bf16"
+    dtype = gemm_dtype(op)
 
     def model_s(shape: Product) -> float:
-        probe = replace(_gemm("probe", shape.m, shape.n, shape.k, shape.batch), fp8=op.fp8)
+        probe = replace(_gemm("probe", shape.m, shape.n, shape.k, shape.batch), fp8=op.fp8, fp4=op.fp4)
         return _model_op_time(probe, gpu, params) - KERNEL_OVERHEAD_S
 
     products = gradient_products(op.shape) if op.gradient else (op.shape,)
@@ -306,15 +310,24 @@ def _model_op_time(op: Op, gpu: GpuSpec, params: CostParameters) -> float:
 
 
 def _gemm_peak(op: Op, gpu: GpuSpec, params: CostParameters) -> tuple[float, float, str]:
-    """The peak a GEMM runs against (16-bit or FP8), the fraction of it a large one reaches, and the generation
-    whose fitted parameters apply."""
+    """The peak a GEMM runs against (16-bit, FP8 or FP4), the fraction of it a large one reaches (under the
+    dtype's ceiling), and the generation whose fitted parameters apply."""
     generation = FITTED_GENERATION.get(gpu.generation, gpu.generation)
     efficiency = large_gemm_efficiency(params.gemm_efficiency(generation), gpu, generation)
-    if op.fp8:
+    if op.fp8 or op.fp4:
         fp8 = fp8_gemm_efficiency(efficiency)
         ceiling = ceiling_fraction(gpu, "fp8")
-        return gpu.peak_fp8_flops_per_s, fp8 if ceiling is None else min(fp8, ceiling), generation
+        fp8 = fp8 if ceiling is None else min(fp8, ceiling)
+        if not op.fp4:
+            return gpu.peak_fp8_flops_per_s, fp8, generation
+        fp4, ceiling = fp4_gemm_efficiency(fp8), fp4_ceiling_fraction(gpu)
+        return gpu.peak_fp4_flops_per_s, fp4 if ceiling is None else min(fp4, ceiling), generation
     return gpu.peak_flops_per_s, efficiency, generation
+
+
+def gemm_dtype(op: Op) -> str:
+    """The dtype a GEMM kernel runs in: "fp4", "fp8" or "bf16" (16 bits), as measured GEMM rows name them."""
+    return "fp4" if op.fp4 else "fp8" if op.fp8 else "bf16"
 
 
 def shaped_gemm_times(op: Op, gpu: GpuSpec, params: CostParameters) -> tuple[float, ...]:
@@ -355,32 +368,6 @@ def weight_gradient_time(op: Op, gpu: GpuSpec, params: CostParameters) -> float:
         weight_s = measured_products_s(op, gpu, params, rows)[1] if rows else shaped_gemm_times(op, gpu, params)[1]
         return weight_s + KERNEL_OVERHEAD_S / 2
     return op_time(op, gpu, params) / 2
-
-
-# The optimizer step of Megatron's mixed-precision optimizer, per parameter it updates, in bytes each kernel
-# reads and writes (fp32 main gradients and parameters, Adam's two fp32 moments):
-# - the gradient norm for clipping (Apex multi_tensor_l2norm) reads each main gradient: 4;
-# - Adam (Apex multi_tensor_adam over the lists g, p, m, v) reads all four and writes p, m and v: 16 + 12;
-# - the updated main parameters are copied to the 16-bit model weights (multi_tensor_scale): reads 4, writes 2;
-# - the main-gradient buffer is zeroed for the next iteration: writes 4.
-# With fp16 the gradients are first unscaled and checked for inf/nan (torch._amp_foreach_non_finite_check_and_
-# unscale_): reads and writes each main gradient, 8 more.
-OPTIMIZER_BYTES_PER_PARAMETER = 4 + 16 + 12 + 6 + 4
-FP16_UNSCALE_BYTES_PER_PARAMETER = 8
-# Apex's multi_tensor_apply launches one kernel per 320 blocks of 65,536-element chunks (csrc/
-# multi_tensor_apply.cuh: depth_to_max_blocks 320, chunk_size 2048 x 32), so about one launch per 21M elements
-# for each of the four multi-tensor kernels above.
-_MULTI_TENSOR_ELEMENTS = 320 * 65536
-_OPTIMIZER_KERNELS = 4
-
-
-def optimizer_step_s(parameters: float, gpu: GpuSpec, params: CostParameters, fp16: bool) -> float:
-    """Seconds of one optimizer step's kernels on a GPU that updates `parameters` (its shard with ZeRO), plus the
-    per-iteration host and framework time (the fitted host_iteration_s)."""
-    per_parameter = OPTIMIZER_BYTES_PER_PARAMETER + (FP16_UNSCALE_BYTES_PER_PARAMETER if fp16 else 0)
-    memory_s = parameters * per_parameter / (gpu.hbm_bandwidth_bytes_per_s * params.memory_efficiency)
-    launches = _OPTIMIZER_KERNELS * max(1.0, -(-parameters // _MULTI_TENSOR_ELEMENTS))
-    return params.host_iteration_s + memory_s + launches * KERNEL_OVERHEAD_S
 
 
 def ops_time(ops: tuple[Op, ...], gpu: GpuSpec, params: CostParameters) -> float:

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from simcore.cost.context_parallel import local_model
 from simcore.cost.gemm_shape import Product, gradient_products
-from simcore.cost.kernels import OpKind, logits_forward_ops
+from simcore.cost.kernels import OpKind, gemm_dtype, logits_forward_ops
 from simcore.cost.measured_collectives import MeasuredCollectives, TableUse
 from simcore.cost.measured_gemm import rows_for
 from simcore.cost.moe_kernels import transformer_layer_ops
@@ -75,7 +75,7 @@ def collective_notes(uses: Iterable[TableUse]) -> list[str]:
 
 
 def layout_gemm_shapes(model: ModelShape, layout: Layout) -> dict[str, set[Product]]:
-    """The GEMM products one rank of the layout runs, forward and backward, by dtype (bf16 or fp8): its layers'
+    """The GEMM products one rank of the layout runs, forward and backward, by dtype (bf16, fp8 or fp4): its layers'
     (every layer type), the logits' and multi-token prediction's."""
     local = local_model(model, layout.cp)
     b, t, sp = layout.microbatch_size, layout.tp, layout.sequence_parallel
@@ -87,7 +87,7 @@ def layout_gemm_shapes(model: ModelShape, layout: Layout) -> dict[str, set[Produ
     shapes: dict[str, set[Product]] = {}
     for op in ops:
         if op.kind is OpKind.GEMM and op.shape is not None:
-            shapes.setdefault("fp8" if op.fp8 else "bf16", set()).update((op.shape, *gradient_products(op.shape)))
+            shapes.setdefault(gemm_dtype(op), set()).update((op.shape, *gradient_products(op.shape)))
     return shapes
 
 

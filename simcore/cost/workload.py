@@ -31,18 +31,17 @@ from simcore.cost.interference import comm_load, slowdown
 from simcore.cost.kernels import (
     ATTENTION_CORE,
     BYTES,
-    OPTIMIZER_BYTES_PER_PARAMETER,
     PROJECTIONS,
     Op,
     embedding_forward_ops,
     logits_forward_ops,
     ops_time,
-    optimizer_step_s,
 )
 from simcore.cost.lora import frozen_ops, lora_chunks, trained
 from simcore.cost.moe import ExpertComm, expert_comm, expert_reduce_ratio
 from simcore.cost.moe_kernels import backward_ops, dispatch_split, sequence_time, transformer_layer_ops
 from simcore.cost.mtp import NO_MTP, mtp_cost
+from simcore.cost.optimizer import OPTIMIZER_BYTES_PER_PARAMETER, optimizer_step_s
 from simcore.cost.parameters import FITTED, CostParameters
 from simcore.cost.partition import layer_partition
 from simcore.cost.tp_async import column_weight_gradients, hidden_backward_s

@@ -11,8 +11,9 @@ __all__ = ["GRAD_REDUCE_BYTES", "GRAD_REDUCE_DTYPE_BYTES", "PARAMETER_DTYPE", "G
 # Bytes per gradient element in the data-parallel reduction: Megatron reduces bf16 training's gradients in fp32
 # (validate_args sets --accumulate-allreduce-grads-in-fp32 for bf16 unless --grad-reduce-in-bf16) and fp16
 # training's in fp16 (its default). FP8 training is bf16 training whose GEMMs run in FP8 (Transformer Engine):
-# its gradients are bf16's.
-GRAD_REDUCE_BYTES = {"bf16": 4, "fp16": 2, "fp8": 4}
+# its gradients are bf16's, and so are MXFP8's and NVFP4's (their GEMMs' operands are quantized, never the weights'
+# gradients: Transformer Engine's NVFP4 recipe keeps bf16 parameters and fp32 main gradients).
+GRAD_REDUCE_BYTES = {"bf16": 4, "fp16": 2, "fp8": 4, "mxfp8": 4, "nvfp4": 4}
 
 
 class GradReduce(StrEnum):
@@ -30,7 +31,8 @@ class GradReduce(StrEnum):
 GRAD_REDUCE_DTYPE_BYTES = {GradReduce.FP32: 4, GradReduce.BF16: 2, GradReduce.FP16: 2}
 # The parameters' 16-bit type of each precision (FP8 training keeps bf16 parameters): the other dtype a gradient
 # can be reduced in.
-PARAMETER_DTYPE = {"bf16": GradReduce.BF16, "fp16": GradReduce.FP16, "fp8": GradReduce.BF16}
+PARAMETER_DTYPE = {"bf16": GradReduce.BF16, "fp16": GradReduce.FP16, "fp8": GradReduce.BF16, "mxfp8": GradReduce.BF16,
+                   "nvfp4": GradReduce.BF16}
 
 
 def default_grad_reduce(precision: str, implementation: str) -> GradReduce:

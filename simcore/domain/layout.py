@@ -15,6 +15,7 @@ from simcore.domain.grad_reduce import (
 from simcore.domain.model import ModelShape
 from simcore.domain.moe import validate_expert_layout
 from simcore.domain.pipeline_shape import PipelineShape, ShapeKind
+from simcore.domain.precision import Fp8Recipe, Precision
 from topology.errors import SpecError
 from topology.hardware import GpuSpec
 
@@ -46,21 +47,6 @@ class Recompute(StrEnum):
     NONE = "none"
     SELECTIVE = "selective"
     FULL = "full"
-
-
-class Precision(StrEnum):
-    BF16 = "bf16"
-    FP16 = "fp16"  # same speed; Megatron reduces fp16 gradients in fp16 (the 2020-2021 runs trained in fp16)
-    FP8 = "fp8"  # the transformer layers' GEMMs in FP8, Transformer Engine style (simcore/cost/fp8.py)
-
-
-class Fp8Recipe(StrEnum):
-    """How FP8 tensors are scaled (simcore/cost/fp8.py costs each recipe's kernels)."""
-
-    TENSORWISE = "tensorwise"  # one scale per tensor, delayed (from an amax history) or current
-    ROWWISE = "rowwise"  # one scale per row (torchao's float8 rowwise)
-    MXFP8 = "mxfp8"  # OCP microscaling: one 8-bit exponent scale per 32 elements (Blackwell tensor cores)
-    BLOCKWISE = "blockwise"  # 1x128 activation and 128x128 weight blocks with fp32 scales (DeepSeek-V3 style)
 
 
 class ElementwiseKernels(StrEnum):
@@ -143,7 +129,12 @@ class Layout:
 
     @property
     def fp8(self) -> Fp8Recipe | None:
-        """The FP8 recipe the GEMMs run with, or None when they run in 16 bits."""
+        """The low-precision recipe the projections' GEMMs run with (precision mxfp8 is fp8's mxfp8 recipe, nvfp4
+        its own), or None when they run in 16 bits."""
+        if self.precision is Precision.MXFP8:
+            return Fp8Recipe.MXFP8
+        if self.precision is Precision.NVFP4:
+            return Fp8Recipe.NVFP4
         if self.precision is not Precision.FP8:
             return None
         return self.fp8_recipe or Fp8Recipe.TENSORWISE
@@ -292,13 +283,21 @@ def validate_precision(layout: Layout, gpu: GpuSpec) -> None:
     """Raise SpecError when the layout's precision or FP8 recipe does not suit the GPU."""
     if layout.fp8_recipe is not None and layout.precision is not Precision.FP8:
         raise SpecError("layout.fp8_recipe", f"applies to precision fp8 only (this layout is {layout.precision})")
-    if layout.precision is not Precision.FP8:
+    if layout.fp8_recipe is Fp8Recipe.NVFP4:
+        raise SpecError("layout.fp8_recipe", "nvfp4 is not an FP8 recipe: use precision nvfp4")
+    if layout.precision is Precision.NVFP4:
+        if not gpu.has_fp4:
+            raise SpecError("layout.precision", f"nvfp4 needs a GPU with FP4 tensor cores (Blackwell: B200, GB200, "
+                            f"B300, GB300); {gpu.label} has none")
+        return
+    if layout.fp8 is None:
         return
     if not gpu.has_fp8:
-        raise SpecError("layout.precision", f"fp8 needs a GPU with FP8 tensor cores (Hopper or later); "
-                        f"{gpu.label} has none")
-    if layout.fp8 is Fp8Recipe.MXFP8 and gpu.generation in ("volta", "ampere", "hopper"):
-        raise SpecError("layout.fp8_recipe", f"mxfp8 needs Blackwell tensor cores (block-scaled FP8); "
+        raise SpecError("layout.precision", f"{layout.precision} needs a GPU with FP8 tensor cores (Hopper or "
+                        f"later); {gpu.label} has none")
+    if layout.fp8 is Fp8Recipe.MXFP8 and gpu.generation in ("volta", "ampere", "hopper", "ada"):
+        field = "layout.precision" if layout.precision is Precision.MXFP8 else "layout.fp8_recipe"
+        raise SpecError(field, f"mxfp8 needs Blackwell tensor cores (block-scaled FP8); "
                         f"{gpu.label} is {gpu.generation}")
 
 

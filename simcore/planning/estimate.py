@@ -4,7 +4,7 @@ It never ranks: every ranked figure comes from the simulator (simcore.planning.r
 Built on the cost model, with no formula of its own for what the cost model already computes: the compute of
 each layer type, the embedding and the logits per microbatch are `simcore.cost.partition.stage_costs` (the
 kernels' roofline times, forward + backward + recomputation), the layers of each stage are
-`simcore.cost.partition.partition`'s split, the optimizer step is `simcore.cost.kernels.optimizer_step_s`, ring
+`simcore.cost.partition.partition`'s split, the optimizer step is `simcore.cost.optimizer.optimizer_step_s`, ring
 traffic is `simcore.cost.collectives.ring_factor` and link bandwidths are NCCL's (`nccl_bandwidth`). What it adds
 is the schedule in closed form instead of events (Narayanan et al. 2021, §3): per microbatch a stage costs its
 layers' compute, its tensor-parallel all-reduces (4 per layer, 6 with full recomputation, each moving
@@ -25,7 +25,8 @@ from collections import Counter
 from simcore.cost.collectives import Collective, CollectiveAlgorithm, nccl_bandwidth, ring_factor
 from simcore.cost.context_parallel import AttentionRing, Exchange, RingStep, Segment, local_model
 from simcore.cost.grad_buckets import gradient_buckets
-from simcore.cost.kernels import BYTES, optimizer_step_s
+from simcore.cost.kernels import BYTES
+from simcore.cost.optimizer import optimizer_step_s
 from simcore.cost.parameters import FITTED, CostParameters
 from simcore.cost.partition import StageCosts, partition, stage_costs
 from simcore.cost.workload import layer_kernels
