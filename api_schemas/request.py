@@ -302,6 +302,15 @@ class FailuresIn(BaseModel):
     restart_s: NonNegativeFloat = Field(description="time to restart the job and reload the last checkpoint, seconds")
 
 
+class MlperfIn(BaseModel):
+    """An MLPerf Training benchmark: its reference convergence points set the samples (docs/contract-mlperf.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    benchmark: Literal["gpt3", "llama31_8b", "llama31_405b", "llama2_70b_lora"]
+    version: str = Field(description='the MLPerf Training version, e.g. "5.1"')
+
+
 class TrainingIn(BaseModel):
     """A whole training run: the result then carries a `training` section (days, GPU-hours, cost, energy)."""
 
@@ -318,6 +327,7 @@ class TrainingIn(BaseModel):
     )
     checkpoint: CheckpointIn | None = None
     failures: FailuresIn | None = None
+    mlperf: MlperfIn | None = Field(default=None, description="an MLPerf Training benchmark instead of tokens")
 
 
 class SimulationRequest(BaseModel):

@@ -147,7 +147,22 @@ class RunTotalsResult(_Out):
     days: float
     gpu_hours: float
     cost_usd: float | None = Field(default=None, description="GPU-hours x training.gpu_hour_usd; absent without")
-    energy_mwh: float = Field(description="wall time x GPUs x power per GPU x PUE")
+    energy_mwh: float | None = Field(default=None, description="wall time x GPUs x power per GPU x PUE; absent "
+                                     "where no power is known (training.mlperf on a GPU without a sourced TDP)")
+
+
+class MlperfResult(_Out):
+    """MLPerf Training's score for the run (docs/contract-mlperf.md): minutes from run_start to run_stop."""
+
+    benchmark: str
+    version: str
+    time_to_train_min: float = Field(description="steps x step_time_s + evaluations x eval_time_s, minutes")
+    steps: int = Field(description="ceil(samples / global_batch_size)")
+    evaluations: int = Field(description="the evaluations up to the one that reaches the target, less the skipped")
+    step_time_s: float = Field(description="the simulated iteration_time_s")
+    eval_time_s: float = Field(description="one evaluation: forward passes over the benchmark's evaluation samples")
+    samples: float = Field(description="expected samples to the target: the reference convergence points' mean")
+    rcp_interpolated: bool = Field(description="the global batch lies between two reference convergence points")
 
 
 class TrainingResult(_Out):
@@ -170,6 +185,7 @@ class TrainingResult(_Out):
         default=None, description="(interval + write time) / 2 + restart time, to first order"
     )
     goodput: float = Field(description="training work over wall time")
+    mlperf: MlperfResult | None = Field(default=None, description="with training.mlperf: the time-to-train")
 
 
 class SimulationResult(_Out):

@@ -53,6 +53,7 @@ from simcore import (
     default_grad_reduce,
     model_from_fields,
 )
+from simcore.calibration.mlperf_rcps import mlperf_benchmark
 
 if TYPE_CHECKING:  # imported where used: a plain simulation needs neither the search documents nor the space
     from api_schemas.search import SearchSpaceIn
@@ -172,9 +173,10 @@ def to_training(doc: TrainingIn) -> TrainingRun:
         fail = Failures(restart_s=f.restart_s,
                         mtbf_s_per_gpu=None if f.mtbf_hours_per_gpu is None else f.mtbf_hours_per_gpu * 3600.0,
                         mtbf_s_per_node=None if f.mtbf_hours_per_node is None else f.mtbf_hours_per_node * 3600.0)
+    mlperf = None if doc.mlperf is None else mlperf_benchmark(doc.mlperf.benchmark, doc.mlperf.version)
     return TrainingRun(tokens=doc.tokens, tokens_per_parameter=doc.tokens_per_parameter,
                        gpu_hour_usd=doc.gpu_hour_usd, gpu_power_w=doc.gpu_power_w, pue=doc.pue,
-                       checkpoint=ckpt, failures=fail)
+                       checkpoint=ckpt, failures=fail, mlperf=mlperf)
 
 
 def training_json(plan: TrainingPlan) -> dict[str, Any]:
@@ -195,6 +197,12 @@ def training_json(plan: TrainingPlan) -> dict[str, Any]:
         "lost_work_days": plan.lost_work_s / 86_400.0,
         "lost_work_per_failure_s": plan.lost_work_per_failure_s,
         "goodput": plan.goodput,
+        "mlperf": None if plan.mlperf is None else {
+            "benchmark": plan.mlperf.benchmark, "version": plan.mlperf.version,
+            "time_to_train_min": plan.mlperf.time_to_train_min, "steps": plan.mlperf.steps,
+            "evaluations": plan.mlperf.evaluations, "step_time_s": plan.mlperf.step_time_s,
+            "eval_time_s": plan.mlperf.eval_time_s, "samples": plan.mlperf.samples,
+            "rcp_interpolated": plan.mlperf.rcp_interpolated},
     }
     return {key: value for key, value in body.items() if value is not None}
 

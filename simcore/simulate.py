@@ -20,6 +20,7 @@ from simcore.domain.layout import (
     validate_layout,
     validate_precision,
 )
+from simcore.domain.mlperf import eval_time_s
 from simcore.domain.model import ModelShape
 from simcore.domain.placement import Placement, place
 from simcore.domain.schedules import COSTED, POLICIES, Pass
@@ -82,6 +83,10 @@ def check(scenario: Scenario) -> None:
                   layout)
     if scenario.training is not None:
         validate_training(scenario.training)
+        bench = scenario.training.mlperf
+        if bench is not None and scenario.model.seq_length != bench.seq_length:
+            raise SpecError("model.seq_length", f"must be {bench.seq_length} for MLPerf's {bench.name} (the "
+                            f"benchmark's sequence length; given {scenario.model.seq_length})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,10 +207,15 @@ def simulate(scenario: Scenario, network: Network | None = None, progress: Progr
     if layout.pp > 1 and layout.num_microbatches < layout.pp:
         warnings.append(f"only {layout.num_microbatches} microbatches for {layout.pp} pipeline stages: "
                         "the pipeline never fills")
+    bench = None if scenario.training is None else scenario.training.mlperf
+    evaluation_s = 0.0 if bench is None else eval_time_s(
+        [st.forward_s for st in metrics.stages], layout.dp * layout.microbatch_size, layout.pp, bench.eval_samples)
     training = None if scenario.training is None else plan_training(
         scenario.training, tokens_per_s=metrics.tokens_per_s,
         tokens_per_iteration=metrics.tokens_per_s * metrics.iteration_time_s, parameters=model.total_parameters(),
-        num_gpus=scenario.cluster.num_gpus, num_nodes=scenario.cluster.num_nodes, gpu_power_w=gpu.tdp_w)
+        num_gpus=scenario.cluster.num_gpus, num_nodes=scenario.cluster.num_nodes, gpu_power_w=gpu.tdp_w,
+        global_batch_size=layout.global_batch_size, iteration_time_s=metrics.iteration_time_s,
+        eval_time_s=evaluation_s)
     return Outcome(metrics, tuple(warnings), result.events, result.simulated_ranks, fidelity,
                    time.perf_counter() - started, tuple(result.recorder.spans), training,
                    result.extrapolated_periods)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from simcore.domain.mlperf import MlperfPlan, plan
 from simcore.domain.training import TrainingRun, validate_training
 from simcore.errors import SpecError
 
@@ -42,7 +43,7 @@ class RunTotals:
     days: float
     gpu_hours: float
     cost_usd: float | None
-    energy_mwh: float
+    energy_mwh: float | None  # None: no power known (an MLPerf run on a GPU without a sourced TDP)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +63,7 @@ class TrainingPlan:
     lost_work_s: float
     lost_work_per_failure_s: float | None
     goodput: float
+    mlperf: MlperfPlan | None = None  # an MLPerf benchmark's steps, evaluations and time-to-train
 
 
 def young_interval_s(write_s: float, mtbf_s: float) -> float:
@@ -88,23 +90,32 @@ def wall_time_s(work_s: float, interval_s: float, write_s: float, mtbf_s: float 
     return mtbf_s * math.exp(restart_s / mtbf_s) * math.expm1(exponent) * work_s / interval_s
 
 
-def _totals(wall_s: float, gpus: int, run: TrainingRun, power_w: float) -> RunTotals:
+def _totals(wall_s: float, gpus: int, run: TrainingRun, power_w: float | None) -> RunTotals:
     gpu_hours = wall_s / 3600.0 * gpus
     cost = gpu_hours * run.gpu_hour_usd if run.gpu_hour_usd is not None else None
     return RunTotals(days=wall_s / SECONDS_PER_DAY, gpu_hours=gpu_hours, cost_usd=cost,
-                     energy_mwh=wall_s * gpus * power_w * run.pue / JOULES_PER_MWH)
+                     energy_mwh=None if power_w is None else wall_s * gpus * power_w * run.pue / JOULES_PER_MWH)
 
 
 def plan_training(run: TrainingRun, *, tokens_per_s: float, tokens_per_iteration: float, parameters: int,
-                  num_gpus: int, num_nodes: int, gpu_power_w: float | None) -> TrainingPlan:
-    """The whole run, from the simulated throughput. `gpu_power_w` is the catalog's TDP (None if unknown)."""
+                  num_gpus: int, num_nodes: int, gpu_power_w: float | None, global_batch_size: int = 1,
+                  eval_time_s: float = 0.0, iteration_time_s: float | None = None) -> TrainingPlan:
+    """The whole run, from the simulated throughput. `gpu_power_w` is the catalog's TDP (None if unknown). With an
+    MLPerf benchmark (run.mlperf) the work is its time-to-train (simcore/domain/mlperf.py: the steps at the
+    simulated iteration time plus the evaluations of `eval_time_s` each, for `global_batch_size`)."""
     validate_training(run)
     power = run.gpu_power_w if run.gpu_power_w is not None else gpu_power_w
-    if power is None:
+    if power is None and run.mlperf is None:
         raise SpecError("training.gpu_power_w", "required: the GPU has no sourced TDP in the catalog")
-    tokens = run.tokens if run.tokens is not None else float(run.tokens_per_parameter or 0.0) * parameters
-    work_s = tokens / tokens_per_s
-    iterations = math.ceil(tokens / tokens_per_iteration - 1e-9)
+    mlperf = None
+    if run.mlperf is not None:
+        step_s = iteration_time_s if iteration_time_s is not None else tokens_per_iteration / tokens_per_s
+        mlperf = plan(run.mlperf, global_batch_size, step_s, eval_time_s)
+        tokens, work_s, iterations = mlperf.steps * tokens_per_iteration, mlperf.time_to_train_s, mlperf.steps
+    else:
+        tokens = run.tokens if run.tokens is not None else float(run.tokens_per_parameter or 0.0) * parameters
+        work_s = tokens / tokens_per_s
+        iterations = math.ceil(tokens / tokens_per_iteration - 1e-9)
     ideal = _totals(work_s, num_gpus, run, power)
     checkpoint_bytes = float(CHECKPOINT_BYTES_PER_PARAMETER * parameters)
 
@@ -115,7 +126,7 @@ def plan_training(run: TrainingRun, *, tokens_per_s: float, tokens_per_iteration
             float(fail.mtbf_s_per_node or 0.0) / num_nodes)
     if ckpt is None:
         return TrainingPlan(tokens, iterations, ideal, ideal, checkpoint_bytes, None, None, None, None, None,
-                            0.0, 0.0, 0.0, None, 1.0)
+                            0.0, 0.0, 0.0, None, 1.0, mlperf)
     write_s = ckpt.write_s if ckpt.write_s is not None else (
         checkpoint_bytes / (float(ckpt.write_bytes_per_s_per_node or 0.0) * num_nodes))
     young = young_interval_s(write_s, mtbf) if mtbf is not None else None
@@ -133,4 +144,4 @@ def plan_training(run: TrainingRun, *, tokens_per_s: float, tokens_per_iteration
         job_mtbf_s=mtbf, expected_interruptions=wall / mtbf if mtbf is not None else 0.0,
         checkpoint_overhead_s=overhead, lost_work_s=max(wall - work_s - overhead, 0.0),
         lost_work_per_failure_s=(interval + write_s) / 2.0 + restart if mtbf is not None else None,
-        goodput=work_s / wall)
+        goodput=work_s / wall, mlperf=mlperf)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from simcore.domain.mlperf import MlperfBenchmark
 from simcore.errors import SpecError
 
 
@@ -42,6 +43,7 @@ class TrainingRun:
     pue: float = 1.0  # 1: the GPUs' own draw only
     checkpoint: Checkpointing | None = None
     failures: Failures | None = None
+    mlperf: MlperfBenchmark | None = None  # an MLPerf Training benchmark: its RCPs set the samples, not tokens
 
 
 def _positive(field: str, value: float | None) -> None:
@@ -51,8 +53,11 @@ def _positive(field: str, value: float | None) -> None:
 
 def validate_training(run: TrainingRun) -> TrainingRun:
     """The rules that tie the section's fields together; raises SpecError naming the field."""
-    if (run.tokens is None) == (run.tokens_per_parameter is None):
-        raise SpecError("training.tokens", "give tokens or tokens_per_parameter (one of them)")
+    if run.mlperf is not None and (run.tokens is not None or run.tokens_per_parameter is not None):
+        raise SpecError("training.mlperf", "sets the samples from the benchmark's reference convergence points: "
+                        "give it without tokens or tokens_per_parameter")
+    if run.mlperf is None and (run.tokens is None) == (run.tokens_per_parameter is None):
+        raise SpecError("training.tokens", "give tokens, tokens_per_parameter or mlperf (one of them)")
     _positive("training.tokens", run.tokens)
     _positive("training.tokens_per_parameter", run.tokens_per_parameter)
     _positive("training.gpu_power_w", run.gpu_power_w)
