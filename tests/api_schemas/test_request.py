@@ -289,7 +289,7 @@ def test_zero_latency_and_full_bisection_are_allowed() -> None:
         ("layout", "schedule", "gpip",
          "must be one of 'gpipe', '1f1b', 'interleaved_1f1b', 'zb_h1', 'zb_h2', 'zb_v', 'dualpipe'"),
         ("layout", "recompute", "partial", "must be one of 'none', 'selective', 'full'"),
-        ("layout", "precision", "fp4", "must be one of 'bf16', 'fp16', 'fp8'"),
+        ("layout", "precision", "fp4", "must be one of 'bf16', 'fp16', 'fp8', 'mxfp8', 'nvfp4'"),
         ("layout", "zero_stage", 4, "must be one of 0, 1, 2, 3"),
         ("layout", "zero_stage", True, "must be one of 0, 1, 2, 3"),
         ("layout", "zero_stage", 1.0, "must be one of 0, 1, 2, 3"),
