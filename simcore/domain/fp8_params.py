@@ -14,8 +14,9 @@ exception: their buffer is a bf16 view of the gradient buffer that the fp32 mast
 all-gathered, then quantized on each rank (param_and_grad_buffer.py's shared buffer; distrib_optimizer.py
 _copy_main_params_to_param_buffer: "param buffer is not mapped to model params for MXFP8"): no 16-bit weight is
 kept, but the gather moves 2 bytes a weight. Embeddings, norms and the output layer stay 16-bit in every recipe.
-Neither Megatron-LM nor torchao gathers row-wise scaled FP8 weights (torchtitan passes
-enable_fsdp_float8_all_gather only without a recipe_name, that is with tensorwise scaling).
+Neither Megatron-LM nor torchao gathers row-wise scaled FP8 weights: torchao's Float8LinearConfig asserts
+enable_fsdp_float8_all_gather with tensorwise scaling only, and torchtitan (the TOML-era job config the importer
+reads) passes it only without a recipe_name and with data_parallel_shard_degree > 1.
 """
 
 from __future__ import annotations
@@ -45,8 +46,8 @@ def validate_fp8_param_gather(enabled: bool, precision: str, recipe: str | None,
         raise SpecError(field, f"applies to zero_implementation megatron or fsdp (DeepSpeed's ZeRO 3 gathers "
                         f"16-bit parameters), not {implementation}")
     if implementation == "fsdp" and (recipe or "tensorwise") != "tensorwise":
-        raise SpecError(field, "with zero_implementation fsdp needs fp8_recipe tensorwise (torchao's float8 "
-                        "all-gather; torchtitan ignores enable_fsdp_float8_all_gather with a recipe_name), not "
+        raise SpecError(field, "with zero_implementation fsdp needs fp8_recipe tensorwise (torchao's "
+                        "Float8LinearConfig allows enable_fsdp_float8_all_gather with tensorwise scaling only), not "
                         f"{recipe}")
     if (recipe or "tensorwise") not in FP8_PARAM_GATHER_BYTES:
         raise SpecError(field, f"is not available with fp8_recipe {recipe} (Megatron-LM has no row-wise recipe; "
