@@ -236,6 +236,11 @@ class LayoutIn(BaseModel):
         "default; torchtitan's FSDP too), fp16 for fp16, the 16-bit type for DeepSpeed's ZeRO 3; bf16 is "
         "Megatron-LM's --grad-reduce-in-bf16: half the data-parallel gradient bytes"
     )
+    fp8_param_gather: StrictBool = Field(
+        default=False, description="precision fp8 with zero_stage 1-3 (megatron or fsdp): keep the FP8 GEMM weights "
+        "as FP8 parameters, without a 16-bit copy, and all-gather them in FP8 (1 byte a weight; mxfp8's gather stays "
+        "16-bit in Megatron-Core): Megatron-LM's --fp8-param-gather, torchtitan's enable_fsdp_float8_all_gather"
+    )
     ep: Size = Field(default=1, description="expert parallelism (MoE); ep * expert_tp divides tp * dp")
     expert_tp: Size = Field(default=1, description="the experts' tensor parallelism (MoE)")
     elementwise_kernels: Literal["fused", "eager"] | None = Field(

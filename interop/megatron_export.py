@@ -124,6 +124,8 @@ def _layout_flags(request: SimulationRequest) -> list[str]:
         flags.append("--accumulate-allreduce-grads-in-fp32")
     if lay.precision == "fp8":
         flags += ["--fp8-format hybrid", f"--fp8-recipe {_RECIPES[lay.fp8_recipe or 'tensorwise']}"]
+    if lay.fp8_param_gather:
+        flags.append("--fp8-param-gather")
     return flags
 
 

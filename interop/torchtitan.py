@@ -10,7 +10,8 @@ last that reads TOML files); defaults where a key is absent are that JobConfig's
   pipeline_parallel_layers_per_stage, GPipe, ZBVZeroBubble), context_parallel_degree, expert_parallel_degree;
 - [training] local_batch_size and global_batch_size (default local x DP); with PP the microbatch is
   pipeline_parallel_microbatch_size;
-- [activation_checkpoint] mode full / selective / none; float8 in [model] converters -> `precision: fp8`.
+- [activation_checkpoint] mode full / selective / none; float8 in [model] converters -> `precision: fp8`, and
+  with FSDP [quantize.linear.float8] enable_fsdp_float8_all_gather -> `fp8_param_gather`.
 Every key not read is returned in `ignored`; an unknown key is an error naming it.
 """
 
@@ -143,6 +144,11 @@ def request_from_torchtitan(text: str, *, cluster_preset: str, gpus: int | None,
                     f"JobConfig takes (given {reduce!r})")
     if any(c in _FLOAT8 for c in get("model.converters", [])):
         layout["precision"] = "fp8"
+        # torchao's float8 all-gather under FSDP (torchtitan/components/quantization/float8.py passes it only
+        # without a recipe_name and with data_parallel_shard_degree > 1: elsewhere it stays in `ignored`)
+        if shard > 1 and flat.get(f"{_FLOAT8[1]}.recipe_name") is None and get(
+                f"{_FLOAT8[1]}.enable_fsdp_float8_all_gather", False):
+            layout["fp8_param_gather"] = True
     cluster: dict[str, Any] = {"preset": cluster_preset}
     cluster.update({"num_nodes": num_nodes} if num_nodes is not None else {"num_gpus": dp * tp * pp * cp})
     ignored = {k: v for k, v in sorted(flat.items()) if k not in read}
@@ -209,6 +215,8 @@ def torchtitan_toml(request: SimulationRequest) -> str:
         sections["parallelism"]["expert_parallel_degree"] = lay.ep
     if lay.precision == "fp8":
         sections["model"]["converters"] = ["quantize.linear.float8"]
+        if lay.fp8_param_gather:
+            sections["quantize.linear.float8"] = {"enable_fsdp_float8_all_gather": True}
     lines: list[str] = []
     for section, values in sections.items():
         lines.append(f"[{section}]")

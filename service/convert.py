@@ -136,6 +136,7 @@ def to_scenario(request: SimulationRequest, free_communication: bool = False) ->
         optimizer_post_validation=lay.optimizer_post_validation,
         elementwise_kernels=ElementwiseKernels(lay.elementwise_kernels) if lay.elementwise_kernels else None,
         grad_reduce_dtype=_grad_reduce(lay.grad_reduce_dtype, lay.precision, lay.zero_implementation),
+        fp8_param_gather=lay.fp8_param_gather,
     )
     opts = request.options
     return Scenario(
@@ -373,4 +374,5 @@ def layout_json(layout: Layout) -> dict[str, Any]:
         **({"optimizer_post_validation": True} if layout.optimizer_post_validation else {}),
         **({"elementwise_kernels": str(layout.elementwise_kernels)} if layout.elementwise_kernels else {}),
         **({"grad_reduce_dtype": str(layout.grad_reduce_dtype)} if layout.grad_reduce_dtype else {}),
+        **({"fp8_param_gather": True} if layout.fp8_param_gather else {}),
     }

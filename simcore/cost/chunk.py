@@ -68,6 +68,9 @@ class ChunkCost:
     # Of `parameters`, the frozen base weights of a LoRA run (simcore/cost/lora.py): no gradient, optimizer state
     # or data-parallel traffic.
     frozen_parameters: int = 0
+    # Of `parameters`, the weights of its FP8 GEMMs (FP8 training; simcore/cost/fp8.py): what
+    # layout.fp8_param_gather keeps and all-gathers as FP8.
+    fp8_parameters: float = 0.0
 
     @property
     def reduced_parameters(self) -> int:

@@ -36,7 +36,8 @@ the kernels read and write:
 from __future__ import annotations
 
 from simcore.cost.nvfp4 import NVFP4_OPERAND_BYTES, NVFP4_QUANTIZE_BYTES, NVFP4_WEIGHT_COPY_BYTES
-from simcore.domain.layout import Fp8Recipe
+from simcore.domain.fp8_params import FP8_PARAM_GATHER_BYTES
+from simcore.domain.layout import Fp8Recipe, Layout
 from simcore.domain.model import LayerType, ModelShape
 
 # Fitted (python bench/fit_fp8.py, on the BF16/FP8 step-time ratios of the 8 Nemotron-4-15B pairs of
@@ -103,3 +104,15 @@ def fp8_gemm_weights(model: ModelShape, layer_counts: list[tuple[str, int]], t: 
     as (kind, count) over its chunks)."""
     layers = {layer.kind: layer for layer, _ in model.layer_stacks()}
     return sum(n * fp8_weight_elements(model, layers[kind], t) for kind, n in layer_counts)
+
+
+def parameter_gather_bytes(layout: Layout, parameters: float, fp8_parameters: float) -> float:
+    """Bytes per parameter of a data-parallel all-gather of `parameters`, of which `fp8_parameters` are FP8 GEMM
+    weights: 2 (16-bit) each, or with `layout.fp8_param_gather` the recipe's FP8_PARAM_GATHER_BYTES for the FP8
+    ones (1: half the bytes where every parameter is an FP8 GEMM weight). The average over a chunk: Megatron-Core
+    buckets its FP8 and 16-bit parameters apart, which moves the same bytes in all."""
+    recipe = layout.fp8
+    if not layout.fp8_param_gather or recipe is None or parameters <= 0:
+        return 2.0
+    fp8 = min(fp8_parameters, parameters)
+    return (2.0 * (parameters - fp8) + FP8_PARAM_GATHER_BYTES[recipe] * fp8) / parameters

@@ -1,12 +1,24 @@
 """Memory per GPU of each pipeline stage: model states, activations in flight, buffers (bytes, then GiB).
 
-Model states (Rajbhandari et al., ZeRO, §3; mixed-precision Adam): 2 bytes of 16-bit weights, 2 of 16-bit
-gradients and 12 of optimizer states (fp32 master weights, two moments) per parameter = 16 bytes. LoRA's frozen
-base weights (simcore/cost/lora.py) hold their 2 bytes only: gradients and optimizer states are the adapters'.
-ZeRO 1 divides the optimizer states by dp, ZeRO 2 the gradients too, ZeRO 3 the weights too. FP8 training adds, to the
-weights, the FP8 copies of the GEMM weights that its recipe keeps over an iteration (simcore/cost/fp8.py); its
-activations are counted at 16 bits as in BF16 training (Transformer Engine keeps some GEMM inputs as FP8 copies
-instead, which is not modelled: an upper bound).
+Model states (Rajbhandari et al., ZeRO, §3; mixed-precision Adam): 2 bytes of 16-bit weights, the gradients and
+12 of optimizer states (fp32 master weights, two moments) per parameter. Megatron-Core (zero_implementation
+megatron) keeps its gradients in its gradient buffer, whose dtype is the reduction's (`layout.reduce_dtype`):
+megatron/core/distributed/param_and_grad_buffer.py allocates grad_data of every parameter in fp32 when
+DistributedDataParallelConfig.grad_reduce_in_fp32, else in the parameters' dtype (group_params_for_buffers), and
+Megatron-LM sets it for bf16 unless --grad-reduce-in-bf16 (arguments.py validate_args; NVIDIA/Megatron-LM
+@d98e8a64): 4 bytes a parameter by default for bf16 and FP8 training (18 bytes in all), 2 for fp16. The buffer is
+whole on every rank with DDP and the distributed optimizer (ZeRO 0 and 1: the optimizer's fp32 main gradients are
+views of it) and sharded over dp by ZeRO 2 and 3 (Megatron-FSDP's sharded main gradients). FSDP and DeepSpeed's
+ZeRO 3 count 2 bytes: FSDP2 keeps fp32 sharded parameters, which are the master weights, and fp32 sharded
+gradients (4 + 4 + 8 moments = the same 16 bytes as 2 + 2 + 12); DeepSpeed keeps 16-bit parameter and gradient
+partitions beside its fp32 master weights and moments. LoRA's frozen base weights (simcore/cost/lora.py) hold their
+2 bytes only: gradients and optimizer states are the adapters'. ZeRO 1 divides the optimizer states by dp, ZeRO 2
+the gradients too, ZeRO 3 the weights too. FP8 training adds, to the weights, the FP8 copies of the GEMM weights
+that its recipe keeps over an iteration (simcore/cost/fp8.py); with `fp8_param_gather` and Megatron-Core those
+FP8 tensors are the parameters themselves, so the GEMM weights' 2 bytes go (simcore/domain/fp8_params.py), and
+ZeRO 3's gathered layers hold them in FP8 (FSDP's too: torchao's float8 all-gather). Its activations are counted
+at 16 bits as in BF16 training (Transformer Engine keeps some GEMM inputs as FP8 copies instead, which is not
+modelled: an upper bound).
 
 Activations per transformer layer per microbatch (Korthikanti et al. 2022, §4, 16-bit activations, 1-byte
 dropout masks), written out per stored tensor so that GQA, gated MLPs and ffn != 4h are counted:
@@ -36,10 +48,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from simcore.cost.context_parallel import kv_buffer_bytes, local_model
-from simcore.cost.fp8 import FP8_WEIGHT_COPY_BYTES, fp8_weight_elements
+from simcore.cost.fp8 import FP8_WEIGHT_COPY_BYTES, fp8_weight_elements, parameter_gather_bytes
 from simcore.cost.moe import mla_attention_activation_elements, moe_activation_bytes
 from simcore.cost.workload import ChunkCost, Workload
-from simcore.domain.layout import Layout, Recompute, Schedule
+from simcore.domain.grad_reduce import GRAD_REDUCE_DTYPE_BYTES
+from simcore.domain.layout import Layout, Recompute, Schedule, ZeroImplementation
 from simcore.domain.model import AttentionKind, LayerType, ModelShape
 from simcore.domain.schedules import (
     BACKWARD_INPUT,
@@ -270,6 +283,7 @@ class RankHolding:
     fp8_weight_bytes: float = 0.0  # FP8 training: the FP8 copies of its GEMM weights (sharded like the weights)
     expert_parameters: int = 0  # of `parameters`: its experts' (ZeRO shards them over the expert dp group)
     frozen_parameters: int = 0  # of `parameters`: frozen base weights (LoRA): weights only
+    fp8_parameters: float = 0.0  # FP8 training: of `parameters`, its FP8 GEMMs' weights
 
 
 def rank_holdings(model: ModelShape, layout: Layout, shape: MemoryShape) -> tuple[RankHolding, ...]:
@@ -309,15 +323,16 @@ def rank_holdings(model: ModelShape, layout: Layout, shape: MemoryShape) -> tupl
             activations += b * model.decoder_seq_length * model.hidden_size
         if r.has_logits:  # fp32 logits for the loss, and those of each multi-token prediction depth
             activations += (1 + model.mtp_layers) * 4.0 * b * model.output_seq_length * model.vocab_size / t
-        fp8_copies = 0.0
+        fp8_copies = fp8_elements = 0.0
         if layout.fp8 is not None:  # the FP8 copies (and transposes) of the GEMM weights the recipe keeps
-            fp8_copies = FP8_WEIGHT_COPY_BYTES[layout.fp8] * sum(
-                n * fp8_weight_elements(model, kinds[kind], t) for _chunk, counts, _decoder in r.chunks
-                for kind, n in counts)
+            fp8_elements = sum(n * fp8_weight_elements(model, kinds[kind], t) for _chunk, counts, _decoder in r.chunks
+                               for kind, n in counts)
+            fp8_copies = FP8_WEIGHT_COPY_BYTES[layout.fp8] * fp8_elements
+            fp8_elements = min(fp8_elements, float(r.parameters))
         if r.expert_parameters:  # the dispatch and combine buffers of one layer: the routed copies, sent and received
             activations += 2 * 2 * BYTES * b * model.seq_length / t * _top_k(model) * model.hidden_size
         out.append(RankHolding(r.parameters, r.largest_layer_parameters, activations, buffers, fp8_copies,
-                               r.expert_parameters, r.frozen_parameters))
+                               r.expert_parameters, r.frozen_parameters, fp8_elements))
     return tuple(out)
 
 
@@ -340,6 +355,9 @@ def sharded(holdings: tuple[RankHolding, ...], layout: Layout) -> tuple[StageMem
     ranks, expert states over the expert data-parallel group (parallel folding: tp*cp*dp / (ep*expert_tp))."""
     dp, zero = layout.dp_cp, layout.zero_stage
     edp = layout.expert_dp
+    grad_bytes = gradient_bytes(layout)
+    # Megatron-Core with fp8_param_gather: the FP8 GEMM weights are the parameters (no 16-bit copy).
+    fp8_params = layout.fp8_param_gather and layout.zero_implementation is ZeroImplementation.MEGATRON
 
     def states(per_parameter: float, h: RankHolding, stage: int) -> float:
         if stage < 3 and h.frozen_parameters:  # gradients and optimizer states of what trains (LoRA's adapters)
@@ -355,14 +373,24 @@ def sharded(holdings: tuple[RankHolding, ...], layout: Layout) -> tuple[StageMem
         return per_parameter * h.expert_parameters / (edp if zero >= stage else 1)
 
     return tuple([StageMemory(
-        states(WEIGHT_BYTES, h, 3) + h.fp8_weight_bytes / (dp if zero >= 3 else 1),
-        states(GRADIENT_BYTES, h, 2),
+        states(WEIGHT_BYTES, h, 3) + (h.fp8_weight_bytes - (WEIGHT_BYTES * h.fp8_parameters if fp8_params else 0.0))
+        / (dp if zero >= 3 else 1),
+        states(grad_bytes, h, 2),
         states(OPTIMIZER_BYTES, h, 1),
         h.activations,
-        # ZeRO 3: the gathered layer and the prefetched next one
-        h.buffers + 2 * WEIGHT_BYTES * h.largest_layer_parameters if zero >= 3 else h.buffers,
-        expert_states(WEIGHT_BYTES, h, 3), expert_states(GRADIENT_BYTES, h, 2), expert_states(OPTIMIZER_BYTES, h, 1),
+        # ZeRO 3: the gathered layer and the prefetched next one (16-bit, or its FP8 weights in FP8)
+        h.buffers + 2 * parameter_gather_bytes(layout, h.parameters, h.fp8_parameters) * h.largest_layer_parameters
+        if zero >= 3 else h.buffers,
+        expert_states(WEIGHT_BYTES, h, 3), expert_states(grad_bytes, h, 2), expert_states(OPTIMIZER_BYTES, h, 1),
     ) for h in holdings])
+
+
+def gradient_bytes(layout: Layout) -> int:
+    """Bytes a parameter's gradient occupies (module docstring): Megatron-Core's gradient buffer in the
+    reduction's dtype; FSDP's and DeepSpeed's GRADIENT_BYTES."""
+    if layout.zero_implementation is not ZeroImplementation.MEGATRON:
+        return GRADIENT_BYTES
+    return GRAD_REDUCE_DTYPE_BYTES[layout.reduce_dtype]
 
 
 def stage_memory(model: ModelShape, layout: Layout, workload: Workload) -> tuple[StageMemory, ...]:

@@ -340,6 +340,8 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
             ep_bytes_forward=sum(n * costs[layer].ep.bytes_forward for layer, n in runs),
             ep_bytes_backward=sum(n * costs[layer].ep.bytes_backward * (2 if full else 1) for layer, n in runs),
             expert_parameters=sum(n * costs[layer].expert_parameters for layer, n in runs),
+            fp8_parameters=(fp8_gemm_weights(model, [(layer.kind, n) for layer, n in runs], t)
+                            if layout.fp8 is not None else 0.0),
             expert_reduce_ratio=expert_reduce_ratio(layout),
             moe_layers=sum(n for layer, n in runs if layer.moe),
             moe_forward_s=(sum(n * costs[layer].moe("forward", 0) for layer, n in runs if layer.moe),

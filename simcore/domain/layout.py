@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from simcore.domain.fp8_params import validate_fp8_param_gather
 from simcore.domain.grad_reduce import (
     GRAD_REDUCE_BYTES,
     GRAD_REDUCE_DTYPE_BYTES,
@@ -120,6 +121,8 @@ class Layout:
     elementwise_kernels: ElementwiseKernels | None = None  # None: fused
     # The data-parallel gradient reduction's dtype; None: the precision's default (GRAD_REDUCE_BYTES).
     grad_reduce_dtype: GradReduce | None = None
+    # FP8 GEMM weights kept without a 16-bit copy and all-gathered in FP8 (simcore/domain/fp8_params.py).
+    fp8_param_gather: bool = False
 
     @property
     def shape(self) -> PipelineShape:
@@ -283,6 +286,8 @@ def validate_precision(layout: Layout, gpu: GpuSpec) -> None:
     """Raise SpecError when the layout's precision or FP8 recipe does not suit the GPU."""
     if layout.fp8_recipe is not None and layout.precision is not Precision.FP8:
         raise SpecError("layout.fp8_recipe", f"applies to precision fp8 only (this layout is {layout.precision})")
+    validate_fp8_param_gather(layout.fp8_param_gather, layout.precision, layout.fp8_recipe, layout.zero_stage,
+                              layout.zero_implementation)
     if layout.fp8_recipe is Fp8Recipe.NVFP4:
         raise SpecError("layout.fp8_recipe", "nvfp4 is not an FP8 recipe: use precision nvfp4")
     if layout.precision is Precision.NVFP4:

@@ -11,7 +11,8 @@
   collectives of at most that many parameters, one after another: over a large group each is latency-bound,
   n - 1 ring steps for n times fewer bytes a step.
 With one microbatch ZeRO 1 and 2 move 2x the parameters' bytes and ZeRO 3 3x (same width for gradients and
-parameters; Rajbhandari et al. §7).
+parameters; Rajbhandari et al. §7). Parameters are gathered in 16 bits, or with `fp8_param_gather` the FP8 GEMM
+weights in FP8 (simcore/domain/fp8_params.py: 1 byte each, MXFP8's 2).
 
 Buckets are Megatron-Core's (simcore/cost/grad_buckets.py): max(40M, 1M x dp) parameters when the reduction
 overlaps backward, else a chunk's whole gradient as one. Gradients are reduced in fp32 for bf16 training
@@ -41,8 +42,8 @@ from collections.abc import Callable
 from functools import partial
 
 from simcore.cost.collectives import Collective
+from simcore.cost.fp8 import parameter_gather_bytes
 from simcore.cost.grad_buckets import gradient_buckets
-from simcore.cost.kernels import BYTES
 from simcore.cost.sharding import policy as sharding_policy
 from simcore.cost.workload import Workload
 from simcore.domain.grad_reduce import GRAD_REDUCE_DTYPE_BYTES
@@ -73,6 +74,11 @@ class GradientSync:
         self.sharded_grad_bytes = GRAD_REDUCE_DTYPE_BYTES[layout.reduce_dtype]  # DeepSpeed's (sharded.py)
         self.zero3_bucket = layout.zero3_gather_bucket_elements
         self.policy = sharding_policy(layout.zero_implementation)
+        # Bytes per parameter of each chunk's parameter gathers: 16-bit, or with fp8_param_gather its FP8 GEMM
+        # weights at the recipe's FP8 bytes (simcore/cost/fp8.py parameter_gather_bytes).
+        self._gather_bytes: dict[tuple[int, int | None], float] = {
+            (c.rank, c.chunk): parameter_gather_bytes(layout, c.parameters, c.fp8_parameters)
+                              for c in workload.chunks}
         self._streams: dict[tuple[int, int, str], Stream] = {}
         self._rendezvous: dict[tuple[int, str], Rendezvous] = {}  # full fidelity's
         self._pass_ready: dict[tuple[int, int, int], list[Job]] = {}  # each backward pass's gradient jobs
@@ -132,7 +138,7 @@ class GradientSync:
         if self.zero in (1, 2) and self.overlap:
             for chunk in sorted(last):
                 self._first_forward[(replica, rank, chunk)] = [
-                    self._gather(replica, rank, n, record) for n in reversed(self.buckets(rank, chunk))]
+                    self._gather(replica, rank, chunk, n, record) for n in reversed(self.buckets(rank, chunk))]
         return done
 
     def stream(self, replica: int, rank: int, name: str, record: RankRecord) -> Stream:
@@ -156,26 +162,38 @@ class GradientSync:
                 self.gpus.get((replica, rank)), partial(self.collectives.load, rank))
         return stream
 
-    def _gather(self, replica: int, rank: int, parameters: float, record: RankRecord) -> Event:
-        """Queue an all-gather of `parameters`; the event of its end."""
+    def gather_bytes(self, rank: int, chunk: int | None = None) -> float:
+        """Bytes per parameter of the rank's parameter gathers: of one chunk's, or on average over its chunks."""
+        if chunk is not None:
+            return self._gather_bytes[(rank, chunk)]
+        found = self._gather_bytes.get((rank, None))
+        if found is None:
+            mine = [c for c in self.workload.chunks if c.rank == rank]
+            total = sum(c.parameters for c in mine)
+            found = sum(c.parameters * self._gather_bytes[(rank, c.chunk)] for c in mine) / total if total else 2.0
+            self._gather_bytes[(rank, None)] = found
+        return found
+
+    def _gather(self, replica: int, rank: int, chunk: int, parameters: float, record: RankRecord) -> Event:
+        """Queue an all-gather of `parameters` of a chunk; the event of its end."""
         done = Event(self.clock)
-        self._queue_gather(replica, rank, parameters, record, done)
+        self._queue_gather(replica, rank, chunk, parameters, record, done)
         return done
 
-    def _queue_gather(self, replica: int, rank: int, parameters: float, record: RankRecord,
+    def _queue_gather(self, replica: int, rank: int, chunk: int, parameters: float, record: RankRecord,
                       done: Event | None) -> None:
         # Ready at once: its `ready` event would come before the get of any stream (see Stream).
-        job = Job(Collective.ALL_GATHER, "param", parameters * BYTES, READY, done)
+        job = Job(Collective.ALL_GATHER, "param", parameters * self._gather_bytes[(rank, chunk)], READY, done)
         self._stream(replica, rank, "gather", record).put(job)
 
-    def _gather_layer(self, replica: int, rank: int, parameters: float, record: RankRecord) -> Event:
+    def _gather_layer(self, replica: int, rank: int, chunk: int, parameters: float, record: RankRecord) -> Event:
         """ZeRO 3's gather of one layer: one all-gather (FSDP's unit), or with a bucket size one all-gather per
         bucket, one after another on the gather stream; the last one's event."""
         bucket = self.zero3_bucket
         count = max(1, math.ceil(parameters / bucket)) if bucket else 1
         for _ in range(count - 1):
-            self._queue_gather(replica, rank, parameters / count, record, None)  # nobody waits for these
-        return self._gather(replica, rank, parameters / count, record)
+            self._queue_gather(replica, rank, chunk, parameters / count, record, None)  # nobody waits for these
+        return self._gather(replica, rank, chunk, parameters / count, record)
 
     def gather_depth(self, direction: str) -> int:
         """How many slices ahead of the one computing the gathers may run: one (Megatron's ZeRO 3), or the
@@ -204,7 +222,8 @@ class GradientSync:
             return []
         if self.zero >= 3 and self.dp > 1:
             per_layer = parameters / max(layers, 1)
-            return [partial(self._gather_layer, replica, rank, per_layer, record) for _ in range(max(layers, 1))]
+            return [partial(self._gather_layer, replica, rank, ps.chunk, per_layer, record)
+                    for _ in range(max(layers, 1))]
         if not self._first_forward or ps.direction != FORWARD:
             return []
         events = self._first_forward.pop((replica, rank, ps.chunk), None)
@@ -246,11 +265,11 @@ class GradientSync:
         """ZeRO 1 and 2 without overlap: gather the updated parameters after the optimizer step."""
         if not self.active or self.zero not in (1, 2) or self.overlap:
             return None
-        sizes = [n for chunk in sorted({c.chunk for c in self.workload.chunks if c.rank == rank})
+        sizes = [(chunk, n) for chunk in sorted({c.chunk for c in self.workload.chunks if c.rank == rank})
                  for n in reversed(self.buckets(rank, chunk))]
-        for n in sizes[:-1]:
-            self._queue_gather(replica, rank, n, record, None)  # the rank waits for the last one only
-        return self._gather(replica, rank, sizes[-1], record)
+        for chunk, n in sizes[:-1]:
+            self._queue_gather(replica, rank, chunk, n, record, None)  # the rank waits for the last one only
+        return self._gather(replica, rank, *sizes[-1], record)
 
 
 def _succeeds(event: Event) -> Callable[[object], None]:

@@ -30,7 +30,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from simcore.cost.collectives import Collective
-from simcore.cost.kernels import BYTES
 from simcore.cost.parameters import KERNEL_OVERHEAD_S
 from simcore.cost.sharding import ShardingPolicy, Unit, Visit, pass_visits
 from simcore.cost.workload import ChunkCost
@@ -89,7 +88,9 @@ class ShardedPasses:
     # -- collectives -------------------------------------------------------------------------------------------
     def _gather(self, replica: int, rank: int, elements: int, record: RankRecord) -> Event:
         end = Event(self.clock)
-        job = Job(Collective.ALL_GATHER, "param", float(elements * BYTES), READY, end, self.copies_s)
+        # 16-bit parameters, or FSDP's float8 all-gather of the FP8 GEMM weights (layout.fp8_param_gather)
+        job = Job(Collective.ALL_GATHER, "param", float(elements * self.sync.gather_bytes(rank)), READY, end,
+                  self.copies_s)
         self.sync.stream(replica, rank, "gather", record).put(job)
         return end
 

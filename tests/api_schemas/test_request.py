@@ -82,6 +82,7 @@ FULL_REQUEST: dict[str, Any] = {
         "pipeline_partition": "even",
         "precision": "bf16",
         "zero_implementation": "fsdp",
+        "fp8_param_gather": False,
         "ep": 1,
         "expert_tp": 1,
         "optimizer_post_validation": False,

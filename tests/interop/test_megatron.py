@@ -57,7 +57,7 @@ def test_a_log_arguments_block_imports_like_the_command_line() -> None:
               "recompute_granularity": None, "num_experts": None, "lr": 0.00015,
               # as validate_args leaves them for --bf16 --grad-reduce-in-bf16 (main_grads_dtype mapped to torch's)
               "grad_reduce_in_bf16": True, "accumulate_allreduce_grads_in_fp32": False,
-              "main_grads_dtype": "torch.float32"}
+              "main_grads_dtype": "torch.float32", "fp8_param_gather": True}
     lines = [f"[rank0]:   {k} {'.' * (48 - len(k))} {v}" for k, v in sorted(values.items())]
     log = "\n".join(["starting", "------------------------ arguments ------------------------", *lines,
                      "-------------------- end of arguments ---------------------", "building GPT model ..."])

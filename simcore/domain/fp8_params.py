@@ -1,0 +1,55 @@
+"""FP8 parameters (`layout.fp8_param_gather`): the transformer layers' GEMM weights kept as FP8 tensors, with no
+16-bit copy, and all-gathered over the data-parallel group as FP8 (Megatron-LM's --fp8-param-gather; torchtitan's
+`[quantize.linear.float8] enable_fsdp_float8_all_gather` for FSDP).
+
+Megatron-LM (NVIDIA/Megatron-LM @d98e8a64ddf34856e74b24714e3bedb2f5a39553): megatron/training/arguments.py
+validate_args asserts --fp8-param-gather only with --use-distributed-optimizer, torch FSDP2 or Megatron-FSDP, and
+TransformerConfig refuses fp8_param without fp8 (transformer/transformer_config.py). The model is built under
+Transformer Engine's fp8_model_init, so its GEMM weights are FP8 tensors; megatron/core/distributed/
+param_and_grad_buffer.py (group_params_for_buffers) gives them a uint8 parameter buffer, which the distributed
+optimizer fills from its fp32 master shard (optimizer/distrib_optimizer.py -> fp8_utils.quantize_param_shard) and
+all-gathers: 1 byte a weight for the tensorwise (delayed or current scaling) and blockwise recipes, whose transpose
+or column-wise copy is made after the gather (fp8_utils.post_all_gather_processing). MXFP8 weights are the
+exception: their buffer is a bf16 view of the gradient buffer that the fp32 master weights are copied into and
+all-gathered, then quantized on each rank (param_and_grad_buffer.py's shared buffer; distrib_optimizer.py
+_copy_main_params_to_param_buffer: "param buffer is not mapped to model params for MXFP8"): no 16-bit weight is
+kept, but the gather moves 2 bytes a weight. Embeddings, norms and the output layer stay 16-bit in every recipe.
+Neither Megatron-LM nor torchao gathers row-wise scaled FP8 weights: torchao's Float8LinearConfig asserts
+enable_fsdp_float8_all_gather with tensorwise scaling only, and torchtitan (the TOML-era job config the importer
+reads) passes it only without a recipe_name and with data_parallel_shard_degree > 1.
+"""
+
+from __future__ import annotations
+
+from topology.errors import SpecError
+
+__all__ = ["FP8_PARAM_GATHER_BYTES", "validate_fp8_param_gather"]
+
+# Bytes each FP8 GEMM weight moves in the parameter all-gather, per recipe (rowwise: not gathered as FP8).
+FP8_PARAM_GATHER_BYTES = {"tensorwise": 1.0, "blockwise": 1.0, "mxfp8": 2.0}
+
+
+def validate_fp8_param_gather(enabled: bool, precision: str, recipe: str | None, zero_stage: int,
+                              implementation: str) -> None:
+    """Raise SpecError naming `layout.fp8_param_gather` where the layout cannot keep FP8 parameters: precision
+    not fp8, no sharded data parallelism (ZeRO 0), DeepSpeed's ZeRO 3, or row-wise scaling."""
+    if not enabled:
+        return
+    field = "layout.fp8_param_gather"
+    if precision != "fp8":
+        raise SpecError(field, f"needs precision fp8 (FP8 GEMM weights; this layout is {precision}): Megatron-Core "
+                        "refuses fp8_param without fp8")
+    if zero_stage == 0:
+        raise SpecError(field, "needs zero_stage 1, 2 or 3: Megatron-LM runs --fp8-param-gather only with the "
+                        "distributed optimizer or FSDP (zero_stage 0 gathers no parameters)")
+    if implementation in ("deepspeed", "deepspeed_2021"):
+        raise SpecError(field, f"applies to zero_implementation megatron or fsdp (DeepSpeed's ZeRO 3 gathers "
+                        f"16-bit parameters), not {implementation}")
+    if implementation == "fsdp" and (recipe or "tensorwise") != "tensorwise":
+        raise SpecError(field, "with zero_implementation fsdp needs fp8_recipe tensorwise (torchao's "
+                        "Float8LinearConfig allows enable_fsdp_float8_all_gather with tensorwise scaling only), not "
+                        f"{recipe}")
+    if (recipe or "tensorwise") not in FP8_PARAM_GATHER_BYTES:
+        raise SpecError(field, f"is not available with fp8_recipe {recipe} (Megatron-LM has no row-wise recipe; "
+                        "torchao gathers FP8 weights with tensorwise scaling only): use tensorwise, blockwise or "
+                        "mxfp8")
