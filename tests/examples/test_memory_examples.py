@@ -97,3 +97,12 @@ def test_the_example_readme_carries_the_current_figures() -> None:
     text = compare.README.read_text(encoding="utf-8")
     assert compare.with_figures(text, compare.render(compare.figures())) == text, \
         "run python examples/zero-scaling/compare.py --write"
+
+
+def test_the_no_pipeline_readme_carries_the_current_figures() -> None:
+    spec = importlib.util.spec_from_file_location("no_pipeline_report", EXAMPLES / "no-pipeline-limits" / "report.py")
+    assert spec is not None and spec.loader is not None
+    report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(report)
+    assert (EXAMPLES / "no-pipeline-limits" / "README.md").read_text(encoding="utf-8") == report.render(), \
+        "run python examples/no-pipeline-limits/report.py"
