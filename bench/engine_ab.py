@@ -7,6 +7,11 @@ The requests: the 1T GPT on 3072 A100s (the README's example), a ZeRO 3 case hea
 (examples/no-pipeline-limits/gpt3-175b-zero3.yaml) and a full-fidelity ZeRO 3 T5 with bucketed gathers. Both trees
 run under this interpreter; each tree's own modules come first on the path (PYTHONPATH and the working directory).
 
+Bytecode: the warm-up run of each request writes both trees' bytecode caches (__pycache__), as an installed
+package has them; PYTHONDONTWRITEBYTECODE is dropped from the runs' environment for that, since with it set a
+fresh worktree compiles every module of the project in every run (about 0.25 s of CPU a process on a 2-core
+machine, more for the tree with more modules), which is not the engine's cost.
+
 Run:  git worktree add /tmp/base <commit>;  python bench/engine_ab.py /tmp/base [N]
 """
 
@@ -33,6 +38,7 @@ def _children_cpu() -> float:
 def _run(tree: Path, request: str) -> tuple[float, float]:
     """(CPU s, wall s) of one `clustersim simulate` process run from `tree`."""
     env = dict(os.environ, PYTHONPATH=str(tree))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # the caches are written once, by the warm-up (the docstring says why)
     cpu, wall = _children_cpu(), time.perf_counter()
     subprocess.run([sys.executable, "-m", "service.cli.main", "simulate", str(ROOT / request)], cwd=tree, env=env,
                    check=True, stdout=subprocess.DEVNULL)
