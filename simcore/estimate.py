@@ -106,8 +106,13 @@ def _graph_elements(scenario: Scenario) -> int:
     else:
         leaves = (nics - 1) // LEAF_DOWN_PORTS + 1
     spines = math.ceil(LEAF_DOWN_PORTS / spec.oversubscription) if leaves > 1 else 0
+    pcie = spec.pcie
+    if pcie is not None:  # a PCIe-only node: PCIe switches and CPU sockets in place of an NVSwitch (topology/pcie.py)
+        switches = nodes * (pcie.switches + pcie.sockets)
     vertices = gpus + switches + nics + leaves + spines
     links = 2 * gpus + (nics if nodes > 1 else 0) + leaves * spines
+    if pcie is not None:
+        links += nodes * pcie.links_per_node // 2
     return vertices + 2 * links
 
 
