@@ -3,6 +3,8 @@ and no module grows past its size limit.
 
 The arrows (design.md): service -> (api_schemas, simcore, interop); interop -> api_schemas; simcore -> topology;
 inside simcore domain <- cost <- engine <- (simulate, metrics, trace), with planning/ and calibration/ on top.
+Inside cost and engine, rooms group one concept each (cost/compute, cost/comm; engine/data_parallel,
+engine/steady_state): the two rooms of a package do not import each other, and each room's docstring names its modules.
 api_schemas and topology import nothing of the project. A `clustersim` facade, where it exists, sits on top of service.
 """
 
@@ -27,7 +29,7 @@ LAYERS: dict[str, int] = {
     "simcore.engine": 4,
     "simcore.metrics": 5,
     "simcore.trace": 5,
-    "simcore.training": 5,
+    "simcore.training_plan": 5,
     "simcore.simulate": 6,
     "simcore.planning": 7,
     "simcore.calibration": 7,
@@ -37,6 +39,9 @@ LAYERS: dict[str, int] = {
     "service": 9,
     "clustersim": 10,
 }
+# Rooms of one package that must not import each other: each holds one concept, and what needs both sits beside them.
+SIBLING_ROOMS = (("simcore.cost.compute", "simcore.cost.comm"),
+                 ("simcore.engine.data_parallel", "simcore.engine.steady_state"))
 # Which top-level packages each package may import at all.
 ALLOWED = {
     "topology": {"topology"},
@@ -101,6 +106,29 @@ def test_imports_follow_the_arrows() -> None:
             elif top == "simcore" and target_top == "simcore" and layer_of(target) > layer_of(module):
                 wrong.append(f"{path.relative_to(ROOT)}:{line} imports {target}, a layer above it")
     assert not wrong, "imports against the arrows:\n" + "\n".join(wrong)
+
+
+def test_sibling_rooms_do_not_import_each_other() -> None:
+    wrong = []
+    for module, path in ALL.items():
+        for pair in SIBLING_ROOMS:
+            for room, other in (pair, pair[::-1]):
+                if module == room or module.startswith(room + "."):
+                    wrong += [f"{path.relative_to(ROOT)}:{line} imports {target}"
+                              for target, _names, line in imports(module, path)
+                              if target == other or target.startswith(other + ".")]
+    assert not wrong, "rooms importing their sibling room:\n" + "\n".join(wrong)
+
+
+@pytest.mark.parametrize("package", ["simcore.cost", "simcore.engine", *(r for pair in SIBLING_ROOMS for r in pair)])
+def test_a_package_docstring_names_each_of_its_modules(package: str) -> None:
+    folder = ROOT.joinpath(*package.split("."))
+    doc = ast.get_docstring(ast.parse((folder / "__init__.py").read_text(encoding="utf-8"))) or ""
+    listed = {line[2:].split(":")[0] for line in doc.splitlines() if line.startswith("- ")}
+    present = {p.name for p in folder.glob("*.py") if p.name != "__init__.py"}
+    present |= {f"{p.name}/" for p in folder.iterdir() if (p / "__init__.py").is_file()}
+    assert listed == present, f"{package}'s docstring lists {sorted(listed - present)} that are not there " \
+                              f"and leaves out {sorted(present - listed)}"
 
 
 def test_no_private_names_across_modules() -> None:

@@ -11,8 +11,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from simcore.cost.collectives import CollectiveAlgorithm
-from simcore.cost.measured_gemm import measured_parameters
+from simcore.cost.comm.collectives import CollectiveAlgorithm
+from simcore.cost.compute.measured_gemm import measured_parameters
 from simcore.cost.parameters import CostParameters
 from simcore.domain.model import ModelShape
 from simcore.planning.estimate import Estimator

@@ -9,11 +9,11 @@ from dataclasses import replace
 import pytest
 
 from simcore import MODEL_PRESETS, NODE_PRESETS, Layout, Recompute, Scenario, model_from_fields, sized
-from simcore.estimate import estimate_cost
 from simcore.planning.prune import plan_search
 from simcore.planning.screen import MIB, CandidateCost, Ended, Screen, select
 from simcore.planning.search import Bounds, StoppedBy, search
 from simcore.planning.space import Space
+from simcore.run_cost import estimate_cost
 from topology.hardware import GPUS
 
 BASE = Scenario(model=model_from_fields(MODEL_PRESETS["gpt3-350m"]), cluster=sized(NODE_PRESETS["dgx-a100"], 8),
