@@ -185,3 +185,21 @@ def test_create_app_is_short() -> None:
             if isinstance(node, ast.FunctionDef) and node.name == "create_app":
                 length = (node.end_lineno or node.lineno) - node.lineno + 1
                 assert length < 60, f"{module}.create_app is {length} lines (under 60)"
+
+
+# What starts processes: the executors that do (a process pool, Ray) live in service/executors; simcore runs its
+# candidates through the `Executor` protocol of simcore/planning/executor.py and starts none itself.
+PROCESS_MODULES = ("multiprocessing", "concurrent.futures", "ray", "subprocess")
+
+
+def test_simcore_starts_no_process() -> None:
+    wrong = []
+    for module, path in ALL.items():
+        if module.split(".")[0] not in ("simcore", "topology"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            wrong += [f"{path.relative_to(ROOT)}:{node.lineno} imports {name}" for name in names
+                      if any(name == m or name.startswith(m + ".") for m in PROCESS_MODULES)]
+    assert not wrong, "process pools imported in the pure core:\n" + "\n".join(wrong)

@@ -8,8 +8,10 @@ from typing import Any
 
 import pytest
 
+from service.executors import make_executor
+from service.executors.pool import LocalExecutor
 from simcore import SpecError
-from simcore.planning.executors import ExecutorError, InlineExecutor, LocalExecutor, make_executor
+from simcore.planning.executor import ExecutorError, InlineExecutor
 
 
 def square(item: tuple[int, int]) -> tuple[int, int]:

@@ -1,6 +1,6 @@
 """Worker processes that end with the process that started them.
 
-A search's or sweep's local pool (simcore.planning.executors) simulates in worker processes. A worker must not
+A search's or sweep's local pool (service.executors.pool) simulates in worker processes. A worker must not
 outlive the process that owns its pool, however that process ends (a SIGKILL from a CI timeout or the
 out-of-memory killer included): an orphan would go on simulating at full CPU for minutes. Each worker runs
 `watch_owner` first, which arranges two ways to notice, either enough on its own:
