@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from doc_sections import ROOT, holding
+from generated import between_markers
 
 from api_schemas import load_request_file
 from service.convert import to_response, to_scenario
-from service.generated import between_markers
 from simcore import Layout, Scenario, model_from_fields, simulate
 from simcore.calibration import modern, readings
 from simcore.calibration.validate import DEFAULT_REFERENCE, load_reference, run_validation, scenario_for

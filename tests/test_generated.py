@@ -1,13 +1,17 @@
-"""service.generated: write_or_check writes the text, or with --check reports a stale file without touching it;
-between_markers replaces what lies between two marker lines and nothing else."""
+"""bench/generated.py (README tooling, not shipped in the package): write_or_check writes the text, or with --check
+reports a stale file without touching it; between_markers replaces what lies between two marker lines and nothing
+else."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from bench_scripts import load
 
-from service.generated import between_markers, write_or_check, write_or_check_between
+GENERATED = load("generated")
+between_markers, write_or_check, write_or_check_between = (
+    GENERATED.between_markers, GENERATED.write_or_check, GENERATED.write_or_check_between)
 
 
 def test_write_then_check_then_stale(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
