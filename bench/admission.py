@@ -1,7 +1,7 @@
 """How true the admission estimate is: 200 generated requests that the service admits (inline simulations, jobs
 with their trace, full-fidelity runs, every ZeRO stage with and without overlap and ZeRO 3 gather buckets,
 several NICs per node, comparisons), each run in a simulation process as the service runs it, against
-`simcore.estimate.estimate_cost`: the ratio of the actual wall time and peak memory to the estimate.
+`simcore.run_cost.estimate_cost`: the ratio of the actual wall time and peak memory to the estimate.
 
     python bench/admission.py [--requests 200] [--seed 2] [--json OUT]
 
@@ -29,7 +29,7 @@ from service.jobs.pool import WorkerPool  # noqa: E402
 from service.limits import LimitError, Limits, admit_scenario  # noqa: E402
 from service.settings import Settings  # noqa: E402
 from simcore import check  # noqa: E402
-from simcore.estimate import Cost  # noqa: E402
+from simcore.run_cost import Cost  # noqa: E402
 
 MODELS = ["gpt3-125m", "gpt3-350m", "gpt3-1.3b", "gpt3-2.7b", "gpt3-6.7b", "t5-base", "t5-large", "bert-large",
           "llama3-8b"]

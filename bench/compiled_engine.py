@@ -54,7 +54,7 @@ def main() -> None:
         archive = subprocess.run(["tar", "-c", "--null", "-T", "-", "-f", "-"], cwd=ROOT, input=files,
                                  capture_output=True, check=True).stdout
         subprocess.run(["tar", "-x", "-f", "-"], cwd=copy, input=archive, check=True)
-        engine = sorted(str(p.relative_to(copy)) for p in (copy / "simcore" / "engine").glob("*.py"))
+        engine = sorted(str(p.relative_to(copy)) for p in (copy / "simcore" / "engine").rglob("*.py"))
         subprocess.run([sys.executable, "-m", "mypyc", *engine], cwd=copy, check=True, capture_output=True)
         compiled: list[float] = []
         source: list[float] = []

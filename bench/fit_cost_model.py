@@ -7,7 +7,7 @@ fitted is an option (default: simcore.calibration.fit.FIT_SOURCES) and is writte
 
 Run:  python bench/fit_cost_model.py [--sources megatron20,mcore24] [--shape-model [--out PATH]] [--check]
       --check: write nothing; exit 1 if the shipped fit is stale (what tests/simcore/calibration runs)
-      --shape-model: fit with the GEMM shape model on (simcore/cost/gemm_shape.py; the shipped fit has it off)
+      --shape-model: fit with the GEMM shape model on (simcore/cost/compute/gemm_shape.py; the shipped fit has it off)
       --out: write the module there instead of simcore/cost/fitted.py (to judge a fit before shipping it)
 """
 

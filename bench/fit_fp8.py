@@ -1,4 +1,4 @@
-"""Fit FP8_GEMM_EFFICIENCY_RATIO (simcore/cost/fp8.py) on the BF16/FP8 step-time ratios of the Nemotron-4-15B
+"""Fit FP8_GEMM_EFFICIENCY_RATIO (simcore/cost/compute/fp8.py) on the BF16/FP8 step-time ratios of the Nemotron-4-15B
 pairs of dgxc-benchmarking v24.11.1 (the calibration rows of simcore/calibration/modern.py).
 
 The fit matches speed-ups, not step times: a pair's ratio isolates what FP8 changes (the same layout, batch and
@@ -10,7 +10,7 @@ Run:  python bench/fit_fp8.py
 
 from __future__ import annotations
 
-import simcore.cost.fp8 as fp8
+import simcore.cost.compute.fp8 as fp8
 from simcore.calibration import modern
 from simcore.calibration.validate import load_reference, measured_time
 from simcore.simulate import simulate
@@ -23,7 +23,7 @@ def pairs() -> list[tuple[dict, dict]]:
 
 def fit() -> tuple[float, float, list[tuple[str, float, float]]]:
     """The ratio on the grid that minimises the mean |speed-up error|, that error, and each pair's (FP8 row,
-    published, simulated) speed-up at it. simcore.cost.fp8's ratio is put back afterwards."""
+    published, simulated) speed-up at it. simcore.cost.compute.fp8's ratio is put back afterwards."""
     shipped = fp8.FP8_GEMM_EFFICIENCY_RATIO
     try:
         data = []

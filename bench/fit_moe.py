@@ -14,7 +14,7 @@ Run:  python bench/fit_moe.py
 
 from __future__ import annotations
 
-import simcore.cost.moe_kernels as moe_kernels
+import simcore.cost.compute.moe_kernels as moe_kernels
 from simcore.calibration import modern
 from simcore.calibration.moe_rows import MOE_CALIBRATION_ROWS
 from simcore.calibration.validate import load_reference, measured_time

@@ -103,8 +103,8 @@ EXTRA: dict[str, dict[str, Any]] = {
         **SMALL, "options": {"trace": True},
         "layout": {"dp": 2, "tp": 4, "pp": 2, "global_batch_size": 16, "zero_stage": 3, "sequence_parallel": True,
                    "recompute": "full", "overlap_grad_reduce": True}},
-    # Steady states long enough to extrapolate (simcore/engine/periodic.py), each schedule and feature; the stored
-    # results are simulated period by period (extrapolate: false), the test compares the extrapolated ones.
+    # Steady states long enough to extrapolate (simcore/engine/steady_state/periodic.py), each schedule and feature; the
+    # stored results are simulated period by period (extrapolate: false), the test compares the extrapolated ones.
     "periodic-1f1b": {**SMALL, "layout": {**PERIODIC, "zero_stage": 1, "overlap_grad_reduce": True}},
     "periodic-interleaved": {**SMALL, "layout": {**PERIODIC, "tp": 4, "pp": 2, "global_batch_size": 128,
                                                  "schedule": "interleaved_1f1b", "virtual_stages": 2}},
@@ -292,7 +292,7 @@ def extrapolation_differences(full: dict[str, Any], extrapolated: dict[str, Any]
     (`options.extrapolate: false`) beyond 1e-12 relative. Figures that add up per-event durations (busy and wait
     times, summed over a rank's events and over the stages) carry the full run's own rounding: each duration is a
     difference of two clock readings, exact only to the clock's last bit (1.4e-14 s at 100 s), so they are also
-    equal within 1e-12 of the iteration time times the stages (simcore/engine/periodic.py)."""
+    equal within 1e-12 of the iteration time times the stages (simcore/engine/steady_state/periodic.py)."""
     full, extrapolated = dict(full), dict(extrapolated)
     full.pop("trace", None)  # the extrapolated trace leaves the periods out (compared in tests/simcore/engine)
     extrapolated.pop("trace", None)

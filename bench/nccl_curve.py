@@ -5,7 +5,7 @@ and in a DGX H100.
 
 Run:  python bench/nccl_curve.py          print the table
       python bench/nccl_curve.py --fit    also fit NVLS's launch and per-iteration synchronisation
-                                          (simcore/cost/nccl_kernels.py) to the NVLS points of the curve: the
+                                          (simcore/cost/comm/nccl_kernels.py) to the NVLS points of the curve: the
                                           time is linear in both, so least squares of the relative error is
                                           solved exactly
 """
@@ -17,9 +17,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from simcore.cost.collectives import Collective, CollectiveModel, bus_bandwidth
-from simcore.cost.nccl_kernels import nvls_latency_s
-from simcore.cost.nccl_tuning import NcclAlgorithm
+from simcore.cost.comm.collectives import Collective, CollectiveModel, bus_bandwidth
+from simcore.cost.comm.nccl_kernels import nvls_latency_s
+from simcore.cost.comm.nccl_tuning import NcclAlgorithm
 from simcore.domain.layout import CollectiveAlgorithm
 from topology import NODE_PRESETS, Router, build_cluster, sized
 

@@ -19,14 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from doc_sections import ROOT, holding
+from generated import between_markers
 
 from api_schemas import load_request_file
 from service.convert import to_response, to_scenario
-from service.generated import between_markers
 from simcore import Layout, Scenario, model_from_fields, simulate
 from simcore.calibration import modern, readings
 from simcore.calibration.validate import DEFAULT_REFERENCE, load_reference, run_validation, scenario_for
-from simcore.cost.collectives import Collective, CollectiveModel, bus_bandwidth
+from simcore.cost.comm.collectives import Collective, CollectiveModel, bus_bandwidth
 from simcore.cost.parameters import FITTED
 from simcore.domain.layout import CollectiveAlgorithm, Schedule
 from topology import NODE_PRESETS, Router, build_cluster, sized
@@ -332,7 +332,8 @@ def fp8_validation(report: dict[str, Any]) -> str:
               f"{max(s for _, s in nemotron):.2f} simulated; torchtitan's compiled pair {titan[0]:.2f} published, "
               f"{titan[1]:.2f} simulated): `tests/simcore/cost/test_fp8.py` checks each within 0.08. "
               "torchtitan's eager BF16 row (no torch.compile: its norms, rotary embedding and SwiGLU as separate "
-              "PyTorch kernels, `layout.elementwise_kernels: eager`, simcore/cost/eager.py) and its compiled one: "
+              "PyTorch kernels, `layout.elementwise_kernels: eager`, simcore/cost/compute/eager.py) and its compiled "
+              "one: "
               f"{float(eager['error_pct']):+.1f}% and {float(compiled['error_pct']):+.1f}%.")
     return "\n".join(lines) + "\n\n" + _wrap(bullet)
 

@@ -15,9 +15,9 @@ import textwrap
 from typing import Any
 
 from doc_sections import ROOT, holding
+from generated import write_or_check_between
 
 from api_schemas.search import load_search_file
-from service.generated import write_or_check_between
 from service.search import run_search
 
 MARKERS = ("<!-- search-results: written by python bench/readme_search.py; do not edit by hand -->",

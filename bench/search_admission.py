@@ -1,7 +1,7 @@
 """How good is the estimate a search is admitted by (service/search_limits.py)? For a few searches: the
 planning's time against the bound it is charged (PLANNING_FIXED_S + PLANNING_S_PER_LAYOUT per layout of the
 space's bound), and for the first candidates in the estimate's order the CPU time of simulating each against its
-estimate (simcore.estimate.estimate_cost), the ratio ESTIMATE_SHORTFALL must cover.
+estimate (simcore.run_cost.estimate_cost), the ratio ESTIMATE_SHORTFALL must cover.
 
     python bench/search_admission.py [--candidates N] [--only NAME]
 

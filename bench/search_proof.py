@@ -41,6 +41,7 @@ import yaml
 
 from api_schemas.search import search_request_from
 from service import convert as adapters
+from service.executors import make_executor
 from service.search import prepare, run_search
 from simcore import simulate
 from simcore.planning.estimate import Estimator
@@ -108,7 +109,8 @@ def check_bounds(case: str, k: int) -> None:
     if len(clusters) > 1:
         print("  (bounds are checked on searches of one cluster size)")
         return
-    found = search(base, req.global_batch_size, adapters.to_space(req.space), Bounds(), goal=goal)
+    found = search(base, req.global_batch_size, adapters.to_space(req.space), Bounds(), goal=goal,
+                   executor=make_executor())
     cluster = base.cluster
     plan, estimator = found.plan, Estimator(base.model, cluster, base.cost_parameters)
     simulated = set(found.simulated_layouts)

@@ -1,7 +1,7 @@
 """How good the search's screen is on the issue's own case, Llama-3-70B on 256 H100s (global batch 1024,
 seq 8192, default space): the layouts that pass the rules and memory, the closed-form estimate's error against
 the engine per family (CP, EP, interleaved, ZeRO-3, plain) on a sample of each (the layout the estimate ranks
-first in the family, then layouts spread over the family by simcore.estimate.estimate_cost's seconds), and,
+first in the family, then layouts spread over the family by simcore.run_cost.estimate_cost's seconds), and,
 with --search, the search itself under a time limit (median of --repeat runs).
 
 The error is estimated / simulated tokens/s: above 1 the estimate is optimistic (it ranks the layout too high).
@@ -25,9 +25,9 @@ from service import convert as adapters
 from service.search import prepare, run_search
 from simcore import simulate
 from simcore.domain.layout import Layout
-from simcore.estimate import estimate_cost
 from simcore.planning.estimate import Estimator
 from simcore.planning.prune import plan_search
+from simcore.run_cost import estimate_cost
 from topology.hardware import GPUS
 
 REQUEST: dict[str, Any] = {"model": {"preset": "llama3-70b"}, "cluster": {"preset": "dgx-h100", "num_nodes": 32},

@@ -248,7 +248,7 @@ def presets(kind: str | None) -> dict[str, Any]:
 
 def _gemm_ceiling(gpu: GpuSpec) -> dict[str, Any]:
     """Per dtype, the best dense GEMM the model lets the GPU run (TFLOP/s, or None) and where it comes from:
-    measured, derived from its relatives' measurements, or none (simcore/cost/gemm_ceilings.py)."""
+    measured, derived from its relatives' measurements, or none (simcore/cost/compute/gemm_ceilings.py)."""
     out: dict[str, Any] = {}
     for dtype, peak in (("bf16", gpu.peak_flops_per_s), ("fp8", gpu.peak_fp8_flops_per_s)):
         fraction = ceiling_fraction(gpu, dtype)

@@ -22,12 +22,12 @@ from simcore import (
     GIB,
     GPUS,
     NODE_PRESETS,
+    ClusterHealth,
     ClusterSpec,
     DegradedLink,
     Fabric,
     GpuKind,
     GpuSpec,
-    Health,
     Measured,
     MeasuredCollective,
     MeasuredGemm,
@@ -109,7 +109,7 @@ def _sized(request: SimulationRequest) -> ClusterSpec:
     if c.inter_node_latency_us is not None:
         overrides["inter_node_latency_s"] = c.inter_node_latency_us * 1e-6
     if c.slow_gpus or c.degraded_links or c.compute_variability:
-        overrides["health"] = Health(
+        overrides["health"] = ClusterHealth(
             slow_gpus=tuple(SlowGpu(s.gpu, s.compute_time_factor) for s in c.slow_gpus),
             degraded_links=tuple(DegradedLink(d.bandwidth_factor, d.node, d.nic, d.gpu) for d in c.degraded_links),
             compute_variability=c.compute_variability)

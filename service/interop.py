@@ -144,9 +144,9 @@ def import_config(kind: str, text: str, source: str = "<input>", *, cluster: str
 def _deepspeed_buckets(request: SimulationRequest, dp: int) -> dict[str, int]:
     """The zero_optimization sizes the simulation uses, as DeepSpeed's keys: ZeRO 3 (zero_implementation deepspeed
     or deepspeed_2021) DeepSpeed's own defaults as simcore/cost/sharding.py models them; ZeRO 1 and 2 with the
-    reduction overlapped, the bucket the simulated reduction runs in (simcore/engine/dp_sync.py)."""
+    reduction overlapped, the bucket the simulated reduction runs in (simcore/engine/data_parallel/dp_sync.py)."""
     from simcore import ZeroImplementation
-    from simcore.cost.grad_buckets import bucket_elements
+    from simcore.cost.comm.grad_buckets import bucket_elements
     from simcore.cost.sharding import policy
 
     lay = request.layout
@@ -260,7 +260,7 @@ def request_to_export(path: str, rank: int | None = None) -> SimulationRequest:
     return _layout_request(echoed["model"], echoed["cluster"], top[rank - 1])
 
 
-# What the simulator does with each collective's table (simcore/cost/measured_collectives.py): the collectives'
+# What the simulator does with each collective's table (simcore/cost/comm/measured_collectives.py): the collectives'
 # time at each size, or the transfers' bandwidth at the largest size.
 _APPLIED = ("all_reduce", "all_gather", "reduce_scatter")
 _BANDWIDTH = {"sendrecv": "point-to-point sends (pipeline stages, context-parallel ring steps)",
@@ -270,7 +270,7 @@ _BANDWIDTH = {"sendrecv": "point-to-point sends (pipeline stages, context-parall
 def _extrapolation(tables: list[dict[str, Any]], gemm: dict[str, Any] | None) -> list[str]:
     """Where the simulator extrapolates from the overlay, in words (its `extrapolation` notes). A table's scope (one
     NVLink domain, or several) is read on the simulated cluster, its hosts laid over the cluster's (on DGX nodes a
-    host is a domain; a GB200 NVL72 rack is one domain of 18 hosts): simcore/cost/measured_collectives.py."""
+    host is a domain; a GB200 NVL72 rack is one domain of 18 hosts): simcore/cost/comm/measured_collectives.py."""
     notes = []
     for t in tables:
         sizes = [p["size_bytes"] for p in t["points"]]

@@ -1,5 +1,5 @@
 """The limits a simulation is admitted under, shared by the HTTP service and the CLI: the cluster's size, the
-microbatches, and what `simcore.estimate.estimate_cost` predicts it will cost (engine events, wall time, peak
+microbatches, and what `simcore.run_cost.estimate_cost` predicts it will cost (engine events, wall time, peak
 memory of its process). A request over one is refused before anything is built (HTTP 413, CLI exit 2 with
 ``--no-limits`` to lift them), so no request makes the service, or a shell, run for hours or run out of memory.
 
@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 
 from simcore import Scenario
-from simcore.estimate import Cost, estimate_cost
+from simcore.run_cost import Cost, estimate_cost
 
 __all__ = ["MAX_GPUS", "MAX_INLINE_EVENTS", "MAX_INLINE_SECONDS", "MAX_JOB_EVENTS", "MAX_JOB_SECONDS",
            "MAX_MICROBATCHES", "MAX_TRACE_BYTES", "MIB", "LimitError", "Limits", "admit_scenario",

@@ -13,6 +13,7 @@ from typing import Any
 from api_schemas import LayoutIn, SimulationRequest
 from api_schemas.search import SearchRequest, search_request_from
 from service import convert as adapters
+from service.executors import make_executor
 from service.provenance import package_version
 from service.search_limits import screen_for
 from simcore import ClusterSpec, Scenario, SpecError, check
@@ -198,6 +199,7 @@ def run_search(request: SearchRequest | Mapping[str, Any], *, top_k: int | None 
                     exhaustive=given.exhaustive)
     base, clusters, goal = prepare(req)
     result = search(base, req.global_batch_size, adapters.to_space(req.space), bounds, goal=goal,
-                    clusters=clusters, baseline=baseline_scenario(req, base), executor=executor, address=address,
-                    workers=workers, progress=progress, screen=screen_for(req.bounds))
+                    clusters=clusters, baseline=baseline_scenario(req, base),
+                    executor=make_executor(executor, address, workers), progress=progress,
+                    screen=screen_for(req.bounds))
     return result_document(req, base, result)

@@ -2,7 +2,7 @@
 candidates.
 
 Every candidate a search simulates is a simulation, costed by the estimate simulations are admitted by
-(simcore.estimate.estimate_cost, service.limits). A search's bounds (api_schemas.search.SearchBoundsIn) carry:
+(simcore.run_cost.estimate_cost, service.limits). A search's bounds (api_schemas.search.SearchBoundsIn) carry:
 - per candidate, `max_candidate_events` and `max_candidate_memory_mb`: a candidate over one is screened
   (listed with its estimate and the reason, not simulated: simcore.planning.screen). The service and the CLI
   set them from the job limits: the job's engine events and half a simulation process's memory cap, as a
@@ -22,8 +22,8 @@ from api_schemas import FieldError
 from api_schemas.search import SearchBoundsIn
 from service.limits import MEMORY_HEADROOM, MIB, LimitError, Limits
 from simcore import Scenario
-from simcore.estimate import SECONDS_PER_EVENT, estimate_cost
 from simcore.planning.screen import CandidateCost, Screen
+from simcore.run_cost import SECONDS_PER_EVENT, estimate_cost
 
 __all__ = ["ESTIMATE_SHORTFALL", "Capped", "cap_bounds", "candidate_cost", "events_bound", "planning_bound_s",
            "screen_for"]

@@ -27,9 +27,9 @@ from typing import Any
 from api_schemas import RequestError, SimulationRequest
 from api_schemas.search import SweepRequest
 from service import convert as adapters
+from service.executors import make_executor
 from simcore import Scenario, SpecError, check
 from simcore.engine.recorder import CATEGORIES, COMM_KINDS
-from simcore.planning.executors import make_executor
 from simcore.planning.worker import simulate_in_worker
 
 RESULTS_JSONL = "results.jsonl"

@@ -14,7 +14,7 @@ calibration/ (the reference data and `validate`).
 
 from __future__ import annotations
 
-from simcore.cost.gemm_ceilings import ceiling_basis, ceiling_fraction
+from simcore.cost.compute.gemm_ceilings import ceiling_basis, ceiling_fraction
 from simcore.cost.memory import StageMemory
 from simcore.cost.parameters import FITTED, CostParameters
 from simcore.domain.grad_reduce import GradReduce, default_grad_reduce
@@ -36,25 +36,25 @@ from simcore.domain.model import Activation, Architecture, AttentionKind, ModelS
 from simcore.domain.presets import MODEL_PRESET_SOURCES, MODEL_PRESETS
 from simcore.domain.training import Checkpointing, Failures, TrainingRun
 from simcore.errors import SpecError
-from simcore.estimate import Cost, estimate_cost
 from simcore.metrics import Metrics, StageReport
+from simcore.run_cost import Cost, estimate_cost
 from simcore.simulate import Network, Outcome, Scenario, build_network, check, simulate
 from simcore.trace import chrome_trace
-from simcore.training import RunTotals, TrainingPlan, plan_training
+from simcore.training_plan import RunTotals, TrainingPlan, plan_training
 from topology import builders as graph_builders
 from topology.cluster_spec import NODE_PRESET_NOTES, NODE_PRESETS, ClusterSpec, Fabric, sized
 from topology.hardware import GB, GIB, GPUS, GpuKind, GpuSpec, nearest_catalog_gpu
-from topology.health import DegradedLink, Health, SlowGpu
+from topology.health import ClusterHealth, DegradedLink, SlowGpu
 from topology.measured import Measured, MeasuredCollective, MeasuredGemm
 from topology.node_groups import NodeGroup
 from topology.user_topology import UserTopology, parse_topology
 
 __all__ = [
     "FITTED", "GB", "GIB", "GPUS", "MODEL_PRESETS", "MODEL_PRESET_SOURCES", "NODE_PRESETS", "NODE_PRESET_NOTES",
-    "Activation", "Architecture", "AttentionKind", "Checkpointing", "ClusterSpec", "CollectiveAlgorithm",
-    "Cost", "CostParameters", "CpComm", "DegradedLink", "ElementwiseKernels", "Fabric", "Failures", "Fidelity",
-    "Fp8Recipe", "GpuKind",
-    "GpuSpec", "Health", "Layout", "Metrics", "ModelShape", "Network", "NodeGroup", "Outcome", "Partition", "Precision",
+    "Activation", "Architecture", "AttentionKind", "Checkpointing", "ClusterHealth", "ClusterSpec",
+    "CollectiveAlgorithm", "Cost", "CostParameters", "CpComm", "DegradedLink", "ElementwiseKernels", "Fabric",
+    "Failures", "Fidelity", "Fp8Recipe", "GpuKind",
+    "GpuSpec", "Layout", "Metrics", "ModelShape", "Network", "NodeGroup", "Outcome", "Partition", "Precision",
     "Recompute", "RunTotals", "Scenario", "Schedule", "SlowGpu", "SpecError", "StageMemory", "StageReport",
     "TrainingPlan", "TrainingRun", "ZeroImplementation", "build_network", "check", "chrome_trace", "estimate_cost",
     "model_from_fields", "nearest_catalog_gpu", "plan_training", "simulate", "sized", "validate_layout",

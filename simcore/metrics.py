@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simcore.cost.flops import hardware_flops_per_iteration, model_flops_per_iteration
+from simcore.cost.compute.flops import hardware_flops_per_iteration, model_flops_per_iteration
 from simcore.cost.memory import StageMemory
 from simcore.cost.workload import Workload
 from simcore.domain.layout import Layout

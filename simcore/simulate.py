@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field, replace
 
-from simcore.cost.collectives import CollectiveModel
-from simcore.cost.measured_gemm import measured_parameters
+from simcore.cost.comm.collectives import CollectiveModel
+from simcore.cost.compute.measured_gemm import measured_parameters
 from simcore.cost.measured_notes import measured_warnings
 from simcore.cost.memory import stage_memory
 from simcore.cost.parameters import FITTED, CostParameters
@@ -25,12 +25,12 @@ from simcore.domain.model import ModelShape
 from simcore.domain.placement import Placement, place
 from simcore.domain.schedules import COSTED, POLICIES, Pass
 from simcore.domain.training import TrainingRun, validate_training
-from simcore.engine.periodic import run_engine
 from simcore.engine.pipeline import EngineConfig, Progress
 from simcore.engine.recorder import Span
+from simcore.engine.steady_state.periodic import run_engine
 from simcore.errors import SpecError
 from simcore.metrics import Metrics, compute_metrics
-from simcore.training import TrainingPlan, plan_training
+from simcore.training_plan import TrainingPlan, plan_training
 from topology.cluster_spec import ClusterSpec
 from topology.graph import build_cluster
 from topology.hardware import GIB

@@ -3,6 +3,8 @@ and no module grows past its size limit.
 
 The arrows (design.md): service -> (api_schemas, simcore, interop); interop -> api_schemas; simcore -> topology;
 inside simcore domain <- cost <- engine <- (simulate, metrics, trace), with planning/ and calibration/ on top.
+Inside cost and engine, rooms group one concept each (cost/compute, cost/comm; engine/data_parallel,
+engine/steady_state): the two rooms of a package do not import each other, and each room's docstring names its modules.
 api_schemas and topology import nothing of the project. A `clustersim` facade, where it exists, sits on top of service.
 """
 
@@ -27,7 +29,7 @@ LAYERS: dict[str, int] = {
     "simcore.engine": 4,
     "simcore.metrics": 5,
     "simcore.trace": 5,
-    "simcore.training": 5,
+    "simcore.training_plan": 5,
     "simcore.simulate": 6,
     "simcore.planning": 7,
     "simcore.calibration": 7,
@@ -37,6 +39,9 @@ LAYERS: dict[str, int] = {
     "service": 9,
     "clustersim": 10,
 }
+# Rooms of one package that must not import each other: each holds one concept, and what needs both sits beside them.
+SIBLING_ROOMS = (("simcore.cost.compute", "simcore.cost.comm"),
+                 ("simcore.engine.data_parallel", "simcore.engine.steady_state"))
 # Which top-level packages each package may import at all.
 ALLOWED = {
     "topology": {"topology"},
@@ -103,6 +108,29 @@ def test_imports_follow_the_arrows() -> None:
     assert not wrong, "imports against the arrows:\n" + "\n".join(wrong)
 
 
+def test_sibling_rooms_do_not_import_each_other() -> None:
+    wrong = []
+    for module, path in ALL.items():
+        for pair in SIBLING_ROOMS:
+            for room, other in (pair, pair[::-1]):
+                if module == room or module.startswith(room + "."):
+                    wrong += [f"{path.relative_to(ROOT)}:{line} imports {target}"
+                              for target, _names, line in imports(module, path)
+                              if target == other or target.startswith(other + ".")]
+    assert not wrong, "rooms importing their sibling room:\n" + "\n".join(wrong)
+
+
+@pytest.mark.parametrize("package", ["simcore.cost", "simcore.engine", *(r for pair in SIBLING_ROOMS for r in pair)])
+def test_a_package_docstring_names_each_of_its_modules(package: str) -> None:
+    folder = ROOT.joinpath(*package.split("."))
+    doc = ast.get_docstring(ast.parse((folder / "__init__.py").read_text(encoding="utf-8"))) or ""
+    listed = {line[2:].split(":")[0] for line in doc.splitlines() if line.startswith("- ")}
+    present = {p.name for p in folder.glob("*.py") if p.name != "__init__.py"}
+    present |= {f"{p.name}/" for p in folder.iterdir() if (p / "__init__.py").is_file()}
+    assert listed == present, f"{package}'s docstring lists {sorted(listed - present)} that are not there " \
+                              f"and leaves out {sorted(present - listed)}"
+
+
 def test_no_private_names_across_modules() -> None:
     wrong = []
     for module, path in ALL.items():
@@ -157,3 +185,21 @@ def test_create_app_is_short() -> None:
             if isinstance(node, ast.FunctionDef) and node.name == "create_app":
                 length = (node.end_lineno or node.lineno) - node.lineno + 1
                 assert length < 60, f"{module}.create_app is {length} lines (under 60)"
+
+
+# What starts processes: the executors that do (a process pool, Ray) live in service/executors; simcore runs its
+# candidates through the `Executor` protocol of simcore/planning/executor.py and starts none itself.
+PROCESS_MODULES = ("multiprocessing", "concurrent.futures", "ray", "subprocess")
+
+
+def test_simcore_starts_no_process() -> None:
+    wrong = []
+    for module, path in ALL.items():
+        if module.split(".")[0] not in ("simcore", "topology"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            wrong += [f"{path.relative_to(ROOT)}:{node.lineno} imports {name}" for name in names
+                      if any(name == m or name.startswith(m + ".") for m in PROCESS_MODULES)]
+    assert not wrong, "process pools imported in the pure core:\n" + "\n".join(wrong)

@@ -7,7 +7,7 @@ from enum import StrEnum
 
 from topology.errors import SpecError
 from topology.hardware import GB, GPUS, GpuKind, GpuSpec
-from topology.health import Health
+from topology.health import ClusterHealth
 from topology.measured import Measured
 from topology.node_groups import NodeGroup, group_of_node, validate_groups
 from topology.pcie import PcieFabric
@@ -46,7 +46,7 @@ class ClusterSpec:
     # GPUs that share one NVLink switch domain, in whole nodes (GB200 NVL72: 72). None: the node.
     nvlink_domain_gpus: int | None = None
     # Slow GPUs, degraded links, compute variability (topology/health.py); the default is a healthy cluster.
-    health: Health = Health()
+    health: ClusterHealth = ClusterHealth()
     # Heterogeneous clusters: the nodes in groups of their own GPU kind, in order; () = one kind throughout.
     node_groups: tuple[NodeGroup, ...] = ()
     # The user's own cluster graph (cluster.topology, topology/user_topology.py): its links and routes replace the

@@ -34,7 +34,7 @@ class DegradedLink:
 
 
 @dataclass(frozen=True, slots=True)
-class Health:
+class ClusterHealth:
     slow_gpus: tuple[SlowGpu, ...] = ()
     degraded_links: tuple[DegradedLink, ...] = ()
     compute_variability: float = 0.0  # coefficient of variation of the GPUs' compute time

@@ -1,6 +1,6 @@
 """What the user measured on their own cluster (`cluster.measured`, written by `clustersim calibrate`): collective
 times by size from nccl-tests, per collective and per scope (ranks over nodes), and GEMM rates by shape and dtype.
-Plain data, validated here; the cost model reads it (simcore/cost/measured_collectives.py and measured_gemm.py)
+Plain data, validated here; the cost model reads it (simcore/cost/comm/measured_collectives.py and measured_gemm.py)
 and replaces its own figures where a measurement exists.
 
 Units: sizes in bytes (nccl-tests' `size` column: the whole buffer of the collective), times in seconds (its `time`

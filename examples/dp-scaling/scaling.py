@@ -25,8 +25,10 @@ from pathlib import Path
 
 from api_schemas import load_request_file
 from service.convert import to_scenario
-from service.generated import between_markers, write_or_check_between
 from simcore.simulate import simulate
+
+sys.path.append(str(Path(__file__).resolve().parents[2] / "bench"))  # README tooling: not in the package
+from generated import between_markers, write_or_check_between  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 README = HERE / "README.md"

@@ -1,7 +1,7 @@
 """Failures at scale: Llama 3 405B on 16,384 H100s for 15T tokens, with the paper's interruption rate.
 
 Simulates the request of this folder once (the same path as `clustersim simulate`), then, from its simulated
-throughput and simcore/training.py's formulas, tabulates goodput against the checkpoint interval (Daly's optimum
+throughput and simcore/training_plan.py's formulas, tabulates goodput against the checkpoint interval (Daly's optimum
 marked) and goodput at the optimum for other checkpoint write and restart times, and writes README.md.
 
 Usage, from the repository root:  python examples/failures-at-scale/goodput.py          (writes README.md)
@@ -16,9 +16,11 @@ from pathlib import Path
 
 from api_schemas import load_request_file
 from service.convert import to_scenario
-from service.generated import write_or_check
 from simcore import Checkpointing, Failures, TrainingRun, simulate
-from simcore.training import TrainingPlan, plan_training
+from simcore.training_plan import TrainingPlan, plan_training
+
+sys.path.append(str(Path(__file__).resolve().parents[2] / "bench"))  # README tooling: not in the package
+from generated import write_or_check  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 REQUEST = HERE / "llama3-405b-16k-h100.yaml"

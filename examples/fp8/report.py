@@ -15,7 +15,7 @@ from pathlib import Path
 
 from api_schemas import load_request_file
 from service.convert import to_scenario
-from simcore.cost.kernels import ATTENTION_CORE, PROJECTIONS, layer_forward_ops, op_time
+from simcore.cost.compute.kernels import ATTENTION_CORE, PROJECTIONS, layer_forward_ops, op_time
 from simcore.simulate import Scenario, simulate
 
 HERE = Path(__file__).resolve().parent
@@ -91,7 +91,7 @@ def render(rows: dict[str, dict[str, float]]) -> str:
         f"{h_fp8['iteration_s'] / b_fp8['iteration_s']:.2f}x (FP8) faster than on H100, and FP8 gains "
         f"{b_bf16['iteration_s'] / b_fp8['iteration_s']:.2f}x: B200 takes Hopper's fitted GEMM half time, and its "
         "GEMM efficiency is Hopper's fitted one scaled by the best GEMM measured on each GPU (no 16-bit Blackwell run "
-        "is published in the reference data; simcore/cost/gemm_ceilings.py), with its own peaks (2,250 / 4,500 "
+        "is published in the reference data; simcore/cost/compute/gemm_ceilings.py), with its own peaks (2,250 / 4,500 "
         "TFLOP/s) and HBM (7.7 TB/s).",
         "",
     ]

@@ -18,8 +18,10 @@ from pathlib import Path
 
 from api_schemas import load_request_file
 from service.convert import to_scenario
-from service.generated import write_or_check
 from simcore import NODE_PRESETS, Outcome, Partition, Scenario, simulate, sized
+
+sys.path.append(str(Path(__file__).resolve().parents[2] / "bench"))  # README tooling: not in the package
+from generated import write_or_check  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 REQUEST = HERE / "mixed.yaml"

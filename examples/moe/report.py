@@ -19,9 +19,9 @@ from pathlib import Path
 from api_schemas import load_request_file
 from service.convert import to_scenario
 from simcore import simulate
-from simcore.cost.kernels import op_time
+from simcore.cost.compute.kernels import op_time
+from simcore.cost.compute.moe_kernels import transformer_layer_ops
 from simcore.cost.moe import expert_load
-from simcore.cost.moe_kernels import transformer_layer_ops
 from simcore.cost.parameters import FITTED
 from simcore.simulate import Scenario
 from topology.hardware import GIB

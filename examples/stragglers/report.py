@@ -18,8 +18,10 @@ from pathlib import Path
 
 from api_schemas import load_request_file
 from service.convert import to_scenario
-from service.generated import write_or_check
-from simcore import Fidelity, Health, Outcome, Scenario, SlowGpu, simulate
+from simcore import ClusterHealth, Fidelity, Outcome, Scenario, SlowGpu, simulate
+
+sys.path.append(str(Path(__file__).resolve().parents[2] / "bench"))  # README tooling: not in the package
+from generated import write_or_check  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 REQUEST = HERE / "healthy.yaml"
@@ -46,7 +48,7 @@ def _work(outcome: Outcome) -> float:
     return b["compute"] + b["recompute"]
 
 
-def _case(base: Scenario, health: Health, seed: int = 0) -> Outcome:
+def _case(base: Scenario, health: ClusterHealth, seed: int = 0) -> Outcome:
     scenario = replace(base, cluster=replace(base.cluster, health=health), seed=seed, keep_spans=True,
                        fidelity=Fidelity.FULL)
     return simulate(scenario)
@@ -55,10 +57,10 @@ def _case(base: Scenario, health: Health, seed: int = 0) -> Outcome:
 def render() -> str:
     base = to_scenario(load_request_file(str(REQUEST)))
     layout = base.layout
-    healthy = _case(base, Health())
-    slow = _case(base, Health(slow_gpus=(SLOW,)))
-    varied = [_case(base, Health(compute_variability=CV), seed) for seed in SEEDS]
-    both = _case(base, Health(slow_gpus=(SLOW,), compute_variability=CV))
+    healthy = _case(base, ClusterHealth())
+    slow = _case(base, ClusterHealth(slow_gpus=(SLOW,)))
+    varied = [_case(base, ClusterHealth(compute_variability=CV), seed) for seed in SEEDS]
+    both = _case(base, ClusterHealth(slow_gpus=(SLOW,), compute_variability=CV))
     T0 = healthy.metrics.iteration_time_s
 
     def row(name: str, outcome: Outcome) -> str:

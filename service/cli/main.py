@@ -65,9 +65,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write("clustersim: interrupted\n")
         return 130
     except Exception as err:
-        # An executor's error comes from a command that imported the executors (search, sweep): a plain simulate
-        # does not pay for their import (process pools) just to name the class here.
-        executors = sys.modules.get("simcore.planning.executors")
+        # An executor's error comes from a command that imported the executor protocol (search, sweep): a plain
+        # simulate does not pay for importing simcore.planning just to name the class here.
+        executors = sys.modules.get("simcore.planning.executor")
         if executors is not None and isinstance(err, executors.ExecutorError):
             if err.option is not None:  # an executor flag at fault is invalid input; a failure of its own is not
                 sys.stderr.write(f"clustersim: invalid input: --{err.option}: {err.message}\n")

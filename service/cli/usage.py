@@ -59,7 +59,7 @@ def writable_dir(flag: str, path: str) -> None:
 def check_executor(executor: str, address: str | None) -> None:
     """UsageError for executor flags that cannot work: one that is not an executor, --address without ray, ray
     when it is not installed."""
-    from simcore.planning.executors import EXECUTORS
+    from service.executors import EXECUTORS
 
     if executor not in EXECUTORS:
         raise UsageError("--executor", f"must be one of {', '.join(EXECUTORS)}, not '{executor}'")

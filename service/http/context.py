@@ -20,7 +20,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from api_schemas.loading import Syntax
 from service.http.admission import Admitted, AdmittedComparison, AdmittedSearch, admit, admit_comparison, admit_search
 from service.http.errors import ApiError
-from service.http.metrics import Metrics
+from service.http.metrics import ServiceMetrics
 from service.http.pictures import Pictures
 from service.jobs.manager import JobManager
 from service.jobs.pool import InlineSlots, WorkerPool
@@ -40,7 +40,7 @@ class Service:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.ready = False
-        self.metrics = Metrics()
+        self.metrics = ServiceMetrics()
         self.metrics.watch(self.live_figures)
         self.pictures: Pictures
         self.store: Store

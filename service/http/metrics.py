@@ -27,7 +27,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.jobs.pool import RunResult
 
-__all__ = ["CONTENT_TYPE", "JOB_STATES", "Metrics", "MetricsMiddleware"]
+__all__ = ["CONTENT_TYPE", "JOB_STATES", "ServiceMetrics", "MetricsMiddleware"]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 JOB_STATES = ("queued", "running", "succeeded", "failed", "cancelled", "timed_out")
@@ -56,7 +56,7 @@ class _Live(Collector):
                                 value=live["inline_waiting"])
 
 
-class Metrics:
+class ServiceMetrics:
     """The service's registry and the counters its parts update."""
 
     def __init__(self) -> None:
@@ -102,7 +102,7 @@ class MetricsMiddleware:
     """Counts and times every HTTP request by its route's path template (a plain ASGI middleware: it sees the
     status line and lets the body stream through untouched)."""
 
-    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+    def __init__(self, app: ASGIApp, metrics: ServiceMetrics) -> None:
         self.app = app
         self.metrics = metrics
 

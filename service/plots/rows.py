@@ -24,8 +24,8 @@ __all__ = ["COMPUTE", "DP", "EXTRAPOLATED", "INNER_KINDS", "PASS_KINDS", "PP", "
 COMPUTE, PP, DP = "compute", "pp", "dp"
 PASS_KINDS = ("forward", "backward")
 # The engine's span (category and kind) for the steady-state periods it did not simulate but put back
-# (simcore/engine/periodic.py, options.extrapolate): one on each stage's track, named 'N steady-state periods
-# extrapolated (P ms each)'.
+# (simcore/engine/steady_state/periodic.py, options.extrapolate): one on each stage's track, named 'N steady-state
+# periods extrapolated (P ms each)'.
 EXTRAPOLATED = "extrapolated"
 
 _TRACK = re.compile(r"^stage (\d+)(?: (pp|dp|gather)(\d*))?$")

@@ -3,8 +3,8 @@
 Two kinds of break cut the time axis:
 
 - extrapolated: where the engine simulated some periods of the pipeline's steady state and put the rest back
-  without simulating them (options.extrapolate, simcore/engine/periodic.py), every stage's row holds one box of
-  kind `extrapolated` at about the same time (each stage's cut is its own, so the boxes are staggered by a pass
+  without simulating them (options.extrapolate, simcore/engine/steady_state/periodic.py), every stage's row holds one
+  box of kind `extrapolated` at about the same time (each stage's cut is its own, so the boxes are staggered by a pass
   or two). The time when every stage is in its box is drawn as one labelled break, 'N periods extrapolated
   (X s)', X being one stage's box: the time put back. The staggered ends of the boxes stay drawn in their rows.
 - elided: a long run simulated in full (more passes a stage than `ELIDE_ABOVE_PASSES`) is drawn in three

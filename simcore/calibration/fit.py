@@ -37,7 +37,7 @@ START = CostParameters(
     gemm_half_time_volta_s=1e-5, gemm_half_time_ampere_s=1e-5, gemm_half_time_hopper_s=1e-5,
     memory_efficiency=0.8, host_iteration_s=0.02,
 )
-# With the GEMM shape model (simcore/cost/gemm_shape.py; `fit_document(shape_model=True)`, `python
+# With the GEMM shape model (simcore/cost/compute/gemm_shape.py; `fit_document(shape_model=True)`, `python
 # bench/fit_cost_model.py --shape-model`) the fit also fits its per-tile cost. The shipped fit runs without it: a
 # GEMM's time depends on its FLOPs alone (docs/accuracy.md: weight-gradient passes).
 SHAPE_START = replace(START, gemm_shape_model=True, gemm_prologue_k=64.0)

@@ -1,7 +1,7 @@
 """The FP8 and Blackwell rows of the modern reference (reference/training-runs-modern.json, a copy of the
 project's `training-runs-modern.json`) as scenarios for `validate`.
 
-Fitted and judged rows: FP8_GEMM_EFFICIENCY_RATIO (simcore/cost/fp8.py) is fitted on the step-time ratios of the
+Fitted and judged rows: FP8_GEMM_EFFICIENCY_RATIO (simcore/cost/compute/fp8.py) is fitted on the step-time ratios of the
 Nemotron-4-15B BF16/FP8 pairs of dgxc-benchmarking v24.11.1 (`dgxc2411-nemotron4-15b-*`, both rows of each pair
 marked as calibration rows); every other row is judged: the Nemotron-4-15B pair of dgxc-benchmarking v25.05, NeMo
 24.07's FP8 rows, the Llama-3-8B rows of Megatron-Bridge 25.09 / 25.11 on H100, B200 and GB200, and torchtitan's
@@ -29,7 +29,7 @@ What each source leaves unstated is filled the same way for every row of that so
   96 GiB and 2,400 GB/s; the file says the peak of this variant, capped at 500 W, is unknown: assumed H100 SXM's peaks
   scaled by the power limit (500 of its 700 W), dense GEMMs being power-bound at the cap [assumption].
   A row without torch.compile (`torch_compile: false`) runs its norms, rotary embedding and SwiGLU as PyTorch eager
-  kernels (`elementwise_kernels: eager`, simcore/cost/eager.py, from torchtitan's model code at the benchmark's
+  kernels (`elementwise_kernels: eager`, simcore/cost/compute/eager.py, from torchtitan's model code at the benchmark's
   commit); a compiled row's are fused, as the other sources' Transformer Engine kernels.
 """
 

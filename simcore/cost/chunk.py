@@ -58,17 +58,17 @@ class ChunkCost:
     # Mixture of experts, for DualPipe's overlapped pairs (simcore/engine/pair_overlap.py): its MoE layers, their
     # forward and backward kernels (W included; and apart) before the dispatch all-to-all (attention, router,
     # permutation) and after it (experts, unpermutation, shared experts), summed over the layers; how much slower
-    # compute runs beside one of its all-to-alls (simcore/cost/interference.py; 1 without interference).
+    # compute runs beside one of its all-to-alls (simcore/cost/comm/interference.py; 1 without interference).
     moe_layers: int = 0
     moe_forward_s: tuple[float, float] = (0.0, 0.0)
     moe_backward_s: tuple[float, float] = (0.0, 0.0)
     moe_weight_s: tuple[float, float] = (0.0, 0.0)  # of moe_backward_s, the weight gradients (W)
     ep_slowdown: float = 1.0
 
-    # Of `parameters`, the frozen base weights of a LoRA run (simcore/cost/lora.py): no gradient, optimizer state
-    # or data-parallel traffic.
+    # Of `parameters`, the frozen base weights of a LoRA run (simcore/cost/compute/lora.py): no gradient, optimizer
+    # state or data-parallel traffic.
     frozen_parameters: int = 0
-    # Of `parameters`, the weights of its FP8 GEMMs (FP8 training; simcore/cost/fp8.py): what
+    # Of `parameters`, the weights of its FP8 GEMMs (FP8 training; simcore/cost/compute/fp8.py): what
     # layout.fp8_param_gather keeps and all-gathers as FP8.
     fp8_parameters: float = 0.0
 

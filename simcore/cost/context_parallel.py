@@ -28,8 +28,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from simcore.cost.collectives import Collective
-from simcore.cost.kernels import ATTENTION_CORE, BYTES, Op, flash_attention_op, ops_time
+from simcore.cost.comm.collectives import Collective
+from simcore.cost.compute.kernels import ATTENTION_CORE, BYTES, Op, flash_attention_op, ops_time
 from simcore.cost.parameters import CostParameters
 from simcore.domain.layout import CpComm, Layout, Recompute
 from simcore.domain.model import LayerType, ModelShape

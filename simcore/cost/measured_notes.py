@@ -3,18 +3,18 @@ warnings. The collectives' uses are what MeasuredCollectives recorded while the 
 outside a table's rows, groups of another configuration than the table's own, a configuration that does not fit
 on the cluster, a transfer table's one bandwidth for every size); the GEMM sweep's are the layout's GEMM shapes
 that lie outside the box its rows of their dtype span, found from the layout's kernels (their nearest measured
-shape's ratio scales the model's time: simcore/cost/measured_gemm.py)."""
+shape's ratio scales the model's time: simcore/cost/compute/measured_gemm.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
+from simcore.cost.comm.measured_collectives import MeasuredCollectives, TableUse
+from simcore.cost.compute.gemm_shape import Product, gradient_products
+from simcore.cost.compute.kernels import OpKind, gemm_dtype, logits_forward_ops
+from simcore.cost.compute.measured_gemm import rows_for
+from simcore.cost.compute.moe_kernels import transformer_layer_ops
 from simcore.cost.context_parallel import local_model
-from simcore.cost.gemm_shape import Product, gradient_products
-from simcore.cost.kernels import OpKind, gemm_dtype, logits_forward_ops
-from simcore.cost.measured_collectives import MeasuredCollectives, TableUse
-from simcore.cost.measured_gemm import rows_for
-from simcore.cost.moe_kernels import transformer_layer_ops
 from simcore.cost.mtp import mtp_forward_ops
 from simcore.domain.layout import Layout
 from simcore.domain.model import ModelShape

@@ -11,10 +11,10 @@ whole on every rank with DDP and the distributed optimizer (ZeRO 0 and 1: the op
 views of it) and sharded over dp by ZeRO 2 and 3 (Megatron-FSDP's sharded main gradients). FSDP and DeepSpeed's
 ZeRO 3 count 2 bytes: FSDP2 keeps fp32 sharded parameters, which are the master weights, and fp32 sharded
 gradients (4 + 4 + 8 moments = the same 16 bytes as 2 + 2 + 12); DeepSpeed keeps 16-bit parameter and gradient
-partitions beside its fp32 master weights and moments. LoRA's frozen base weights (simcore/cost/lora.py) hold their
-2 bytes only: gradients and optimizer states are the adapters'. ZeRO 1 divides the optimizer states by dp, ZeRO 2
+partitions beside its fp32 master weights and moments. LoRA's frozen base weights (simcore/cost/compute/lora.py) hold
+their 2 bytes only: gradients and optimizer states are the adapters'. ZeRO 1 divides the optimizer states by dp, ZeRO 2
 the gradients too, ZeRO 3 the weights too. FP8 training adds, to the weights, the FP8 copies of the GEMM weights
-that its recipe keeps over an iteration (simcore/cost/fp8.py); with `fp8_param_gather` and Megatron-Core those
+that its recipe keeps over an iteration (simcore/cost/compute/fp8.py); with `fp8_param_gather` and Megatron-Core those
 FP8 tensors are the parameters themselves, so the GEMM weights' 2 bytes go (simcore/domain/fp8_params.py), and
 ZeRO 3's gathered layers hold them in FP8 (FSDP's too: torchao's float8 all-gather). Its activations are counted
 at 16 bits as in BF16 training (Transformer Engine keeps some GEMM inputs as FP8 copies instead, which is not
@@ -47,8 +47,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
+from simcore.cost.compute.fp8 import FP8_WEIGHT_COPY_BYTES, fp8_weight_elements, parameter_gather_bytes
 from simcore.cost.context_parallel import kv_buffer_bytes, local_model
-from simcore.cost.fp8 import FP8_WEIGHT_COPY_BYTES, fp8_weight_elements, parameter_gather_bytes
 from simcore.cost.moe import mla_attention_activation_elements, moe_activation_bytes
 from simcore.cost.workload import ChunkCost, Workload
 from simcore.domain.grad_reduce import GRAD_REDUCE_DTYPE_BYTES

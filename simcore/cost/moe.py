@@ -15,7 +15,7 @@ the MoE block works on the sequence-parallel shard):
 4. the experts: one grouped GEMM over the local experts for fc1, the activation, one for fc2 (moe_grouped_gemm:
    TEGroupedMLP runs Transformer Engine's GroupedLinear, one call for all local experts, its FP8 casts in one
    multi-tensor kernel of that call); inside it Transformer Engine runs one cuBLAS GEMM per expert over four
-   streams (simcore/cost/gemm_shape.py's stream_ramps), and with FP8 pads each expert's rows to the FP8 GEMM's
+   streams (simcore/cost/compute/gemm_shape.py's stream_ramps), and with FP8 pads each expert's rows to the FP8 GEMM's
    alignment and unpads fc2's output (Fp8Padding / Fp8Unpadding); its backward is two grouped GEMMs (input and
    weight gradients);
 5. the unsort, the combine all-to-all and the unpermute (a weighted scatter-add back to T x h);
@@ -33,10 +33,10 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from simcore.cost.collectives import Collective, CollectiveModel
-from simcore.cost.interference import comm_load
+from simcore.cost.comm.collectives import Collective, CollectiveModel
+from simcore.cost.comm.interference import comm_load
+from simcore.cost.comm.patterns import COLLECTIVE_KEPT_LINKS, FlowPattern, keep_links
 from simcore.cost.parameters import COLLECTIVE_LAUNCH_S, COLLECTIVE_STEP_OVERHEAD_S
-from simcore.cost.patterns import COLLECTIVE_KEPT_LINKS, FlowPattern, keep_links
 from simcore.domain.layout import Layout
 from simcore.domain.model import ModelShape
 from simcore.domain.moe import MoeShape, expert_groups
@@ -48,7 +48,7 @@ ROUTER_SCORE_BYTES = 4  # the router's scores and probabilities in fp32 (Megatro
 # trip and the driver's synchronisation, about 10-20 us (cudaMemcpyAsync D2H of a few bytes plus
 # cudaStreamSynchronize); the host then issues the rest of the layer's kernels while the GPU waits on each.
 HOST_SYNC_S = 15e-6
-# The MoE block's kernels (simcore/cost/moe_kernels.py), which its Python path issues one by one.
+# The MoE block's kernels (simcore/cost/compute/moe_kernels.py), which its Python path issues one by one.
 MOE_BLOCK = ("router", "router_topk", "router_aux_loss", "permute", "sort_chunks", "expert_fp8_pad", "expert_fc1",
              "expert_activation", "expert_fc2", "expert_fp8_unpad", "unsort_chunks", "unpermute", "shared_fc1",
              "shared_activation", "shared_fc2")
@@ -129,7 +129,8 @@ def all_to_all_pattern(collectives: CollectiveModel, groups: Sequence[Sequence[i
 
 def all_to_all_time(collectives: CollectiveModel, groups: Sequence[Sequence[int]], size_bytes: float) -> float:
     """Seconds for an all-to-all of `size_bytes` per member when nothing else uses its links; its bandwidth scaled
-    by the user's alltoall table of the group's scope, where there is one (simcore/cost/measured_collectives.py)."""
+    by the user's alltoall table of the group's scope, where there is one
+    (simcore/cost/comm/measured_collectives.py)."""
     if len(groups[0]) < 2 or size_bytes <= 0:
         return 0.0
     pattern = all_to_all_pattern(collectives, groups)
@@ -158,7 +159,7 @@ class ExpertComm:
     backward_s: float = 0.0
     bytes_forward: float = 0.0
     bytes_backward: float = 0.0
-    # What one all-to-all in flight takes from its GPU (simcore/cost/interference.py): its channels' SMs and the
+    # What one all-to-all in flight takes from its GPU (simcore/cost/comm/interference.py): its channels' SMs and the
     # HBM bytes/s it moves (it reads what it sends and writes what it receives, as an all-gather's ring bytes).
     sms: float = 0.0
     hbm_bytes_per_s: float = 0.0

@@ -17,8 +17,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from simcore.cost.collectives import Collective, CollectiveModel
-from simcore.cost.kernels import (
+from simcore.cost.comm.collectives import Collective, CollectiveModel
+from simcore.cost.comm.tp_time import collective_s, tp_collectives_s, tp_ring_bytes
+from simcore.cost.compute.kernels import (
     BYTES,
     NORM_BACKWARD_BYTES,
     Op,
@@ -28,9 +29,8 @@ from simcore.cost.kernels import (
     memory_op,
     ops_time,
 )
+from simcore.cost.compute.weight_gradients import weight_share
 from simcore.cost.parameters import CostParameters
-from simcore.cost.tp_time import collective_s, tp_collectives_s, tp_ring_bytes
-from simcore.cost.weight_gradients import weight_share
 from simcore.domain.model import ModelShape
 from topology.hardware import GpuSpec
 

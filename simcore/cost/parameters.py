@@ -12,7 +12,7 @@ Megatron 2020 and Megatron-Core 2024 runs; judged on the others, which the fit n
 - memory_efficiency: the fraction of HBM bandwidth that memory-bound kernels (norms, softmax, dropout,
   activations, the optimizer) reach.
 - comm_sm_share: the share of an SM that each NCCL channel in flight takes from the compute beside it
-  (simcore/cost/interference.py: compute slows while collectives overlap it, from the SMs and HBM bandwidth
+  (simcore/cost/comm/interference.py: compute slows while collectives overlap it, from the SMs and HBM bandwidth
   their channels take).
 - host_iteration_s: host and framework time once per iteration that no GPU kernel accounts for: fetching the
   batch from the data loader, the loss and timer reductions, logging, the optimizer's Python loop over its
@@ -46,11 +46,12 @@ class CostParameters:
     gemm_half_time_hopper_s: float
     memory_efficiency: float
     host_iteration_s: float
-    # The share of an SM that each resident NCCL channel denies to compute beside it (simcore/cost/interference.py);
-    # 0 turns interference off (compute beside collectives at full speed, the model before it was fitted).
+    # The share of an SM that each resident NCCL channel denies to compute beside it
+    # (simcore/cost/comm/interference.py); 0 turns interference off (compute beside collectives at full speed, the model
+    # before it was fitted).
     comm_sm_share: float = 0.0
-    # The GEMM shape model (simcore/cost/gemm_shape.py): tile and wave quantization over the SMs and a fixed cost
-    # per tile of `gemm_prologue_k` k-elements; off, a GEMM's time depends on its FLOPs alone (the model before).
+    # The GEMM shape model (simcore/cost/compute/gemm_shape.py): tile and wave quantization over the SMs and a fixed
+    # cost per tile of `gemm_prologue_k` k-elements; off, a GEMM's time depends on its FLOPs alone (the model before).
     gemm_shape_model: bool = False
     gemm_prologue_k: float = 0.0
 

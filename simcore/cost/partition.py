@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from simcore.cost.kernels import (
+from simcore.cost.compute.kernels import (
     ATTENTION_CORE,
     Op,
     embedding_forward_ops,

@@ -1,7 +1,7 @@
 """Per-GPU costing on a heterogeneous cluster (`cluster.node_groups`): every rank computes with its own GPU.
 
 Each rank's passes are costed with the figures of the GPU that runs it: its peak FLOP/s, HBM bandwidth and the
-GEMM efficiencies of its generation (the roofline of simcore/cost/kernels.py per kernel, so GEMMs and
+GEMM efficiencies of its generation (the roofline of simcore/cost/compute/kernels.py per kernel, so GEMMs and
 memory-bound kernels scale by different ratios from one GPU to another; no single slowdown factor). The
 workload is built once per GPU kind (simcore/cost/workload.py) and each pipeline rank takes its chunks and its
 optimizer step from its GPU's. Where the data-parallel replicas of a stage run on different GPUs, each replica
@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from simcore.cost.collectives import CollectiveModel
+from simcore.cost.comm.collectives import CollectiveModel
+from simcore.cost.compute.measured_gemm import for_gpu
 from simcore.cost.context_parallel import local_model
-from simcore.cost.measured_gemm import for_gpu
 from simcore.cost.parameters import CostParameters
 from simcore.cost.partition import StageCosts, partition, stage_costs
 from simcore.cost.workload import Workload, build_workload

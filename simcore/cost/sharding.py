@@ -3,7 +3,7 @@ gradient reductions, with the defaults read from the frameworks' sources (the `f
 `training-runs-modern.json` record them, with the commits).
 
 - megatron: one all-gather per transformer layer (or per `zero3_gather_bucket_elements`), the next layer's
-  prefetched while the current one computes; one reduce-scatter per layer (simcore/engine/dp_sync.py).
+  prefetched while the current one computes; one reduce-scatter per layer (simcore/engine/data_parallel/dp_sync.py).
 - fsdp (PyTorch FSDP1 full shard / FSDP2 fully_shard, one unit per transformer layer): one all-gather of the
   unit's flat parameter (all_gather_into_tensor). Forward: implicit prefetch (the host runs ahead and issues
   the next unit's all-gather on the unshard stream) held back by `limit_all_gathers`: `_FreeEventQueue` with
@@ -90,7 +90,7 @@ POLICIES: dict[ZeroImplementation, ShardingPolicy] = {
 
 
 def policy(implementation: ZeroImplementation) -> ShardingPolicy | None:
-    """The implementation's policy; None for megatron (simcore/engine/dp_sync.py's own ZeRO 3)."""
+    """The implementation's policy; None for megatron (simcore/engine/data_parallel/dp_sync.py's own ZeRO 3)."""
     return POLICIES.get(implementation)
 
 

@@ -17,7 +17,7 @@ projection's weight gradient only: what lasts longer than that GEMM is exposed.
 
 from __future__ import annotations
 
-from simcore.cost.kernels import Op, weight_gradient_time
+from simcore.cost.compute.kernels import Op, weight_gradient_time
 from simcore.cost.parameters import CostParameters
 from topology.hardware import GpuSpec
 

@@ -17,18 +17,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from simcore.cost.chunk import ChunkCost, Workload
-from simcore.cost.collectives import Collective, CollectiveModel
-from simcore.cost.context_parallel import (
-    AttentionRing,
-    attention_ring,
-    local_model,
-    pass_plans,
-    split_at_attention,
-)
-from simcore.cost.fp8 import WEIGHT_QUANTIZE_BYTES, fp8_gemm_weights
-from simcore.cost.groups import tensor_parallel_groups
-from simcore.cost.interference import comm_load, slowdown
-from simcore.cost.kernels import (
+from simcore.cost.comm.collectives import Collective, CollectiveModel
+from simcore.cost.comm.groups import tensor_parallel_groups
+from simcore.cost.comm.interference import comm_load, slowdown
+from simcore.cost.comm.tp_time import collective_s, tp_collectives_s, tp_ring_bytes
+from simcore.cost.compute.fp8 import WEIGHT_QUANTIZE_BYTES, fp8_gemm_weights
+from simcore.cost.compute.kernels import (
     ATTENTION_CORE,
     BYTES,
     PROJECTIONS,
@@ -37,16 +31,22 @@ from simcore.cost.kernels import (
     logits_forward_ops,
     ops_time,
 )
-from simcore.cost.lora import frozen_ops, lora_chunks, trained
+from simcore.cost.compute.lora import frozen_ops, lora_chunks, trained
+from simcore.cost.compute.moe_kernels import backward_ops, dispatch_split, sequence_time, transformer_layer_ops
+from simcore.cost.compute.optimizer import OPTIMIZER_BYTES_PER_PARAMETER, optimizer_step_s
+from simcore.cost.compute.weight_gradients import weight_share
+from simcore.cost.context_parallel import (
+    AttentionRing,
+    attention_ring,
+    local_model,
+    pass_plans,
+    split_at_attention,
+)
 from simcore.cost.moe import ExpertComm, expert_comm, expert_reduce_ratio
-from simcore.cost.moe_kernels import backward_ops, dispatch_split, sequence_time, transformer_layer_ops
 from simcore.cost.mtp import NO_MTP, mtp_cost
-from simcore.cost.optimizer import OPTIMIZER_BYTES_PER_PARAMETER, optimizer_step_s
 from simcore.cost.parameters import FITTED, CostParameters
 from simcore.cost.partition import layer_partition
 from simcore.cost.tp_async import column_weight_gradients, hidden_backward_s
-from simcore.cost.tp_time import collective_s, tp_collectives_s, tp_ring_bytes
-from simcore.cost.weight_gradients import weight_share
 from simcore.domain.layout import Layout, Precision, Recompute
 from simcore.domain.model import LayerType, ModelShape
 from simcore.domain.placement import Placement
@@ -112,7 +112,7 @@ def layer_kernels(model: ModelShape, layer: LayerType, layout: Layout, gpu: GpuS
                   params: CostParameters) -> LayerKernels:
     """`model` is the one a rank runs (s/cp tokens a sample with context parallelism, whose attention core is
     the ring's, costed on the whole sequence by simcore/cost/context_parallel.py). MLA's attention and the MoE
-    block replace the dense ones where the model has them (simcore/cost/moe_kernels.py)."""
+    block replace the dense ones where the model has them (simcore/cost/compute/moe_kernels.py)."""
     ops = transformer_layer_ops(model, layout.microbatch_size, layout.tp, layout.sequence_parallel, layer,
                                 layout.fp8, layout.ep, layout.expert_tp, layout.eager)
     gemm_forward = ops_time(tuple(op for op in ops if op.name in PROJECTIONS), gpu, params)
@@ -170,7 +170,7 @@ def _layer_cost(model: ModelShape, layer: LayerType, layout: Layout, kernels: La
     if kernels.column_wgrad and not layout.tp_comm_overlap and not free and one_tp > 0:
         dgrad = collective_s(collectives, Collective.REDUCE_SCATTER, groups, message) if sp else one_tp
         exposed_bwd -= hidden_backward_s(kernels.column_wgrad, dgrad, encoder_dgrad)
-    # The GEMMs that hide them run slower while the collectives' channels hold SMs (simcore/cost/interference.py):
+    # The GEMMs that hide them run slower while the collectives' channels hold SMs (simcore/cost/comm/interference.py):
     # a GEMM beside T seconds of communication takes T x (s - 1) / s longer, s the slowdown.
     slowed = 0.0
     if layout.tp_comm_overlap and not free and params.comm_sm_share > 0 and one_tp > 0:

@@ -39,7 +39,7 @@ def default_grad_reduce(precision: str, implementation: str) -> GradReduce:
     """The dtype gradients are reduced in when the layout does not say: fp32 for bf16 and FP8 training, fp16 for
     fp16 (Megatron-LM's defaults, GRAD_REDUCE_BYTES; torchtitan's FSDP reduces in float32 too, its
     mixed_precision_reduce); DeepSpeed's ZeRO 3 (`implementation` deepspeed or deepspeed_2021) the parameters'
-    16-bit type (its communication_data_type default; simcore/engine/sharded.py)."""
+    16-bit type (its communication_data_type default; simcore/engine/data_parallel/sharded.py)."""
     if implementation in ("deepspeed", "deepspeed_2021"):
         return PARAMETER_DTYPE[precision]
     return GradReduce.FP32 if GRAD_REDUCE_BYTES[precision] == 4 else PARAMETER_DTYPE[precision]

@@ -51,7 +51,7 @@ class Recompute(StrEnum):
 
 
 class ElementwiseKernels(StrEnum):
-    """How a layer's normalization, rotary embedding and gated activation run (simcore/cost/eager.py)."""
+    """How a layer's normalization, rotary embedding and gated activation run (simcore/cost/compute/eager.py)."""
 
     FUSED = "fused"  # one kernel each: Transformer Engine's fused kernels, or what torch.compile generates
     EAGER = "eager"  # PyTorch eager: every elementwise op of the model's Python code is its own kernel
@@ -79,7 +79,7 @@ class Fidelity(StrEnum):
 
 
 class CollectiveAlgorithm(StrEnum):
-    AUTO = "auto"  # NCCL's choice of algorithm and protocol per collective (simcore/cost/nccl_tuning.py)
+    AUTO = "auto"  # NCCL's choice of algorithm and protocol per collective (simcore/cost/comm/nccl_tuning.py)
     RING = "ring"
     TREE = "tree"
     HIERARCHICAL = "hierarchical"
@@ -144,7 +144,7 @@ class Layout:
 
     @property
     def eager(self) -> bool:
-        """Whether the layers' elementwise kernels run as PyTorch eager ops (simcore/cost/eager.py)."""
+        """Whether the layers' elementwise kernels run as PyTorch eager ops (simcore/cost/compute/eager.py)."""
         return self.elementwise_kernels is ElementwiseKernels.EAGER
 
     @property

@@ -55,7 +55,7 @@ class LoraTarget(StrEnum):
 
 # MLPerf's llama2_70b_lora and NeMo's default: the attention's projections.
 DEFAULT_TARGETS = (LoraTarget.QKV, LoraTarget.PROJ)
-# The layer kernels (simcore/cost/kernels.py) each target adapts, and whether that kernel is column-parallel.
+# The layer kernels (simcore/cost/compute/kernels.py) each target adapts, and whether that kernel is column-parallel.
 KERNEL_OF = {LoraTarget.QKV: ("qkv", True), LoraTarget.PROJ: ("attention_output", False),
              LoraTarget.FC1: ("mlp_up", True), LoraTarget.FC2: ("mlp_down", False)}
 

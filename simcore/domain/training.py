@@ -1,6 +1,6 @@
 """A whole training run: how many tokens, what a GPU-hour costs, power, checkpointing and failures.
 
-The domain side of the `training` request section; simcore/training.py turns it and a simulated iteration into
+The domain side of the `training` request section; simcore/training_plan.py turns it and a simulated iteration into
 days, GPU-hours, cost, energy and goodput.
 """
 

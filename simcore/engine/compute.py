@@ -1,5 +1,5 @@
 """A GPU's compute stream under interference: a pass that runs while collectives are in flight on the same GPU
-runs slower (simcore/cost/interference.py gives by how much), and is rescheduled whenever one starts or ends.
+runs slower (simcore/cost/comm/interference.py gives by how much), and is rescheduled whenever one starts or ends.
 
 The engine runs a pass through `ComputeStream.run` only when a collective is in flight on the GPU or may start
 during the pass (a gradient bucket the pass makes ready, a ZeRO 3 gather issued by it); every other pass is a
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 
-from simcore.cost.interference import CommLoad, slowdown
+from simcore.cost.comm.interference import CommLoad, slowdown
 from simcore.engine.clock import Clock, Signal
 
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from simcore.cost.collectives import Collective, CollectiveModel, ring_factor
+from simcore.cost.comm.collectives import Collective, CollectiveModel, ring_factor
+from simcore.cost.comm.patterns import FlowPattern
 from simcore.cost.context_parallel import CpPass, RingStep
-from simcore.cost.patterns import FlowPattern
 from simcore.domain.placement import Placement
 from simcore.engine.clock import Clock, Event, Process, Signal
 from simcore.engine.flows import FlowNetwork

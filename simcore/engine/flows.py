@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from itertools import chain
 from operator import attrgetter, itemgetter
 
-from simcore.cost.patterns import FlowPattern
+from simcore.cost.comm.patterns import FlowPattern
 from simcore.engine.clock import Clock
 from topology.links import PerLink
 

@@ -21,7 +21,7 @@ gives 20 of an H800's 132 SMs to communication, where the all-to-alls of both ha
 starts when the piece before it in its half has ended and its stream is free; when both halves have one ready
 for a free stream, the one that has waited longer goes first (the backward half on a tie: its input gradient
 is what the previous stage waits for). While a communication piece is in flight, the compute beside it runs
-slower by its chunk's `ep_slowdown` (its channels' SMs and HBM traffic, simcore/cost/interference.py). The pair
+slower by its chunk's `ep_slowdown` (its channels' SMs and HBM traffic, simcore/cost/comm/interference.py). The pair
 ends when both halves have. So an all-to-all shorter than the other half's compute beside it is hidden, and a
 longer one shows its excess on the timeline.
 

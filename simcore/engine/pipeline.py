@@ -6,7 +6,7 @@ the chunk's cost (tensor-parallel collectives folded in); zero-bubble schedules 
 input gradient (I) and weight gradient (W), DualPipe overlaps a forward and a backward (simcore/engine/
 pass_work.py). Activations and gradients travel as flow groups on the FlowNetwork over the graph's links;
 data-parallel gradient reductions and ZeRO's parameter gathers are collectives on the same network, on their own
-streams (simcore/engine/dp_sync.py). A pass that needs gathered parameters (ZeRO 3's layers, or ZeRO 1/2's
+streams (simcore/engine/data_parallel/dp_sync.py). A pass that needs gathered parameters (ZeRO 3's layers, or ZeRO 1/2's
 overlapped gathers before a chunk's first forward) runs slice by slice behind them. After its gradients are
 reduced a rank waits for every rank (the global gradient-norm all-reduce before the step) and runs the optimizer.
 
@@ -23,7 +23,7 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from functools import partial
 
-from simcore.cost.collectives import CollectiveModel
+from simcore.cost.comm.collectives import CollectiveModel
 from simcore.cost.sharding import Unit
 from simcore.cost.workload import ChunkCost, Workload
 from simcore.domain.layout import Fidelity, Layout, Recompute
@@ -32,14 +32,14 @@ from simcore.domain.schedules import FORWARD, OVERLAPPED, POLICIES, Pass, produc
 from simcore.engine.clock import Clock, Event, Process, Step, start
 from simcore.engine.compute import ComputeStream
 from simcore.engine.context_parallel import ContextRing, CpTotals
-from simcore.engine.dp_collectives import DataParallelCollectives
-from simcore.engine.dp_sync import Gate, GradientSync
-from simcore.engine.embedding_sync import EmbeddingSync
+from simcore.engine.data_parallel.dp_collectives import DataParallelCollectives
+from simcore.engine.data_parallel.dp_sync import Gate, GradientSync
+from simcore.engine.data_parallel.embedding_sync import EmbeddingSync
+from simcore.engine.data_parallel.sharded import ShardedPasses
 from simcore.engine.flows import FlowNetwork
 from simcore.engine.pass_spans import account_wait, pass_label, record_pass_spans
 from simcore.engine.pass_work import PassTotals, PassWork, pass_work
 from simcore.engine.recorder import RankRecord, Recorder
-from simcore.engine.sharded import ShardedPasses
 from simcore.engine.tp_links import TensorParallelLinks
 from simcore.engine.transfers import PipelineTransfers
 from simcore.engine.watch import PassWatch
@@ -48,7 +48,7 @@ from topology.hardware import GpuSpec
 Progress = Callable[[int, int], None]
 """Called as the engine runs with (compute passes finished, compute passes in the iteration)."""
 PROGRESS_STEPS = 200  # progress reports per run, about (more for runs with few clock calls a pass)
-CALLS_PER_PASS = 4  # clock calls per compute pass, about (simcore/estimate.py's EVENTS_PER_PASS, measured)
+CALLS_PER_PASS = 4  # clock calls per compute pass, about (simcore/run_cost.py's EVENTS_PER_PASS, measured)
 _DIRECTIONS = (FORWARD, "B", "I", "W", OVERLAPPED)
 _FORWARDS = frozenset({FORWARD, OVERLAPPED})
 _GRADIENTS = frozenset(d for d in _DIRECTIONS if sends_gradient(d))
@@ -81,7 +81,8 @@ class EngineConfig:
     # Heterogeneous clusters: {(replica, pipeline rank): workload} of the simulated ranks whose GPU differs from
     # `workload`'s for that rank (simcore/cost/per_gpu.py); their chunks and optimizer step. Needs full fidelity.
     rank_workloads: dict[tuple[int, int], Workload] | None = None
-    # Each virtual stage's gather units, for implementations that gather per sub-module (simcore/engine/sharded.py).
+    # Each virtual stage's gather units, for implementations that gather per sub-module
+    # (simcore/engine/data_parallel/sharded.py).
     units: tuple[tuple[Unit, ...], ...] | None = None
 
 
@@ -91,7 +92,7 @@ class EngineResult:
     recorder: Recorder
     events: int
     simulated_ranks: int
-    extrapolated_periods: int = 0  # steady-state periods put back by simcore/engine/periodic.py
+    extrapolated_periods: int = 0  # steady-state periods put back by simcore/engine/steady_state/periodic.py
 
 
 class Engine:
@@ -101,7 +102,7 @@ class Engine:
         self.net = FlowNetwork(self.clock, config.collectives.capacity)
         self.rec = Recorder(config.keep_spans)
         self.events = 0
-        self.watch: PassWatch | None = None  # what simcore/engine/periodic.py observes of the passes
+        self.watch: PassWatch | None = None  # what simcore/engine/steady_state/periodic.py observes of the passes
         self.passes_done = 0  # compute passes finished, every simulated rank (what progress counts)
         self._barrier_waiting = 0
         layout = config.layout

@@ -15,8 +15,8 @@ collectives overlap their GEMMs (`tp_comm_overlap`) and ZeRO 3's sliced passes.
 
 from __future__ import annotations
 
-from simcore.cost.collectives import Collective, CollectiveModel, ring_factor
-from simcore.cost.patterns import FlowPattern
+from simcore.cost.comm.collectives import Collective, CollectiveModel, ring_factor
+from simcore.cost.comm.patterns import FlowPattern
 from simcore.cost.workload import ChunkCost
 from simcore.domain.layout import Fidelity
 from simcore.domain.placement import Placement

@@ -4,8 +4,8 @@ waits for."""
 
 from __future__ import annotations
 
-from simcore.cost.collectives import CollectiveModel
-from simcore.cost.patterns import FlowPattern
+from simcore.cost.comm.collectives import CollectiveModel
+from simcore.cost.comm.patterns import FlowPattern
 from simcore.cost.workload import Workload
 from simcore.domain.placement import Placement
 from simcore.engine.clock import Clock, Signal

@@ -1,5 +1,5 @@
-"""What may observe a rank's passes as the engine runs them (simcore/engine/periodic.py's check of a periodic
-steady state): told at the start of a rank's passes which of them it follows, at the top of each of those
+"""What may observe a rank's passes as the engine runs them (simcore/engine/steady_state/periodic.py's check of a
+periodic steady state): told at the start of a rank's passes which of them it follows, at the top of each of those
 (before its wait), and given each pass's start and end as a list the engine appends to. It must change nothing
 the engine sees."""
 

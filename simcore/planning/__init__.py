@@ -5,11 +5,12 @@
 
 space.py generates the layouts, prune.py discards what breaks a rule or does not fit (memory from
 simcore.cost.memory itself), estimate.py orders the rest by a closed form built on simcore.cost, screen.py keeps
-from simulation what a caller's cost limits exclude, rank.py simulates, ranks and explains, executors.py and
-worker.py say where candidates run (lifeline.py: pool workers end with their owner), search.py puts them together.
+from simulation what a caller's cost limits exclude, rank.py simulates, ranks and explains, executor.py says
+what the search needs of an executor (the process pool and Ray are service/executors/), worker.py what each worker
+runs and keeps, search.py puts them together.
 
 The names below are imported when first used: importing one module of the package (the request converter's
-`simcore.planning.space`) does not import the executors (multiprocessing) and the search with it.
+`simcore.planning.space`) does not import the search with it; no module of the package starts a process.
 """
 
 from __future__ import annotations
@@ -18,12 +19,12 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from simcore.planning.executors import EXECUTORS, ExecutorError
+    from simcore.planning.executor import Executor, ExecutorError
     from simcore.planning.search import Bounds, Ranked, SearchResult, StoppedBy, search
     from simcore.planning.space import Space
 
-__all__ = ["EXECUTORS", "Bounds", "ExecutorError", "Ranked", "SearchResult", "Space", "StoppedBy", "search"]
-_HOMES = {"EXECUTORS": "executors", "ExecutorError": "executors", "Bounds": "search", "Ranked": "search",
+__all__ = ["Bounds", "Executor", "ExecutorError", "Ranked", "SearchResult", "Space", "StoppedBy", "search"]
+_HOMES = {"Executor": "executor", "ExecutorError": "executor", "Bounds": "search", "Ranked": "search",
           "SearchResult": "search", "StoppedBy": "search", "search": "search", "Space": "space"}
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from simcore.planning.executors import WAIT
+from simcore.planning.executor import WAIT
 from simcore.planning.frontier import BATCH, Frontier
 from simcore.planning.rank import Evaluation
 from simcore.planning.screen import Ended, Screen, Screened, Selection

@@ -4,15 +4,15 @@ It never ranks: every ranked figure comes from the simulator (simcore.planning.r
 Built on the cost model, with no formula of its own for what the cost model already computes: the compute of
 each layer type, the embedding and the logits per microbatch are `simcore.cost.partition.stage_costs` (the
 kernels' roofline times, forward + backward + recomputation), the layers of each stage are
-`simcore.cost.partition.partition`'s split, the optimizer step is `simcore.cost.optimizer.optimizer_step_s`, ring
-traffic is `simcore.cost.collectives.ring_factor` and link bandwidths are NCCL's (`nccl_bandwidth`). What it adds
-is the schedule in closed form instead of events (Narayanan et al. 2021, §3): per microbatch a stage costs its
+`simcore.cost.partition.partition`'s split, the optimizer step is `simcore.cost.compute.optimizer.optimizer_step_s`,
+ring traffic is `simcore.cost.comm.collectives.ring_factor` and link bandwidths are NCCL's (`nccl_bandwidth`). What it
+adds is the schedule in closed form instead of events (Narayanan et al. 2021, §3): per microbatch a stage costs its
 layers' compute, its tensor-parallel all-reduces (4 per layer, 6 with full recomputation, each moving
 ring_factor x the activation over NVLink or, for a group that leaves the node, the node's NICs shared by its
 GPUs) and one activation send; an iteration costs m such stage times, or m times a microbatch's ZeRO 2/3
 traffic where that is longer, plus (p-1)/v stage times (the bubble), the exposed part of the data-parallel
-traffic and the optimizer step. Data-parallel collectives are the engine's own (simcore.cost.collectives: its
-phases for the placement and each of Megatron-Core's gradient buckets, simcore.cost.grad_buckets, alone on the
+traffic and the optimizer step. Data-parallel collectives are the engine's own (simcore.cost.comm.collectives: its
+phases for the placement and each of Megatron-Core's gradient buckets, simcore.cost.comm.grad_buckets, alone on the
 links), so the estimator builds the cluster's network once, when it first needs it, and caches each collective's
 time by placement and size: the estimate of tens of thousands of layouts takes a few seconds.
 """
@@ -22,11 +22,11 @@ from __future__ import annotations
 import math
 from collections import Counter
 
-from simcore.cost.collectives import Collective, CollectiveAlgorithm, nccl_bandwidth, ring_factor
+from simcore.cost.comm.collectives import Collective, CollectiveAlgorithm, nccl_bandwidth, ring_factor
+from simcore.cost.comm.grad_buckets import gradient_buckets
+from simcore.cost.compute.kernels import BYTES
+from simcore.cost.compute.optimizer import optimizer_step_s
 from simcore.cost.context_parallel import AttentionRing, Exchange, RingStep, Segment, local_model
-from simcore.cost.grad_buckets import gradient_buckets
-from simcore.cost.kernels import BYTES
-from simcore.cost.optimizer import optimizer_step_s
 from simcore.cost.parameters import FITTED, CostParameters
 from simcore.cost.partition import StageCosts, partition, stage_costs
 from simcore.cost.workload import layer_kernels
@@ -117,7 +117,7 @@ class Estimator:
     def dp_collective_s(self, layout: Layout, kind: Collective, size_bytes: float) -> float:
         """Seconds of one data-parallel collective of `size_bytes` over the DP x CP groups of a pipeline rank,
         all its tensor ranks' groups at once, alone on the links: the engine's own phases for it (NCCL's choice
-        for the size on the cluster's links, simcore.cost.collectives), so the estimate sees the bandwidth the
+        for the size on the cluster's links, simcore.cost.comm.collectives), so the estimate sees the bandwidth the
         engine gives a bucket of that size (cached)."""
         key = (layout.dp, layout.tp, layout.pp, layout.cp, layout.placement, kind, size_bytes)
         found = self._collective_s.get(key)
@@ -133,7 +133,7 @@ class Estimator:
 
     def _buckets_s(self, layout: Layout, kinds: tuple[tuple[Collective, float], ...], rank_params: float,
                    rank_layers: int) -> float:
-        """Seconds of a pipeline rank's gradient buckets (the engine's, simcore.cost.grad_buckets) over its chunks,
+        """Seconds of a pipeline rank's gradient buckets (the engine's, simcore.cost.comm.grad_buckets) over its chunks,
         each bucket a collective of every (kind, bytes per parameter) in `kinds`, one after another (cached)."""
         chunks = max(1, layout.shape.chunks)
         key = (layout.dp, layout.tp, layout.pp, layout.cp, layout.placement, layout.zero_stage,

@@ -9,7 +9,7 @@ On one cluster size `cost` and `time` order layouts alike (GPU-hours are days ti
 when a search tries several cluster sizes (the space's `num_nodes`): more GPUs finish sooner but a layout that
 scales less than linearly costs more per token, and a larger job fails more often (its MTBF is the per-GPU MTBF
 over the GPU count), which `goodput_time` counts. `cost` and `goodput_time` need the run described (the request's
-`training` section); every figure comes from simcore.training.plan_training on the simulated (or, for ordering
+`training` section); every figure comes from simcore.training_plan.plan_training on the simulated (or, for ordering
 only, the estimated) tokens/s.
 """
 
@@ -21,7 +21,7 @@ from enum import StrEnum
 from simcore.domain.model import ModelShape
 from simcore.domain.training import TrainingRun, validate_training
 from simcore.errors import SpecError
-from simcore.training import TrainingPlan, plan_training
+from simcore.training_plan import TrainingPlan, plan_training
 from topology.cluster_spec import ClusterSpec
 from topology.hardware import GPUS
 

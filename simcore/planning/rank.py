@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 
 from simcore.domain.layout import Layout
 from simcore.simulate import Network, Scenario, simulate
-from simcore.training import TrainingPlan
+from simcore.training_plan import TrainingPlan
 from topology.hardware import GIB
 
 

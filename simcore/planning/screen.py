@@ -2,7 +2,7 @@
 
 A search run under limits (a service job: engine events and memory per simulation, and a time limit) costs each
 candidate it would simulate, most promising first, before anything runs. The cost is the caller's `CostModel`
-(the service passes the estimate its simulations are admitted by, simcore.estimate.estimate_cost, which this
+(the service passes the estimate its simulations are admitted by, simcore.run_cost.estimate_cost, which this
 layer does not import):
 - a candidate whose estimated engine events or peak memory are over the limit is *screened*: kept with its
   estimate and the reason, and not simulated (the closed-form estimate that ordered it is all the search says

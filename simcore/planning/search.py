@@ -2,7 +2,7 @@
 rule or does not fit in memory (simcore.planning.prune), order the rest by a closed-form estimate
 (simcore.planning.estimate), keep from simulation what a screen's limits exclude (simcore.planning.screen),
 simulate the most promising ones up to the bounds on an executor
-(simcore.planning.executors, each worker as simcore.planning.worker describes), and rank what was simulated by
+(simcore.planning.executor's protocol, each worker as simcore.planning.worker describes), and rank what was simulated by
 tokens/s, saying why for each (simcore.planning.rank).
 
     result = search(base, global_batch_size=1536, space=Space(), bounds=Bounds(max_candidates=50))
@@ -22,7 +22,7 @@ from enum import StrEnum
 from simcore.domain.layout import Layout
 from simcore.domain.model import ModelShape
 from simcore.planning.bounded import BASELINE, BoundedRun
-from simcore.planning.executors import make_executor
+from simcore.planning.executor import Executor, InlineExecutor
 from simcore.planning.frontier import Frontier, KindReport, error_kind
 from simcore.planning.objective import Goal, Objective, describe_score, plan_for, score
 from simcore.planning.prune import Plan
@@ -172,22 +172,23 @@ def _frontier(candidates: Sequence[Layout], estimates: Sequence[float], owner: S
 
 def search(base: Scenario, global_batch_size: int, space: Space, bounds: Bounds = Bounds(), *,
            goal: Goal = FASTEST, clusters: Sequence[ClusterSpec] = (), baseline: Scenario | None = None,
-           executor: str = "local", address: str | None = None, workers: int | None = None,
-           progress: Progress | None = None, screen: Screen | None = None) -> SearchResult:
+           executor: Executor | None = None, progress: Progress | None = None,
+           screen: Screen | None = None) -> SearchResult:
     """Search the layouts of `base`'s model on `clusters` (default: `base`'s cluster alone; its options apply to
     every candidate; its layout is not used) for `global_batch_size`, best first by `goal`. `baseline`, a
     scenario on the same model and one of the clusters, is simulated too, to be compared with (whatever the
-    screen says of it; its estimated seconds count against the screen's budget). Raises ExecutorError when the
-    executor cannot start or fails, SpecError when the goal lacks what it needs."""
+    screen says of it; its estimated seconds count against the screen's budget). The candidates run on
+    `executor` (default: this process), which the search ends: its block is left when the search returns or
+    fails. Raises ExecutorError when the executor fails, SpecError when the goal lacks what it needs."""
     started = time.perf_counter()
-    goal.validate()
     model = base.model
     sizes = tuple(clusters) or (base.cluster,)
     owner, estimates, scores = [], [], []
-    # The time limit covers planning too: enumeration stops at it (and at least one candidate is simulated).
-    runner_block = make_executor(executor, address, workers)
+    runner_block = executor if executor is not None else InlineExecutor()
     runner = runner_block.__enter__()  # left below, by the block that runs the candidates (or by a failure)
     try:
+        goal.validate()
+        # The time limit covers planning too: enumeration stops at it (and at least one candidate is simulated).
         planned = plan_in_slices(runner, model, sizes, space, base, global_batch_size,
                       bounds.time_limit_s - (time.perf_counter() - started) if bounds.time_limit_s else None)
     except BaseException as exc:

@@ -11,12 +11,12 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from simcore.cost.collectives import CollectiveAlgorithm
-from simcore.cost.measured_gemm import measured_parameters
+from simcore.cost.comm.collectives import CollectiveAlgorithm
+from simcore.cost.compute.measured_gemm import measured_parameters
 from simcore.cost.parameters import CostParameters
 from simcore.domain.model import ModelShape
 from simcore.planning.estimate import Estimator
-from simcore.planning.executors import Executor
+from simcore.planning.executor import Executor
 from simcore.planning.prune import Plan, plan_search
 from simcore.planning.space import Space, context_parallel_sizes, divisors
 from simcore.simulate import Scenario

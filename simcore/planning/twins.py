@@ -25,13 +25,13 @@ from dataclasses import replace
 from simcore.domain.layout import Layout
 from simcore.domain.placement import place
 from topology.cluster_spec import LEAF_DOWN_PORTS, ClusterSpec, Fabric
-from topology.health import Health
+from topology.health import ClusterHealth
 from topology.links import fabric_size
 
 
 def flat(spec: ClusterSpec) -> bool:
     """Whether every permutation of the cluster's servers is an automorphism of it (module docstring)."""
-    if spec.topology is not None or spec.node_groups or spec.health != Health() or spec.measured is not None:
+    if spec.topology is not None or spec.node_groups or spec.health != ClusterHealth() or spec.measured is not None:
         return False
     if spec.domain_gpus != spec.gpus_per_node or spec.num_gpus % spec.gpus_per_node:
         return False

@@ -74,7 +74,8 @@ def test_zero3_in_50m_element_gathers_at_1536_gpus_is_less_than_half_of_384() ->
 
 def test_zero3_as_deepspeed_ran_it_in_2021_at_1536_gpus_is_less_than_half_of_384() -> None:
     # Narayanan et al. 2021 measured 0.31 for DeepSpeed's ZeRO 3: per-parameter gathers behind device-wide
-    # synchronisations and list-based collectives whose per-rank work the host issues (simcore/engine/sharded.py).
+    # synchronisations and list-based collectives whose per-rank work the host issues
+    # (simcore/engine/data_parallel/sharded.py).
     assert tflops("deepspeed-2021-1536") < 0.5 * tflops("deepspeed-2021-384")
 
 

@@ -5,8 +5,8 @@ golden.json is written by `python bench/golden_results.py --write-tests` from be
 (GPT and T5; 1F1B, GPipe, interleaved; ZeRO 0-3; full fidelity; ring, tree, hierarchical; a trace; search
 candidates; steady states long enough to extrapolate, every schedule), and the comparison is that script's, so
 the test and the full set agree on what "the same" means. The stored results are simulated period by period; where
-the default run extrapolates periods (simcore/engine/periodic.py) its result is compared with them within 1e-12
-(bench/golden_results.py's extrapolation_differences), and run with `extrapolate: false` it must reproduce them.
+the default run extrapolates periods (simcore/engine/steady_state/periodic.py) its result is compared with them within
+1e-12 (bench/golden_results.py's extrapolation_differences), and run with `extrapolate: false` it must reproduce them.
 """
 
 from __future__ import annotations

@@ -20,10 +20,10 @@ from service.cli.main import main
 from service.http.app import create_app
 from service.settings import Settings
 from simcore import build_network
-from simcore.cost.gemm_ceilings import CEILING_FLOPS_PER_S
-from simcore.cost.kernels import KERNEL_OVERHEAD_S, OpKind, layer_forward_ops, op_time
-from simcore.cost.measured_gemm import measured_parameters
-from simcore.cost.nccl_tuning import Collective
+from simcore.cost.comm.nccl_tuning import Collective
+from simcore.cost.compute.gemm_ceilings import CEILING_FLOPS_PER_S
+from simcore.cost.compute.kernels import KERNEL_OVERHEAD_S, OpKind, layer_forward_ops, op_time
+from simcore.cost.compute.measured_gemm import measured_parameters
 from simcore.cost.parameters import FITTED
 
 DATA = Path(__file__).parent / "data" / "nccl-tests"

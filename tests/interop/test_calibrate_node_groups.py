@@ -12,7 +12,7 @@ import pytest
 
 import clustersim
 from service.cli.main import main
-from simcore.cost.gemm_ceilings import CEILING_FLOPS_PER_S
+from simcore.cost.compute.gemm_ceilings import CEILING_FLOPS_PER_S
 
 # stage 0 on the A100 node, stage 1 on the H100 node (placement tp,dp,pp), layers split evenly; TP 1, so that
 # the layers' GEMMs are of the sizes the sweep measured

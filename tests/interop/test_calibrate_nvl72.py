@@ -1,6 +1,7 @@
 """nccl-tests' hosts on a cluster whose NVLink domain spans hosts: a GB200 NVL72 rack is one 72-GPU NVLink domain of
 18 hosts (compute trays) of 4 GPUs, so a table measured over 2 hosts there measures NVLink, not the network, and
-applies to the groups inside one rack; on DGX nodes 2 hosts are 2 domains (simcore/cost/measured_collectives.py)."""
+applies to the groups inside one rack; on DGX nodes 2 hosts are 2 domains
+(simcore/cost/comm/measured_collectives.py)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from interop.nccl_tests import parse_nccl_tests
 from service import convert
 from service.interop import calibrate
 from simcore import build_network, simulate
-from simcore.cost.measured_collectives import MeasuredCollectives
-from simcore.cost.nccl_tuning import Collective
+from simcore.cost.comm.measured_collectives import MeasuredCollectives
+from simcore.cost.comm.nccl_tuning import Collective
 from topology.measured import MeasuredCollective
 
 DP8 = {"model": {"preset": "gpt3-1.3b"}, "cluster": {"preset": "gb200-nvl72", "num_gpus": 8},

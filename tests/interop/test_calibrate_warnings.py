@@ -12,7 +12,7 @@ import clustersim
 from api_schemas import SimulationRequest
 from service import convert
 from simcore import build_network, simulate
-from simcore.cost.nccl_tuning import Collective
+from simcore.cost.comm.nccl_tuning import Collective
 
 DATA = Path(__file__).parent / "data" / "nccl-tests"
 SIZES = [1024 * 2**i for i in range(25)]  # 1 KiB to 16 GiB

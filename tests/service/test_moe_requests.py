@@ -17,7 +17,7 @@ from api_schemas import SimulationRequest
 from service import convert
 from service.http.app import create_app
 from service.settings import Settings
-from simcore.cost.collectives import CollectiveModel
+from simcore.cost.comm.collectives import CollectiveModel
 from simcore.cost.moe import all_to_all_pattern
 from simcore.domain.layout import CollectiveAlgorithm
 from simcore.domain.model import model_from_fields

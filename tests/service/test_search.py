@@ -20,7 +20,7 @@ from service.cli.main import main
 from service.convert import layout_json, to_space
 from service.search import run_search
 from simcore import Layout, Recompute, Scenario, Schedule, SpecError, simulate
-from simcore.planning.executors import ExecutorError
+from simcore.planning.executor import ExecutorError
 from simcore.planning.space import Space
 
 pytestmark = pytest.mark.slow  # minutes under load: outside the fast lane (pytest -m "not slow")

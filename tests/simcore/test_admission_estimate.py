@@ -1,4 +1,4 @@
-"""The admission estimate (simcore.estimate): the cluster graph counted exactly, engine events counted from the
+"""The admission estimate (simcore.run_cost): the cluster graph counted exactly, engine events counted from the
 engine's own structure (ZeRO buckets, gathers, full fidelity) close to what a run makes, and the work the
 estimate once missed (tiny ZeRO 3 gather buckets, thousands of NICs, a huge vocabulary) now seen; the partition
 search stays cheap whatever the vocabulary."""
@@ -22,7 +22,7 @@ from simcore import (
     sized,
 )
 from simcore.cost.partition import _balanced
-from simcore.estimate import _graph_elements
+from simcore.run_cost import _graph_elements
 from simcore.simulate import Scenario
 from topology.cluster_spec import Fabric
 from topology.graph import build_cluster

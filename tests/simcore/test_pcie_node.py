@@ -8,8 +8,8 @@ from dataclasses import replace
 import pytest
 
 from simcore import MODEL_PRESETS, Layout, Recompute, Scenario, model_from_fields, simulate
-from simcore.cost.collectives import Collective, CollectiveModel, bus_bandwidth
-from simcore.cost.nccl_tuning import BASE_LATENCY_US, HW_LATENCY_US, NcclAlgorithm, Protocol, latency_us
+from simcore.cost.comm.collectives import Collective, CollectiveModel, bus_bandwidth
+from simcore.cost.comm.nccl_tuning import BASE_LATENCY_US, HW_LATENCY_US, NcclAlgorithm, Protocol, latency_us
 from simcore.domain.layout import CollectiveAlgorithm
 from topology import NODE_PRESETS, Router, build_cluster, sized
 from topology.errors import SpecError

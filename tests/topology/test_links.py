@@ -14,7 +14,7 @@ from tests.topology.arithmetic_router import ArithmeticRouter
 from topology import NODE_PRESETS, Fabric, Router, build_cluster, sized
 from topology.cluster_spec import LEAF_DOWN_PORTS, ClusterSpec
 from topology.hardware import GB, GPUS, GpuKind
-from topology.health import DegradedLink, Health
+from topology.health import ClusterHealth, DegradedLink
 from topology.node_groups import NodeGroup
 
 
@@ -45,7 +45,7 @@ SPECS = {
     "nvlink-domain-of-two-nodes": spec_of(6 * 8, nvlink_domain_gpus=16),
     "mixed-rail": _mixed(Fabric.RAIL_OPTIMIZED),
     "mixed-fat-tree": _mixed(Fabric.FAT_TREE),
-    "degraded": spec_of(LEAF_DOWN_PORTS * 8 + 16, health=Health(degraded_links=(
+    "degraded": spec_of(LEAF_DOWN_PORTS * 8 + 16, health=ClusterHealth(degraded_links=(
         DegradedLink(0.5, node=1, nic=3), DegradedLink(0.25, gpu=9), DegradedLink(0.75, node=33, nic=0)))),
 }
 

@@ -54,7 +54,7 @@ def test_the_cli_simulates_on_a_simpy_environment_and_routes_on_the_networkx_gra
 
 def test_the_engine_defines_no_event_loop_of_its_own() -> None:
     """No module of the engine keeps a queue of timed calls (a heap) or steps one: time is SimPy's."""
-    for path in sorted((ROOT / "simcore" / "engine").glob("*.py")):
+    for path in sorted((ROOT / "simcore" / "engine").rglob("*.py")):
         tree = ast.parse(path.read_text())
         imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
                     and node.module == "heapq" for alias in node.names}

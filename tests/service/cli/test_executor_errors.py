@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import run_cli
 
-from simcore.planning.executors import ExecutorError
+from simcore.planning.executor import ExecutorError
 
 ROOT = Path(__file__).resolve().parents[3]
 SEARCH = ROOT / "examples" / "search" / "gpt3-175b-1024-a100.search.json"

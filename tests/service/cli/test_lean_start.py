@@ -44,7 +44,7 @@ def test_a_simulation_imports_no_settings_search_or_result_models() -> None:
             f"with contextlib.redirect_stdout(io.StringIO()):\n    main(['simulate', {str(request)!r}])")
     loaded = _modules_after(code)
     assert "simcore" in loaded
-    assert not loaded & {"pydantic_settings", "service.settings", "simcore.planning.executors",
+    assert not loaded & {"pydantic_settings", "service.settings", "service.executors.pool",
                          "simcore.planning.space", "api_schemas.search", "api_schemas.result", "concurrent.futures"}
 
 

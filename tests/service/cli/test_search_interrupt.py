@@ -33,7 +33,7 @@ def test_an_interrupted_search_returns_the_best_simulated_so_far() -> None:
             raise KeyboardInterrupt
 
     result = search(BASE, 16, Space(max_microbatch_size=2), Bounds(max_candidates=None, exhaustive=True),
-                    workers=1, progress=progress)
+                    progress=progress)
     assert result.stopped_by is StoppedBy.INTERRUPTED and result.simulated == 3
     assert result.best is not None and len(result.plan.candidates) > 3
 
@@ -43,7 +43,7 @@ def test_an_interrupt_before_any_result_is_an_interrupt() -> None:
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        search(BASE, 16, Space(max_microbatch_size=2), Bounds(max_candidates=None), workers=1, progress=progress)
+        search(BASE, 16, Space(max_microbatch_size=2), Bounds(max_candidates=None), progress=progress)
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="process groups")

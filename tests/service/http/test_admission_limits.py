@@ -1,4 +1,4 @@
-"""Admission by the true cost estimate (service.limits over simcore.estimate), the same in the HTTP service and
+"""Admission by the true cost estimate (service.limits over simcore.run_cost), the same in the HTTP service and
 the CLI: what once ran for minutes or ran the machine out of memory (ZeRO 3 gathers of a few elements, NICs near
 2^31, a huge vocabulary, a million GPUs) is refused up front, naming the field or the estimate and the limit."""
 

@@ -20,7 +20,7 @@ from service.http.app import create_app
 from service.search import prepare, space_size_bound
 from service.search_limits import ESTIMATE_SHORTFALL, planning_bound_s
 from service.settings import Settings
-from simcore.estimate import SECONDS_PER_EVENT
+from simcore.run_cost import SECONDS_PER_EVENT
 
 # The search: GPT-1T on 384 DGX A100 nodes (3072 GPUs), every replica simulated. Uncapped, its 200
 # candidates were estimated at 1,933 s of simulation and ran for about 80 minutes.

@@ -1,7 +1,7 @@
 """With the fitted parameters, a matrix product of any shape is never slower on a newer GPU generation: H100 not
 slower than A100, A100 not slower than V100 (time = ideal time + the generation's half-time, or the memory time,
 plus the launch; the fit's bounds keep half-times non-increasing and effective peaks non-decreasing). With the
-GEMM shape model on (simcore/cost/gemm_shape.py), the same for its forward and both gradient products: a newer
+GEMM shape model on (simcore/cost/compute/gemm_shape.py), the same for its forward and both gradient products: a newer
 GPU has no fewer SMs (never more waves) and an SM no slower (never a longer wave)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from dataclasses import replace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simcore.cost.kernels import Op, OpKind, gemm_op, op_time, weight_gradient_time
+from simcore.cost.compute.kernels import Op, OpKind, gemm_op, op_time, weight_gradient_time
 from simcore.cost.parameters import FITTED, GENERATIONS
 from topology.hardware import GPUS, GpuKind
 

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from simcore.cost.kernels import Op, OpKind, op_time, ops_time
-from simcore.cost.optimizer import FP16_UNSCALE_BYTES_PER_PARAMETER, OPTIMIZER_BYTES_PER_PARAMETER, optimizer_step_s
+from simcore.cost.compute.kernels import Op, OpKind, op_time, ops_time
+from simcore.cost.compute.optimizer import (
+    FP16_UNSCALE_BYTES_PER_PARAMETER,
+    OPTIMIZER_BYTES_PER_PARAMETER,
+    optimizer_step_s,
+)
 from simcore.cost.parameters import FITTED, HOST_DISPATCH_S, KERNEL_OVERHEAD_S
 from topology.hardware import GPUS, GpuKind
 

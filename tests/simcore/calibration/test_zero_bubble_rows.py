@@ -12,7 +12,7 @@ import pytest
 
 from simcore.calibration import zero_bubble
 from simcore.calibration.validate import load_reference, run_validation
-from simcore.cost.kernels import PROJECTIONS, layer_forward_ops, op_time
+from simcore.cost.compute.kernels import PROJECTIONS, layer_forward_ops, op_time
 from simcore.cost.parameters import FITTED
 from topology.hardware import GPUS, GpuKind
 

@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from simcore.cost.collectives import Collective, CollectiveModel, bus_bandwidth, effective_capacity
+from simcore.cost.comm.collectives import Collective, CollectiveModel, bus_bandwidth, effective_capacity
 from simcore.cost.parameters import COLLECTIVE_LAUNCH_S, COLLECTIVE_STEP_OVERHEAD_S, LINK_EFFICIENCY
 from simcore.domain.layout import CollectiveAlgorithm
 from topology import NODE_PRESETS, Router, build_cluster, sized

@@ -1,5 +1,5 @@
-"""PyTorch eager elementwise kernels (simcore/cost/eager.py): closed forms of the bytes and launches they add over
-the fused kernels, and what that does to a layer and to a request."""
+"""PyTorch eager elementwise kernels (simcore/cost/compute/eager.py): closed forms of the bytes and launches they add
+over the fused kernels, and what that does to a layer and to a request."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import pytest
 from api_schemas import SimulationRequest
 from service import convert
 from simcore.calibration import modern
-from simcore.cost.eager import RMSNORM_KERNELS, ROPE_KERNELS, SWIGLU_KERNELS, eager_bytes, eager_elementwise
-from simcore.cost.kernels import OpKind, layer_forward_ops, ops_flops, ops_time
-from simcore.cost.moe_kernels import transformer_layer_ops
+from simcore.cost.compute.eager import RMSNORM_KERNELS, ROPE_KERNELS, SWIGLU_KERNELS, eager_bytes, eager_elementwise
+from simcore.cost.compute.kernels import OpKind, layer_forward_ops, ops_flops, ops_time
+from simcore.cost.compute.moe_kernels import transformer_layer_ops
 from simcore.cost.parameters import FITTED, KERNEL_OVERHEAD_S
 from simcore.domain.layout import ElementwiseKernels
 from simcore.domain.model import model_from_fields

@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from simcore.cost.flops import layer_forward_matmul_flops, model_flops_per_iteration
+from simcore.cost.compute.flops import layer_forward_matmul_flops, model_flops_per_iteration
 from simcore.cost.partition import StageCosts, even_encoder_stages, partition, split_layers
 from simcore.domain.layout import Layout, Partition, Recompute, validate_layout
 from simcore.domain.model import Architecture, model_from_fields
@@ -237,7 +237,7 @@ def test_unequal_lengths_give_each_boundary_its_own_message() -> None:
 
 
 def test_the_decoder_embedding_ends_with_its_own_tensor_parallel_collective() -> None:
-    from simcore.cost.collectives import CollectiveModel
+    from simcore.cost.comm.collectives import CollectiveModel
     from simcore.cost.workload import build_workload
     from simcore.domain.layout import CollectiveAlgorithm
     from simcore.domain.placement import place

@@ -9,13 +9,13 @@ import pytest
 
 from simcore.calibration import modern
 from simcore.calibration.validate import load_reference, measured_time
-from simcore.cost.fp8 import (
+from simcore.cost.compute.fp8 import (
     FP8_GEMM_EFFICIENCY_RATIO,
     FP8_WEIGHT_COPY_BYTES,
     QUANTIZE_BYTES,
     fp8_weight_elements,
 )
-from simcore.cost.kernels import PROJECTIONS, OpKind, layer_forward_ops, op_time
+from simcore.cost.compute.kernels import PROJECTIONS, OpKind, layer_forward_ops, op_time
 from simcore.cost.parameters import FITTED, KERNEL_OVERHEAD_S
 from simcore.domain.layout import Fp8Recipe, Layout, Precision, validate_precision
 from simcore.domain.model import model_from_fields

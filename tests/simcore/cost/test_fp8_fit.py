@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-import simcore.cost.fp8 as fp8
+import simcore.cost.compute.fp8 as fp8
 
 pytestmark = pytest.mark.slow  # minutes under load: outside the fast lane (pytest -m "not slow")
 

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import pytest
 
-from simcore.cost.fp8 import fp8_gemm_weights, parameter_gather_bytes
+from simcore.cost.compute.fp8 import fp8_gemm_weights, parameter_gather_bytes
 from simcore.cost.memory import stage_memory
 from simcore.cost.workload import build_workload
 from simcore.domain.grad_reduce import GradReduce

@@ -1,6 +1,6 @@
 """No modelled GEMM runs above the best GEMM measured on its GPU (simcore/calibration/reference/gemm-ceilings.json),
-whatever its shape, dtype, pass or cost model; the ceilings in simcore/cost/gemm_ceilings.py are that file's; and a
-GEMM never gets slower when its dtype gets faster."""
+whatever its shape, dtype, pass or cost model; the ceilings in simcore/cost/compute/gemm_ceilings.py are that file's;
+and a GEMM never gets slower when its dtype gets faster."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from simcore.cost.gemm_ceilings import CEILING_FLOPS_PER_S, REFERENCE_NAMES, ceiling_basis, ceiling_fraction
-from simcore.cost.kernels import Op, fp8_ops, gemm_op, grouped_gemm_op, op_time
+from simcore.cost.compute.gemm_ceilings import CEILING_FLOPS_PER_S, REFERENCE_NAMES, ceiling_basis, ceiling_fraction
+from simcore.cost.compute.kernels import Op, fp8_ops, gemm_op, grouped_gemm_op, op_time
 from simcore.cost.parameters import FITTED
 from simcore.domain.layout import Fp8Recipe
 from topology.hardware import GPUS, GpuKind

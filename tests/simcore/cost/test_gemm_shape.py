@@ -1,5 +1,5 @@
-"""The GEMM shape model (simcore/cost/gemm_shape.py): closed forms of tile and wave quantization and the per-tile
-cost, each gradient product by its own shape, the fp32 main_grad traffic of a weight gradient, and exactly the
+"""The GEMM shape model (simcore/cost/compute/gemm_shape.py): closed forms of tile and wave quantization and the
+per-tile cost, each gradient product by its own shape, the fp32 main_grad traffic of a weight gradient, and exactly the
 FLOPs-only model when it is off."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from dataclasses import replace
 
 import pytest
 
-from simcore.cost.fp8 import fp8_gemm_efficiency
-from simcore.cost.gemm_shape import MAIN_GRAD_BYTES, TILE_M, TILE_N, Product, gradient_products, tiled_compute_s
-from simcore.cost.kernels import (
+from simcore.cost.compute.fp8 import fp8_gemm_efficiency
+from simcore.cost.compute.gemm_shape import MAIN_GRAD_BYTES, TILE_M, TILE_N, Product, gradient_products, tiled_compute_s
+from simcore.cost.compute.kernels import (
     BYTES,
     Op,
     OpKind,
@@ -21,8 +21,8 @@ from simcore.cost.kernels import (
     shaped_gemm_times,
     weight_gradient_time,
 )
+from simcore.cost.compute.weight_gradients import weight_share
 from simcore.cost.parameters import FITTED, KERNEL_OVERHEAD_S
-from simcore.cost.weight_gradients import weight_share
 from simcore.domain.layout import Fp8Recipe
 from simcore.domain.model import model_from_fields
 from topology.hardware import GPUS, GpuKind
@@ -103,7 +103,7 @@ def test_an_fp8_projection_on_blackwell_runs_at_the_fp8_rate_by_its_shape() -> N
     (gemm,) = [op for op in fp8_ops((gemm_op("mlp_up", 8192, 14336, 4096),), Fp8Recipe.MXFP8) if op.fp8]
     assert gemm.shape is not None
     # Blackwell takes Hopper's fitted half time, and its efficiency read against the two GPUs' measured GEMM
-    # ceilings (simcore/cost/gemm_ceilings.py: 1,745 of 2,250 TFLOP/s on B200, 794.5 of 989.4 on H100)
+    # ceilings (simcore/cost/compute/gemm_ceilings.py: 1,745 of 2,250 TFLOP/s on B200, 794.5 of 989.4 on H100)
     efficiency = SHAPED.gemm_efficiency_hopper * (1745 / 2250) / (794.5 / 989.4)
     rate = b200.peak_fp8_flops_per_s * fp8_gemm_efficiency(efficiency) / b200.sm_count
     half = SHAPED.gemm_half_time_hopper_s

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from simcore.cost.grad_buckets import bucket_elements, gradient_buckets
+from simcore.cost.comm.grad_buckets import bucket_elements, gradient_buckets
 
 
 def test_a_bucket_grows_with_the_group_past_40_ranks() -> None:

@@ -1,4 +1,4 @@
-"""Groups given as copies of one group (simcore/cost/groups.py) list the placement's groups exactly, and the
+"""Groups given as copies of one group (simcore/cost/comm/groups.py) list the placement's groups exactly, and the
 collective model builds from them the phases, choices and times it builds group by group from the same groups
 listed one by one (the path it took before: tuple-of-tuples keys, ring hops group by group, copies found by
 comparing every group), on alike and unlike clusters (fat-tree and rail fabrics, degraded links, a partial last
@@ -12,9 +12,9 @@ from collections.abc import Sequence
 
 import pytest
 
-import simcore.cost.collectives as collectives_module
-from simcore.cost.collectives import Collective, CollectiveModel
-from simcore.cost.groups import (
+import simcore.cost.comm.collectives as collectives_module
+from simcore.cost.comm.collectives import Collective, CollectiveModel
+from simcore.cost.comm.groups import (
     GroupCopies,
     as_groups,
     copies,
@@ -22,14 +22,14 @@ from simcore.cost.groups import (
     stage_groups,
     tensor_parallel_groups,
 )
-from simcore.cost.link_loads import LinkLoads, ring_copies, ring_loads
-from simcore.cost.symmetry import domain_copies
+from simcore.cost.comm.link_loads import LinkLoads, ring_copies, ring_loads
+from simcore.cost.comm.symmetry import domain_copies
 from simcore.domain.layout import CollectiveAlgorithm
 from simcore.domain.placement import Placement, place
 from topology import NODE_PRESETS, Fabric, Router, build_cluster, sized
 from topology.cluster_spec import ClusterSpec
 from topology.hardware import GPUS, GpuKind
-from topology.health import DegradedLink, Health
+from topology.health import ClusterHealth, DegradedLink
 from topology.node_groups import NodeGroup
 
 pytestmark = pytest.mark.slow  # minutes under load: outside the fast lane (pytest -m "not slow")
@@ -52,8 +52,9 @@ CLUSTERS = {
     "rail-64-nodes": (spec_of(64 * 8), (16, 8, 4)),
     "fat-tree-64-nodes": (spec_of(64 * 8, fabric=Fabric.FAT_TREE), (16, 8, 4)),
     "tp4-rail": (spec_of(64 * 8), (32, 4, 4)),
-    "degraded-nic": (spec_of(64 * 8, health=Health(degraded_links=(DegradedLink(0.5, node=3, nic=2),))), (16, 8, 4)),
-    "degraded-nvlink": (spec_of(64 * 8, health=Health(degraded_links=(DegradedLink(0.25, gpu=9),))), (16, 8, 4)),
+    "degraded-nic": (spec_of(64 * 8, health=ClusterHealth(degraded_links=(DegradedLink(0.5, node=3, nic=2),))),
+                     (16, 8, 4)),
+    "degraded-nvlink": (spec_of(64 * 8, health=ClusterHealth(degraded_links=(DegradedLink(0.25, gpu=9),))), (16, 8, 4)),
     "partial-last-node": (spec_of(100), (5, 4, 5)),
     "mixed-gpus": (mixed(), (5, 4, 2)),
 }

@@ -1,5 +1,5 @@
-"""LoRA fine-tuning (simcore/domain/lora.py, simcore/cost/lora.py) in closed forms: the weight-gradient FLOPs drop
-by the frozen share, the data-parallel gradient bytes are the adapters' bytes, and memory drops by the base's
+"""LoRA fine-tuning (simcore/domain/lora.py, simcore/cost/compute/lora.py) in closed forms: the weight-gradient FLOPs
+drop by the frozen share, the data-parallel gradient bytes are the adapters' bytes, and memory drops by the base's
 gradients and optimizer states."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from dataclasses import replace
 import pytest
 
 from simcore import MODEL_PRESETS, Layout, Recompute, Scenario, model_from_fields, simulate
-from simcore.cost.kernels import PROJECTIONS, OpKind, ops_time, weight_gradient_time
-from simcore.cost.lora import frozen_ops
+from simcore.cost.compute.kernels import PROJECTIONS, OpKind, ops_time, weight_gradient_time
+from simcore.cost.compute.lora import frozen_ops
+from simcore.cost.compute.moe_kernels import backward_ops, transformer_layer_ops
 from simcore.cost.memory import OPTIMIZER_BYTES, WEIGHT_BYTES, stage_memory
-from simcore.cost.moe_kernels import backward_ops, transformer_layer_ops
 from simcore.cost.parameters import FITTED
 from simcore.cost.workload import build_workload, layer_kernels
 from simcore.domain.lora import Lora, LoraTarget

@@ -7,14 +7,14 @@ import dataclasses
 
 import pytest
 
-import simcore.cost.moe_kernels as moe_kernels
+import simcore.cost.compute.moe_kernels as moe_kernels
 from simcore.calibration import modern
 from simcore.calibration.moe_rows import MOE_CALIBRATION_ROWS
 from simcore.calibration.validate import load_reference
-from simcore.cost.flops import layer_forward_matmul_flops
-from simcore.cost.gemm_shape import GROUPED_GEMM_STREAMS, stream_ramps
-from simcore.cost.kernels import Op, gemm_op, layer_forward_ops, op_time
-from simcore.cost.moe_kernels import sequence_time, transformer_layer_ops
+from simcore.cost.compute.flops import layer_forward_matmul_flops
+from simcore.cost.compute.gemm_shape import GROUPED_GEMM_STREAMS, stream_ramps
+from simcore.cost.compute.kernels import Op, gemm_op, layer_forward_ops, op_time
+from simcore.cost.compute.moe_kernels import sequence_time, transformer_layer_ops
 from simcore.cost.parameters import FITTED
 from simcore.domain.model import model_from_fields
 from simcore.domain.moe import MoeShape

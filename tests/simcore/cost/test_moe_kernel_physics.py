@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from simcore.cost.kernels import ops_time
-from simcore.cost.moe_kernels import backward_ops, sequence_time, transformer_layer_ops
+from simcore.cost.compute.kernels import ops_time
+from simcore.cost.compute.moe_kernels import backward_ops, sequence_time, transformer_layer_ops
 from simcore.cost.parameters import FITTED
 from simcore.domain.layout import Fp8Recipe
 from simcore.domain.model import model_from_fields

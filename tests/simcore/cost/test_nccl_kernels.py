@@ -1,4 +1,4 @@
-"""NVLS collectives as NCCL's chunked kernel pipeline (simcore/cost/nccl_kernels.py): the chunk sizes of
+"""NVLS collectives as NCCL's chunked kernel pipeline (simcore/cost/comm/nccl_kernels.py): the chunk sizes of
 calcCollChunking, the closed form of the pipeline, and `auto` against every point of collectives.json's H100
 all-reduce curve."""
 
@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from simcore.cost.collectives import Collective, CollectiveModel
-from simcore.cost.nccl_kernels import NVLS_LAUNCH_S, NVLS_SYNC_S, chunk_bytes, nvls_latency_s, stages
-from simcore.cost.nccl_tuning import Communicator, NcclAlgorithm
+from simcore.cost.comm.collectives import Collective, CollectiveModel
+from simcore.cost.comm.nccl_kernels import NVLS_LAUNCH_S, NVLS_SYNC_S, chunk_bytes, nvls_latency_s, stages
+from simcore.cost.comm.nccl_tuning import Communicator, NcclAlgorithm
 from simcore.domain.layout import CollectiveAlgorithm
 from topology import NODE_PRESETS, Router, build_cluster, sized
 

@@ -1,4 +1,4 @@
-"""NCCL's choice of algorithm and protocol (simcore/cost/nccl_tuning.py) and the `auto` collectives built on it:
+"""NCCL's choice of algorithm and protocol (simcore/cost/comm/nccl_tuning.py) and the `auto` collectives built on it:
 NCCL's own latency formulas, the small-message floor at scale, and the large-message bus bandwidth of
 collectives.json inside a node and across nodes."""
 
@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from simcore.cost.collectives import Collective, CollectiveModel, bus_bandwidth
-from simcore.cost.nccl_tuning import (
+from simcore.cost.comm.collectives import Collective, CollectiveModel, bus_bandwidth
+from simcore.cost.comm.nccl_tuning import (
     Communicator,
     NcclAlgorithm,
     Protocol,

@@ -8,10 +8,10 @@ from dataclasses import replace
 
 import pytest
 
-from simcore.cost.fp8 import FP8_WEIGHT_COPY_BYTES, QUANTIZE_BYTES, WEIGHT_QUANTIZE_BYTES, fp8_weight_elements
-from simcore.cost.gemm_ceilings import ceiling_fraction
-from simcore.cost.kernels import PROJECTIONS, gemm_op, layer_forward_ops, op_time
-from simcore.cost.nvfp4 import (
+from simcore.cost.compute.fp8 import FP8_WEIGHT_COPY_BYTES, QUANTIZE_BYTES, WEIGHT_QUANTIZE_BYTES, fp8_weight_elements
+from simcore.cost.compute.gemm_ceilings import ceiling_fraction
+from simcore.cost.compute.kernels import PROJECTIONS, gemm_op, layer_forward_ops, op_time
+from simcore.cost.compute.nvfp4 import (
     NVFP4_OPERAND_BYTES,
     NVFP4_QUANTIZE_BYTES,
     NVFP4_WEIGHT_COPY_BYTES,

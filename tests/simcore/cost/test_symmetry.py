@@ -1,4 +1,4 @@
-"""The collective patterns taken from the first NVLink domain's groups (simcore/cost/symmetry.py) are the
+"""The collective patterns taken from the first NVLink domain's groups (simcore/cost/comm/symmetry.py) are the
 patterns built group by group, and trimmed by keep_links, exactly: on clusters where the copies hold (one GPU
 kind, no degraded link, groups inside domains) and on those where the model must build every group (mixed GPUs,
 degraded links, groups across nodes, copies out of order, a partial last node)."""
@@ -10,16 +10,16 @@ from collections.abc import Callable
 
 import pytest
 
-from simcore.cost.collectives import Collective, CollectiveModel, effective_capacity, ring_factor
-from simcore.cost.link_loads import LinkLoads, Phase, nvls_loads, ring_loads, step_latency, tree_loads
-from simcore.cost.patterns import COLLECTIVE_KEPT_LINKS, keep_links
-from simcore.cost.symmetry import Groups, domain_copies, kept_phases
+from simcore.cost.comm.collectives import Collective, CollectiveModel, effective_capacity, ring_factor
+from simcore.cost.comm.link_loads import LinkLoads, Phase, nvls_loads, ring_loads, step_latency, tree_loads
+from simcore.cost.comm.patterns import COLLECTIVE_KEPT_LINKS, keep_links
+from simcore.cost.comm.symmetry import Groups, domain_copies, kept_phases
 from simcore.domain.layout import CollectiveAlgorithm
 from topology import NODE_PRESETS, Router, build_cluster, sized
 from topology.cluster_spec import ClusterSpec
 from topology.graph import Cluster, Node
 from topology.hardware import GB, GPUS, GpuKind
-from topology.health import DegradedLink, Health
+from topology.health import ClusterHealth, DegradedLink
 from topology.node_groups import NodeGroup
 
 
@@ -83,7 +83,7 @@ CASES = {
     "partial-last-node-idle": (spec_of(8 * 8 + 4), tp_groups(8 * 8, 4), True),
     "rail-fabric-tp16-across-nodes": (spec_of(16 * 8), tp_groups(16 * 8, 16), False),
     "copies-out-of-order": (spec_of(16 * 8), tp_groups(16 * 8, 4, [0, 1, 3, 2] + list(range(4, 32))), False),
-    "degraded-nvlink": (spec_of(16 * 8, health=Health(degraded_links=(DegradedLink(0.5, gpu=13),))),
+    "degraded-nvlink": (spec_of(16 * 8, health=ClusterHealth(degraded_links=(DegradedLink(0.5, gpu=13),))),
                         tp_groups(16 * 8, 8), False),
     "mixed-gpus": (mixed(), tp_groups(40, 8), False),
     "one-group": (spec_of(8), tp_groups(8, 8), False),
@@ -115,7 +115,7 @@ def test_the_model_gives_the_same_phases_with_and_without_the_copies(algorithm: 
                                                                      preset: str) -> None:
     symmetric = build_cluster(spec_of(32 * 8, preset))
     # the same cluster, its one degraded link a no-op (factor 1): the model builds every group there
-    plain = build_cluster(spec_of(32 * 8, preset, health=Health(degraded_links=(DegradedLink(1.0, gpu=255),))))
+    plain = build_cluster(spec_of(32 * 8, preset, health=ClusterHealth(degraded_links=(DegradedLink(1.0, gpu=255),))))
     assert domain_copies(symmetric, tp_groups(256, 8)) is not None and domain_copies(plain, tp_groups(256, 8)) is None
     fast = CollectiveModel(symmetric, Router(symmetric), algorithm)
     slow = CollectiveModel(plain, Router(plain), algorithm)

@@ -9,8 +9,8 @@ from dataclasses import replace
 import pytest
 
 from simcore.cost.chunk import ChunkCost
-from simcore.cost.collectives import Collective
-from simcore.cost.moe_kernels import transformer_layer_ops
+from simcore.cost.comm.collectives import Collective
+from simcore.cost.compute.moe_kernels import transformer_layer_ops
 from simcore.cost.parameters import FITTED
 from simcore.cost.tp_async import column_weight_gradients, hidden_backward_s
 from simcore.cost.workload import build_workload

@@ -1,4 +1,4 @@
-"""Patterns counted per translation class (simcore/cost/translation.py) are the patterns added up hop by hop and
+"""Patterns counted per translation class (simcore/cost/comm/translation.py) are the patterns added up hop by hop and
 trimmed by keep_links, exactly (the same links, loads and latency): data-parallel rings and mirrored pipeline
 sends on rail-optimized and fat-tree fabrics, oversubscribed, with one NIC per node or one per GPU pair, NVL72
 racks and two-node NVLink domains, in several placements; and the clusters where the model adds up every hop
@@ -10,16 +10,16 @@ import dataclasses
 
 import pytest
 
-import simcore.cost.translation as translation
-from simcore.cost.collectives import Collective, CollectiveModel, effective_capacity, ring_factor
-from simcore.cost.link_loads import LinkLoads, ring_loads, step_latency, worst_hop
-from simcore.cost.patterns import keep_links
-from simcore.cost.translation import Counted, block_of
+import simcore.cost.comm.translation as translation
+from simcore.cost.comm.collectives import Collective, CollectiveModel, effective_capacity, ring_factor
+from simcore.cost.comm.link_loads import LinkLoads, ring_loads, step_latency, worst_hop
+from simcore.cost.comm.patterns import keep_links
+from simcore.cost.comm.translation import Counted, block_of
 from simcore.domain.layout import CollectiveAlgorithm
 from simcore.domain.placement import place
 from topology import NODE_PRESETS, Fabric, Router, build_cluster, sized
 from topology.cluster_spec import ClusterSpec
-from topology.health import DegradedLink, Health
+from topology.health import ClusterHealth, DegradedLink
 
 pytestmark = pytest.mark.slow  # minutes under load: outside the fast lane (pytest -m "not slow")
 
@@ -155,8 +155,8 @@ def test_mixed_weights_and_small_clusters_are_added_hop_by_hop() -> None:
 
 
 FALLBACKS = {
-    "degraded-nic": Health(degraded_links=(DegradedLink(0.5, node=3, nic=2),)),
-    "degraded-nvlink": Health(degraded_links=(DegradedLink(0.25, gpu=9),)),
+    "degraded-nic": ClusterHealth(degraded_links=(DegradedLink(0.5, node=3, nic=2),)),
+    "degraded-nvlink": ClusterHealth(degraded_links=(DegradedLink(0.25, gpu=9),)),
 }
 
 
@@ -165,7 +165,7 @@ FALLBACKS = {
 def test_the_model_counts_by_class_what_it_adds_up_hop_by_hop(algorithm: CollectiveAlgorithm, order: str) -> None:
     symmetric = build_cluster(spec_of(128 * 8))
     # the same cluster with a degraded link that changes nothing (factor 1): the model adds up every hop there
-    plain = build_cluster(spec_of(128 * 8, health=Health(degraded_links=(DegradedLink(1.0, gpu=7),))))
+    plain = build_cluster(spec_of(128 * 8, health=ClusterHealth(degraded_links=(DegradedLink(1.0, gpu=7),))))
     assert block_of(Router(symmetric), [(0, 8, 8, 200, 1.0)]) is not None
     assert block_of(Router(plain), [(0, 8, 8, 200, 1.0)]) is None
     fast = CollectiveModel(symmetric, Router(symmetric), algorithm)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from simcore.cost.collectives import CollectiveModel
+from simcore.cost.comm.collectives import CollectiveModel
 from simcore.cost.workload import ChunkCost, Workload
 from simcore.domain.layout import CollectiveAlgorithm, Layout, Schedule
 from simcore.domain.placement import place

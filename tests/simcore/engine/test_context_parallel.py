@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 
-from simcore.cost.collectives import Collective, CollectiveModel
+from simcore.cost.comm.collectives import Collective, CollectiveModel
 from simcore.cost.context_parallel import Exchange, RingStep, kv_block_bytes
 from simcore.cost.workload import Workload, build_workload
 from simcore.domain.layout import CollectiveAlgorithm, CpComm, Fidelity, Layout, Recompute

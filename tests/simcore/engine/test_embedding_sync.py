@@ -12,7 +12,7 @@ import pytest
 from api_schemas import parse_request
 from service.convert import replace_spans, to_scenario
 from simcore import Fidelity, build_network, simulate
-from simcore.cost.collectives import Collective
+from simcore.cost.comm.collectives import Collective
 from simcore.cost.workload import build_workload
 from simcore.domain.placement import place
 

@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from simcore.cost.collectives import CollectiveModel
+from simcore.cost.comm.collectives import CollectiveModel
 from simcore.cost.workload import Workload, build_workload
 from simcore.domain.layout import CollectiveAlgorithm, Fidelity, Layout, Recompute, Schedule
 from simcore.domain.model import ModelShape, model_from_fields

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simcore.cost.patterns import FlowPattern
+from simcore.cost.comm.patterns import FlowPattern
 from simcore.engine.clock import Clock
 from simcore.engine.flows import FlowNetwork, water_fill
 

@@ -1,5 +1,5 @@
 """Interference: compute beside collectives runs slower by the SMs and HBM bandwidth their channels take
-(simcore/cost/interference.py), event by event (simcore/engine/compute.py): exact small timelines, the form's
+(simcore/cost/comm/interference.py), event by event (simcore/engine/compute.py): exact small timelines, the form's
 closed cases, and an overlapped data-parallel reduction slowing the backward pass it overlaps by the modelled
 amount while the same layout without overlap is unchanged."""
 
@@ -9,8 +9,8 @@ from dataclasses import replace
 
 import pytest
 
-from simcore.cost.collectives import Collective, CollectiveModel
-from simcore.cost.interference import CommLoad, comm_load, hbm_bytes_per_byte, slowdown
+from simcore.cost.comm.collectives import Collective, CollectiveModel
+from simcore.cost.comm.interference import CommLoad, comm_load, hbm_bytes_per_byte, slowdown
 from simcore.cost.parameters import FITTED
 from simcore.cost.workload import build_workload
 from simcore.domain.layout import CollectiveAlgorithm, Layout, Schedule

@@ -1,5 +1,5 @@
-"""The period finder's columns and runs (simcore/engine/periods.py) against their definitions written out pass by
-pass, and the interned passes they rely on (simcore/domain/passes.py)."""
+"""The period finder's columns and runs (simcore/engine/steady_state/periods.py) against their definitions written out
+pass by pass, and the interned passes they rely on (simcore/domain/passes.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-import simcore.engine.periods as periods
+import simcore.engine.steady_state.periods as periods
 from simcore.domain.layout import Schedule
 from simcore.domain.passes import BACKWARD, FORWARD, OVERLAPPED, Pass
 from simcore.domain.schedules import POLICIES

@@ -1,5 +1,5 @@
-"""Periodic steady-state extrapolation (simcore/engine/periodic.py): the extrapolated result against the same
-iteration simulated period by period, for every schedule; a case the check must refuse; the option off; the
+"""Periodic steady-state extrapolation (simcore/engine/steady_state/periodic.py): the extrapolated result against the
+same iteration simulated period by period, for every schedule; a case the check must refuse; the option off; the
 trace and the progress of an extrapolated run."""
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from simcore.domain.layout import Fidelity, Layout, Schedule
 from simcore.domain.model import model_from_fields
 from simcore.domain.passes import Pass
 from simcore.domain.placement import place
-from simcore.engine.periodic import try_extrapolated
-from simcore.engine.periods import Columns, aligned, consistent
 from simcore.engine.pipeline import EngineConfig
+from simcore.engine.steady_state.periodic import try_extrapolated
+from simcore.engine.steady_state.periods import Columns, aligned, consistent
 from simcore.simulate import Outcome, Scenario, build_network, simulate, straggler_factors
 from topology import NODE_PRESETS, sized
-from topology.health import Health, SlowGpu
+from topology.health import ClusterHealth, SlowGpu
 
 MODEL = model_from_fields({"architecture": "decoder_only", "num_layers": 8, "hidden_size": 1024,
                            "num_attention_heads": 16, "vocab_size": 1024, "seq_length": 512})
@@ -88,7 +88,7 @@ def test_post_validation_extrapolates_both_iterations() -> None:
 def test_the_check_refuses_replicas_at_different_periods_and_the_run_falls_back() -> None:
     # A slow GPU in one replica: the two replicas' pipelines run at different periods, so the iteration as a
     # whole never repeats (only the data-parallel reduction at the end joins them).
-    cluster = replace(CLUSTER, health=Health(slow_gpus=(SlowGpu(gpu=5, compute_time_factor=1.3),)))
+    cluster = replace(CLUSTER, health=ClusterHealth(slow_gpus=(SlowGpu(gpu=5, compute_time_factor=1.3),)))
     layout = Layout(dp=2, tp=2, pp=4, microbatch_size=1, global_batch_size=96, zero_stage=1,
                     overlap_grad_reduce=True)
     scenario = Scenario(MODEL, cluster, layout)

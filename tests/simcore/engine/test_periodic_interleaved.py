@@ -1,6 +1,6 @@
-"""Periodic steady state of interleaved 1F1B with few microbatch groups (simcore/engine/periods.py, periodic.py):
-its period is pp microbatches (2 v pp passes a rank), so a stretch holds only about m/pp - 2 periods. At m/pp = 12
-four of its ten are left out and put back, equal to the full run; at m/pp = 6 the stretch is too short for the
+"""Periodic steady state of interleaved 1F1B with few microbatch groups (simcore/engine/steady_state/periods.py,
+periodic.py): its period is pp microbatches (2 v pp passes a rank), so a stretch holds only about m/pp - 2 periods. At
+m/pp = 12 four of its ten are left out and put back, equal to the full run; at m/pp = 6 the stretch is too short for the
 check and the run says so and is simulated in full."""
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from simcore.domain.layout import Fidelity, Layout, Schedule
 from simcore.domain.model import model_from_fields
 from simcore.domain.placement import place
 from simcore.domain.schedules import POLICIES
-from simcore.engine.periodic import try_extrapolated
-from simcore.engine.periods import (
+from simcore.engine.pipeline import EngineConfig
+from simcore.engine.steady_state.periodic import try_extrapolated
+from simcore.engine.steady_state.periods import (
     FILL_AND_PHASE,
     K_SIDE,
     Columns,
@@ -25,7 +26,6 @@ from simcore.engine.periods import (
     plan_cut,
     schedule_lists,
 )
-from simcore.engine.pipeline import EngineConfig
 from simcore.simulate import Scenario, build_network, simulate
 from topology import NODE_PRESETS, sized
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import partial
 
-from simcore.cost.collectives import Collective
+from simcore.cost.comm.collectives import Collective
 from simcore.engine.clock import Clock, Event
+from simcore.engine.data_parallel.streams import PENDING, READY, Job, Rendezvous, Stream
 from simcore.engine.recorder import RankRecord, Recorder
-from simcore.engine.streams import PENDING, READY, Job, Rendezvous, Stream
 
 GB = 1e9
 

@@ -8,10 +8,10 @@ from dataclasses import replace
 import pytest
 
 from simcore import FITTED, GPUS, MODEL_PRESETS, NODE_PRESETS, Layout, Recompute, model_from_fields, sized
-from simcore.cost.collectives import Collective, CollectiveAlgorithm
-from simcore.cost.grad_buckets import gradient_buckets
-from simcore.cost.kernels import BYTES
-from simcore.cost.optimizer import optimizer_step_s
+from simcore.cost.comm.collectives import Collective, CollectiveAlgorithm
+from simcore.cost.comm.grad_buckets import gradient_buckets
+from simcore.cost.compute.kernels import BYTES
+from simcore.cost.compute.optimizer import optimizer_step_s
 from simcore.cost.parameters import LINK_EFFICIENCY
 from simcore.cost.partition import stage_costs
 from simcore.domain.placement import place

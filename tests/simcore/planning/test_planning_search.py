@@ -9,6 +9,7 @@ from dataclasses import replace
 
 import pytest
 
+from service.executors import make_executor
 from simcore import (
     MODEL_PRESETS,
     NODE_PRESETS,
@@ -34,7 +35,7 @@ SPACE = Space(tp=(2, 4), recompute=(Recompute.SELECTIVE,), zero_stage=(0, 1), ma
 
 
 def test_the_most_promising_are_simulated_and_ranked_by_the_simulator() -> None:
-    result = search(BASE, 16, SPACE, Bounds(top_k=3, max_candidates=6), workers=1)
+    result = search(BASE, 16, SPACE, Bounds(top_k=3, max_candidates=6))
     plan = result.plan
     estimator = Estimator(BASE.model, BASE.cluster)
     estimates = sorted(((-estimator.tokens_per_s(lay), i) for i, lay in enumerate(plan.candidates)))
@@ -52,7 +53,7 @@ def test_the_most_promising_are_simulated_and_ranked_by_the_simulator() -> None:
 def test_a_whole_space_completes_and_a_baseline_is_compared() -> None:
     baseline = replace(BASE, layout=Layout(dp=8, tp=1, pp=1, microbatch_size=1, global_batch_size=16))
     space = replace(SPACE, tp=(4,), zero_stage=(1,), placement=("tp,dp,pp",))
-    result = search(BASE, 16, space, Bounds(max_candidates=None, exhaustive=True), baseline=baseline, workers=1)
+    result = search(BASE, 16, space, Bounds(max_candidates=None, exhaustive=True), baseline=baseline)
     assert result.stopped_by is StoppedBy.COMPLETE and result.simulated == len(result.plan.candidates)
     assert result.baseline is not None and result.baseline.layout == baseline.layout
     assert result.best is not None and result.best_speedup == (
@@ -62,8 +63,8 @@ def test_a_whole_space_completes_and_a_baseline_is_compared() -> None:
 
 def test_a_proven_best_is_the_exhaustive_best_with_fewer_simulated() -> None:
     space = replace(SPACE, zero_stage=(0, 1, 2), recompute=(Recompute.NONE, Recompute.SELECTIVE))
-    everything = search(BASE, 16, space, Bounds(max_candidates=None, exhaustive=True), workers=1)
-    proven = search(BASE, 16, space, Bounds(max_candidates=None), workers=1)
+    everything = search(BASE, 16, space, Bounds(max_candidates=None, exhaustive=True))
+    proven = search(BASE, 16, space, Bounds(max_candidates=None))
     assert proven.stopped_by is StoppedBy.PROVEN and proven.could_win == 0
     assert proven.simulated < everything.simulated == len(everything.plan.candidates)
     assert proven.best is not None and everything.best is not None
@@ -74,14 +75,14 @@ def test_a_proven_best_is_the_exhaustive_best_with_fewer_simulated() -> None:
 
 
 def test_the_same_candidates_whatever_the_workers() -> None:
-    one = search(BASE, 16, SPACE, Bounds(max_candidates=None), workers=1)
-    two = search(BASE, 16, SPACE, Bounds(max_candidates=None), workers=2)
+    one = search(BASE, 16, SPACE, Bounds(max_candidates=None))
+    two = search(BASE, 16, SPACE, Bounds(max_candidates=None), executor=make_executor("local", workers=2))
     assert one.simulated == two.simulated and [r.layout for r in one.top] == [r.layout for r in two.top]
     assert [r.evaluation.tokens_per_s for r in one.top] == [r.evaluation.tokens_per_s for r in two.top]
 
 
 def test_a_time_limit_still_simulates_one() -> None:
-    result = search(BASE, 16, SPACE, Bounds(max_candidates=None, time_limit_s=1e-9), workers=1)
+    result = search(BASE, 16, SPACE, Bounds(max_candidates=None, time_limit_s=1e-9))
     assert result.stopped_by is StoppedBy.TIME_LIMIT and result.simulated == 1
 
 
@@ -90,7 +91,7 @@ def test_a_time_limit_covers_planning() -> None:
     base = replace(BASE, model=model_from_fields(MODEL_PRESETS["gpt3-175b"]),
                    cluster=sized(NODE_PRESETS["dgx-a100"], 1024))
     started = time.perf_counter()
-    result = search(base, 1536, Space(), Bounds(max_candidates=1, time_limit_s=0.2), workers=1)
+    result = search(base, 1536, Space(), Bounds(max_candidates=1, time_limit_s=0.2))
     assert result.plan.truncated and 0 < result.plan.generated < 77_436
     assert result.stopped_by is StoppedBy.TIME_LIMIT and result.simulated == 1
     assert result.run.planning_s < 2.0 and time.perf_counter() - started < 60
@@ -127,7 +128,7 @@ def test_a_reused_network_gives_the_same_results() -> None:
 def test_a_space_listing_the_new_schedules_searches_them_with_their_rules() -> None:
     space = replace(SPACE, tp=(1,), zero_stage=(0,), recompute=(Recompute.NONE,), placement=("tp,dp,pp",),
                     schedule=(Schedule.ONE_F_ONE_B, Schedule.ZB_H1, Schedule.ZB_H2, Schedule.ZB_V, Schedule.DUALPIPE))
-    result = search(BASE, 16, space, Bounds(max_candidates=None), workers=1)
+    result = search(BASE, 16, space, Bounds(max_candidates=None))
     schedules = {r.layout.schedule for r in result.top} | {lay.schedule for lay in result.plan.candidates}
     assert {Schedule.ZB_H1, Schedule.ZB_H2, Schedule.ZB_V, Schedule.DUALPIPE} <= schedules
     # m = 16 / (dp x microbatch): DualPipe with pp 8 needs m >= 16, so with dp 1 and microbatch 2 it is discarded

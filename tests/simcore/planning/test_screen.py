@@ -9,11 +9,11 @@ from dataclasses import replace
 import pytest
 
 from simcore import MODEL_PRESETS, NODE_PRESETS, Layout, Recompute, Scenario, model_from_fields, sized
-from simcore.estimate import estimate_cost
 from simcore.planning.prune import plan_search
 from simcore.planning.screen import MIB, CandidateCost, Ended, Screen, select
 from simcore.planning.search import Bounds, StoppedBy, search
 from simcore.planning.space import Space
+from simcore.run_cost import estimate_cost
 from topology.hardware import GPUS
 
 BASE = Scenario(model=model_from_fields(MODEL_PRESETS["gpt3-350m"]), cluster=sized(NODE_PRESETS["dgx-a100"], 8),
@@ -76,7 +76,7 @@ def test_a_search_simulates_what_the_screen_chose() -> None:
                        BASE.cost_parameters)
     events = sorted(estimated(replace(BASE, layout=layout)).events for layout in plan.candidates)
     limit = events[len(events) // 2]
-    screened = search(BASE, 16, SPACE, Bounds(max_candidates=None, exhaustive=True), workers=1,
+    screened = search(BASE, 16, SPACE, Bounds(max_candidates=None, exhaustive=True),
                       screen=Screen(estimated, max_events=limit))
     over = {layout for layout in plan.candidates if estimated(replace(BASE, layout=layout)).events > limit}
     assert over and {s.layout for s in screened.screened} == over
@@ -84,11 +84,10 @@ def test_a_search_simulates_what_the_screen_chose() -> None:
     assert screened.simulated == len(plan.candidates) - len(over) and screened.stopped_by is StoppedBy.COMPLETE
     assert not over & {r.layout for r in screened.top}
     # Simulating only what can win, the search meets (and reports) the screened candidates that could have won.
-    bounded = search(BASE, 16, SPACE, Bounds(max_candidates=None), workers=1,
-                     screen=Screen(estimated, max_events=limit))
+    bounded = search(BASE, 16, SPACE, Bounds(max_candidates=None), screen=Screen(estimated, max_events=limit))
     assert {s.layout for s in bounded.screened} <= over and not over & {r.layout for r in bounded.top}
     assert bounded.simulated < screened.simulated
-    budgeted = search(BASE, 16, SPACE, Bounds(max_candidates=None), workers=1, screen=Screen(estimated, budget_s=3.0))
+    budgeted = search(BASE, 16, SPACE, Bounds(max_candidates=None), screen=Screen(estimated, budget_s=3.0))
     assert budgeted.simulated == 3 and budgeted.stopped_by is StoppedBy.ESTIMATED_TIME
     assert budgeted.estimated_s == 3.0
-    assert search(BASE, 16, SPACE, Bounds(max_candidates=2), workers=1).estimated_s is None  # no screen
+    assert search(BASE, 16, SPACE, Bounds(max_candidates=2)).estimated_s is None  # no screen

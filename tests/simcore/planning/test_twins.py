@@ -9,7 +9,7 @@ from simcore import MODEL_PRESETS, NODE_PRESETS, Layout, Scenario, model_from_fi
 from simcore.planning.frontier import Frontier
 from simcore.planning.twins import flat, servers_permuted, twins
 from topology.cluster_spec import Fabric
-from topology.health import DegradedLink, Health
+from topology.health import ClusterHealth, DegradedLink
 
 GPT_1_3B = model_from_fields(MODEL_PRESETS["gpt3-1.3b"])
 H100 = NODE_PRESETS["dgx-h100"]
@@ -24,7 +24,7 @@ def test_one_leaf_per_rail_is_flat_and_several_leaves_a_degraded_link_or_a_user_
     assert not flat(sized(H100, 8 * 64))  # two units: routes between them are chosen by a hash of the ports
     assert flat(replace(FOUR_NODES, fabric=Fabric.FAT_TREE))  # a fat tree's leaf takes 32 NICs: 4 servers...
     assert not flat(replace(sized(H100, 64), fabric=Fabric.FAT_TREE))  # ...and 8 servers hang under two
-    degraded = replace(FOUR_NODES, health=Health(degraded_links=(DegradedLink(bandwidth_factor=0.5, gpu=3),)))
+    degraded = replace(FOUR_NODES, health=ClusterHealth(degraded_links=(DegradedLink(bandwidth_factor=0.5, gpu=3),)))
     assert not flat(degraded)
 
 
