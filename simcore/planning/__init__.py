@@ -6,7 +6,8 @@
 space.py generates the layouts, prune.py discards what breaks a rule or does not fit (memory from
 simcore.cost.memory itself), estimate.py orders the rest by a closed form built on simcore.cost, screen.py keeps
 from simulation what a caller's cost limits exclude, rank.py simulates, ranks and explains, executors.py and
-worker.py say where candidates run (lifeline.py: pool workers end with their owner), search.py puts them together.
+worker.py say where candidates run (lifeline.py: pool workers end with their owner; ray_keeper.py: so does a
+local Ray runtime), search.py puts them together.
 
 The names below are imported when first used: importing one module of the package (the request converter's
 `simcore.planning.space`) does not import the executors (multiprocessing) and the search with it.
