@@ -8,7 +8,8 @@ stops starting new simulations as soon as its time is up.
 
 A local pool's workers end with the process that owns the pool, even when it is killed (simcore.planning.lifeline),
 and a block that ends with an exception (Ctrl-C's KeyboardInterrupt, a task's error) kills them at once rather
-than waiting for the simulations in flight.
+than waiting for the simulations in flight. So do the processes of a local Ray runtime the Ray executor starts
+(simcore.planning.ray_keeper).
 
 An executor that cannot be set up (an unknown kind, Ray not installed, no Ray cluster at the address) or that
 fails while it runs (a worker process died, the Ray cluster went away) raises `ExecutorError`, not `SpecError`:

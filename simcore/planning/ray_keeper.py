@@ -195,8 +195,10 @@ def main(argv: list[str]) -> None:
         import ray
 
         started = ray
-        ray.init(num_cpus=int(argv[0]) if argv else None, include_dashboard=False, logging_level=logging.ERROR,
-                 log_to_driver=False)
+        # "local": a runtime of its own, even where a `ray start` cluster runs on this machine (which ray.init()
+        # with no address would join, and which is not the keeper's to end)
+        ray.init(address="local", num_cpus=int(argv[0]) if argv else None, include_dashboard=False,
+                 logging_level=logging.ERROR, log_to_driver=False)
         # The address, then the authentication mode Ray chose for the runtime (RAY_AUTH_MODE: a runtime it starts
         # uses tokens by default since Ray 2.59), which whoever connects must use too.
         print(ray.get_runtime_context().gcs_address, os.environ.get("RAY_AUTH_MODE", ""), flush=True)
