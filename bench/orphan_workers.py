@@ -3,7 +3,7 @@
 search the way a CI timeout, the out-of-memory killer or a user would, and times how long the last process it
 started (workers, and the forkserver where there is one) lives on.
 
-    python bench/orphan_workers.py [--rounds N]
+    python bench/orphan_workers.py [--rounds N] [--ways WAY,...]
 
 Ways of ending it, each `--rounds` times (default 3):
 - sigkill: SIGKILL to the `clustersim search` process (its pool forks: the CLI has no other thread then);
@@ -11,7 +11,10 @@ Ways of ending it, each `--rounds` times (default 3):
   pool starts workers from a forkserver (workers are the forkserver's children, not the search's);
 - sweep-sigkill: SIGKILL to `clustersim sweep` on four slow points (the sweep's pool is the search's);
 - ctrl-c: SIGINT to the whole process group, as a terminal's Ctrl-C sends it;
-- sigint-parent: SIGINT to the search process alone.
+- sigint-parent: SIGINT to the search process alone;
+- ray-sigkill, ray-ctrl-c: the same search with `--executor ray` (a local Ray runtime of its own: its keeper, the
+  GCS server, raylet, dashboard, monitors, agents and task workers), killed or interrupted once two Ray workers run
+  its tasks. Skipped (said so) where ray is not installed.
 Prints, per way, the seconds from the signal until the last process the search started was gone, and until
 the search itself had exited too (the goal: both under 2 s), then `ps` of any clustersim process still running
 2 s after the last round (the goal: none).
@@ -23,6 +26,7 @@ test_orphan_workers.py runs `measure` once per way and asserts the goal.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import signal
@@ -58,7 +62,9 @@ from service.search import run_search
 from api_schemas.search import load_search_file
 run_search(load_search_file(sys.argv[1]), workers=int(sys.argv[2]))
 """
-WAYS = ("sigkill", "sigkill-forkserver", "sweep-sigkill", "ctrl-c", "sigint-parent")
+WAYS = ("sigkill", "sigkill-forkserver", "sweep-sigkill", "ctrl-c", "sigint-parent", "ray-sigkill", "ray-ctrl-c")
+# The titles Ray workers take while they run the search's tasks (planning slices, then candidates).
+RAY_TASKS = ("ray::plan_slice", "ray::evaluate_candidate")
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +89,14 @@ def alive(proc: Proc) -> bool:
     """The process exists, is not a zombie (killed but not yet reaped) and is the same one."""
     fields = _stat(proc.pid)
     return fields is not None and fields[0] not in ("Z", "X") and int(fields[19]) == proc.start_ticks
+
+
+def title(pid: int) -> str:
+    """A process's command line as it shows itself (a Ray worker renames itself to the task it runs)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""
 
 
 def cpu_s(pid: int) -> float:
@@ -118,9 +132,15 @@ def start(way: str, request: Path) -> subprocess.Popen[bytes]:
                 "--out", str(request.with_name("sweep-out"))]
     else:
         argv = [sys.executable, "-m", "service.cli.main", "search", str(request), "--workers", str(WORKERS),
-                "--json"]
-    return subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True, preexec_fn=terminal_sigint)
+                "--json"] + (["--executor", "ray"] if way.startswith("ray-") else [])
+    with stderr_file(request).open("wb") as stderr:
+        return subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True,
+                                preexec_fn=terminal_sigint)
+
+
+def stderr_file(request: Path) -> Path:
+    """Where the search's standard error goes (beside its request)."""
+    return request.with_name("stderr.txt")
 
 
 def terminal_sigint() -> None:
@@ -131,15 +151,19 @@ def terminal_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def busy_workers(parent: subprocess.Popen[bytes], deadline_s: float) -> list[Proc]:
-    """Wait until WORKERS processes below `parent` are simulating; every process below it then. Raises
-    TimeoutError past `deadline_s` seconds, or RuntimeError if the search ended first."""
+def busy_workers(parent: subprocess.Popen[bytes], deadline_s: float, ray: bool = False,
+                 stderr: Path | None = None) -> list[Proc]:
+    """Wait until WORKERS processes below `parent` are simulating (with `ray`: Ray workers running the search's
+    tasks, since Ray's own processes use CPU too); every process below it then. Raises TimeoutError past `deadline_s`
+    seconds, or RuntimeError if the search ended first (with the end of `stderr`, the search's standard error)."""
     end = time.monotonic() + deadline_s
     while time.monotonic() < end:
         if parent.poll() is not None:
-            raise RuntimeError(f"the search ended (exit {parent.returncode}) before its workers were busy")
+            said = stderr.read_text(errors="replace").strip()[-2000:] if stderr is not None else ""
+            raise RuntimeError(f"the search ended (exit {parent.returncode}) before its workers were busy: {said}")
         below = descendants(parent.pid)
-        if sum(cpu_s(p.pid) >= BUSY_CPU_S for p in below) >= WORKERS:
+        if sum(cpu_s(p.pid) >= BUSY_CPU_S and (not ray or title(p.pid).startswith(RAY_TASKS))
+               for p in below) >= WORKERS:
             return below
         time.sleep(0.1)
     raise TimeoutError(f"no {WORKERS} busy workers within {deadline_s:g} s")
@@ -164,11 +188,11 @@ def measure(way: str, request: Path, deadline_s: float = 30.0, start_deadline_s:
     parent = start(way, request)
     below: list[Proc] = []
     try:
-        below = busy_workers(parent, start_deadline_s)
+        below = busy_workers(parent, start_deadline_s, way.startswith("ray-"), stderr_file(request))
         signalled = time.monotonic()
         if "sigkill" in way:
             parent.kill()
-        elif way == "ctrl-c":
+        elif way.endswith("ctrl-c"):
             os.killpg(parent.pid, signal.SIGINT)
         else:
             parent.send_signal(signal.SIGINT)
@@ -203,21 +227,29 @@ def clustersim_processes() -> str:
     lines = subprocess.run(["ps", "-eo", "pid,ppid,stat,pcpu,etime,args"], capture_output=True, text=True,
                            check=False).stdout.splitlines()
     own = {os.getpid(), os.getppid()}
-    hits = [line for line in lines[1:] if ("clustersim" in line or "service.search" in line
-                                            or "multiprocessing" in line) and int(line.split()[0]) not in own]
+    hits = [line for line in lines[1:] if ("clustersim" in line or "service.search" in line or "simcore" in line
+                                            or "multiprocessing" in line or "ray::" in line or "/ray/" in line)
+            and int(line.split()[0]) not in own]
     return "\n".join(lines[:1] + hits) if hits else "(none)"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--ways", default=",".join(WAYS), help=f"comma-separated, of: {', '.join(WAYS)}")
     args = parser.parse_args()
+    ways = [way for way in args.ways.split(",") if way]
+    if unknown := sorted(set(ways) - set(WAYS)):
+        parser.error(f"--ways: unknown {', '.join(unknown)}; must be of {', '.join(WAYS)}")
     print(f"Llama-3-70B on 32 DGX H100 nodes, {WORKERS} workers; seconds from the signal until the last process "
           "the search started was gone / until the search itself had exited too")
     worst = 0.0
     with tempfile.TemporaryDirectory() as tmp:
         request = request_file(Path(tmp))
-        for way in WAYS:
+        for way in ways:
+            if way.startswith("ray-") and importlib.util.find_spec("ray") is None:
+                print(f"  {way:19s} skipped: ray is not installed (pip install 'clustersim[ray]')")
+                continue
             figures = []
             for _ in range(args.rounds):
                 ending = measure(way, request)

@@ -5,9 +5,9 @@ runs its candidates through; the pure core never starts a process itself.
 
 - pool.py: `LocalExecutor`, a pool of worker processes on this machine, each ending with this process.
 - lifeline.py: how a pool's workers notice that the process that owns the pool has died, and end.
-- ray_tasks.py: `RayExecutor`, Ray tasks on a Ray cluster (or a local Ray runtime).
+- ray_tasks.py: `RayExecutor`, Ray tasks on a Ray cluster (or a local Ray runtime of its own).
+- ray_keeper.py: the keeper process below which a local Ray runtime runs, ending it with its owner (SIGKILL too).
 - windowed.py: the window of tasks in flight that both keep (twice the workers), cancelled on a failure.
-Helpers of the Ray runtime's processes (a keeper of a local runtime, say) belong here beside ray_tasks.py.
 
 The modules that start processes are imported when an executor is made: importing this package (the command
 line's flag check) imports neither multiprocessing's pools nor Ray.

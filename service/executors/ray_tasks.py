@@ -4,10 +4,13 @@ raises `ExecutorError`; a task's own exception reaches the caller unchanged."""
 
 from __future__ import annotations
 
+import logging
+import os
 from collections.abc import Callable, Iterator
 from types import TracebackType
 from typing import Any
 
+from service.executors.ray_keeper import KeeperError, LocalRay, use_auth_mode
 from service.executors.windowed import windowed
 from simcore.planning.executor import ExecutorError
 
@@ -15,8 +18,11 @@ __all__ = ["RayExecutor"]
 
 
 class RayExecutor:
-    """Ray tasks on the Ray cluster at `address` (or a local Ray runtime when there is none, or the runtime this
-    process already started). clustersim must be importable on every Ray node."""
+    """Ray tasks on the Ray cluster at `address` (RAY_ADDRESS when None and set), or on a local Ray runtime of
+    its own, or on the runtime this process already started. clustersim must be importable on every Ray node.
+
+    A local runtime of its own is started by a keeper process (service.executors.ray_keeper) that ends every Ray
+    process of it when this executor closes or this process dies, SIGKILL included."""
 
     name = "ray"
 
@@ -27,15 +33,26 @@ class RayExecutor:
             raise ExecutorError("ray is not installed: pip install 'clustersim[ray]'", "executor") from None
         self._ray = ray
         self._owned = False
+        self._local: LocalRay | None = None
         if not ray.is_initialized():
-            kwargs: dict[str, Any] = {"address": address, "include_dashboard": False, "logging_level": "ERROR",
-                                      "log_to_driver": False}
-            if address is None and workers:
-                kwargs["num_cpus"] = workers
+            address = address or os.environ.get("RAY_ADDRESS") or None
+            if address is None:
+                try:
+                    self._local = LocalRay(workers)
+                except KeeperError as err:
+                    raise ExecutorError(str(err)) from None
+                use_auth_mode(self._local.auth_mode)
             try:
-                ray.init(**kwargs)
+                ray.init(address=self._local.address if self._local else address, logging_level=logging.ERROR,
+                         log_to_driver=False)
             except ConnectionError as err:
+                if self._local is not None:
+                    self._stop_local()
+                    raise ExecutorError(f"cannot connect to the local Ray runtime it started: {err}") from None
                 raise ExecutorError(f"cannot reach a Ray cluster at {address!r}: {err}", "address") from None
+            except BaseException:
+                self._stop_local()
+                raise
             self._owned = True
         cpus = int(ray.cluster_resources().get("CPU", 1))
         self.workers = max(1, min(workers, cpus) if workers else cpus)
@@ -57,9 +74,20 @@ class RayExecutor:
         except ray.exceptions.RayError as err:  # a worker or node died, the cluster went away
             raise ExecutorError(f"the Ray executor failed: {err}") from err
 
+    def _stop_local(self) -> None:
+        if self._local is not None:
+            self._local.stop()
+            self._local = None
+
     def close(self) -> None:
-        if self._owned:
-            self._ray.shutdown()
+        """Disconnect from Ray (this process's own runtime: shut it down), then end the local runtime with
+        whatever still runs there (after Ctrl-C or a failure: the tasks `run` cancelled). In this order: a
+        driver whose cluster has gone spends seconds in `ray.shutdown` trying to reach it."""
+        try:
+            if self._owned:
+                self._ray.shutdown()
+        finally:
+            self._stop_local()
 
     def __enter__(self) -> RayExecutor:
         return self

@@ -48,7 +48,7 @@ from topology.hardware import GpuSpec
 Progress = Callable[[int, int], None]
 """Called as the engine runs with (compute passes finished, compute passes in the iteration)."""
 PROGRESS_STEPS = 200  # progress reports per run, about (more for runs with few clock calls a pass)
-CALLS_PER_PASS = 4  # clock calls per compute pass, about (simcore/run_cost.py's EVENTS_PER_PASS, measured)
+CALLS_PER_PASS = 4  # clock calls per compute pass, about: the pass, its send and the send's flow (simcore/run_cost.py)
 _DIRECTIONS = (FORWARD, "B", "I", "W", OVERLAPPED)
 _FORWARDS = frozenset({FORWARD, OVERLAPPED})
 _GRADIENTS = frozenset(d for d in _DIRECTIONS if sends_gradient(d))

@@ -170,10 +170,11 @@ class Server:
         raise RuntimeError("the server did not become ready in time")
 
     def kill(self) -> None:
-        """SIGKILL: no shutdown handlers run."""
+        """SIGKILL: no shutdown handlers run. Waited for with a generous deadline: a killed process is reaped at
+        once, but a loaded machine may take seconds to schedule it."""
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGKILL)
-        self.process.wait(10)
+        self.process.wait(60)
         self._log.close()
 
     def stop(self) -> None:

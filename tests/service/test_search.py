@@ -192,12 +192,12 @@ def test_cli_search_screens_candidates_over_the_job_limits(tmp_path: Path, capsy
     path = tmp_path / "search.yaml"
     path.write_text(yaml.safe_dump({**SMALL, "space": {"tp": [2], "zero_stage": [1], "recompute": ["selective"]}}),
                     encoding="utf-8")
-    monkeypatch.setenv("CLUSTERSIM_MAX_JOB_EVENTS", "210")  # the service would not simulate the larger ones
+    monkeypatch.setenv("CLUSTERSIM_MAX_JOB_EVENTS", "300")  # the service would not simulate the larger ones
     argv = ["search", str(path), "--json", "--max-candidates", "2", "--workers", "1"]
     assert main(argv) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["search"]["simulated"] == 2 and result["search"]["screened"] > 0
-    assert all(entry["estimated_events"] > 210 for entry in result["screened"])
+    assert all(entry["estimated_events"] > 300 for entry in result["screened"])
     assert main([*argv, "--no-limits"]) == 0  # lifted: nothing screened
     lifted = json.loads(capsys.readouterr().out)
     assert lifted["search"]["screened"] == 0 and lifted["screened"] == []

@@ -15,6 +15,7 @@ from simcore import (
     NODE_PRESETS,
     Fidelity,
     Layout,
+    Recompute,
     Schedule,
     estimate_cost,
     model_from_fields,
@@ -22,7 +23,7 @@ from simcore import (
     sized,
 )
 from simcore.cost.partition import _balanced
-from simcore.run_cost import _graph_elements
+from simcore.run_cost import EVENTS_PER_PASS, _graph_elements
 from simcore.simulate import Scenario
 from topology.cluster_spec import Fabric
 from topology.graph import build_cluster
@@ -114,4 +115,36 @@ def test_split_schedules_count_their_passes(schedule: Schedule, post_validation:
     assert actual / 4 <= estimated <= 4 * actual, (actual, estimated)
     chunks = 2 if schedule in (Schedule.ZB_V, Schedule.DUALPIPE) else 1
     passes = 3 * 16 * chunks * 8 * (2 if post_validation else 1)
-    assert estimated - estimate_cost(plain).events >= (passes - 2 * 16 * 8) * 4
+    assert estimated - estimate_cost(plain).events >= (passes - 2 * 16 * 8) * EVENTS_PER_PASS
+
+
+def _layout_of(preset: str, node: str, gpus: int, **fields: object) -> Scenario:
+    model = model_from_fields(MODEL_PRESETS[preset])
+    layout = Layout(**{"microbatch_size": 1, "sequence_parallel": fields.get("tp", 1) != 1 and model.moe is not None,
+                       "overlap_grad_reduce": True, **fields})  # type: ignore[arg-type]
+    return Scenario(model=model, cluster=sized(NODE_PRESETS[node], gpus), layout=layout)
+
+
+# Kinds of layout whose events the estimate once missed by far (bench/search_admission.py --events measured
+# 5-9x on MoE layouts, 2.2x on context parallelism with ZeRO 3, 1.7x on TP groups across nodes): a MoE layer's
+# experts not split by tp reduce as many gradient buckets as a rank holds experts; ring sends beside ZeRO 3's
+# gathers and a TP transfer each pass cost flows of their own.
+@pytest.mark.parametrize(("preset", "node", "gpus", "fields"), [
+    ("mixtral-8x7b", "dgx-h100", 8, {"dp": 2, "tp": 4, "pp": 1, "global_batch_size": 8, "zero_stage": 2}),
+    ("mixtral-8x7b", "dgx-h100", 16, {"dp": 4, "tp": 2, "pp": 2, "ep": 4, "global_batch_size": 16,
+                                      "zero_stage": 1}),
+    ("llama3-8b", "dgx-h100", 32, {"dp": 2, "tp": 2, "pp": 1, "cp": 8, "global_batch_size": 16, "zero_stage": 3}),
+    ("llama3-8b", "dgx-h100", 16, {"dp": 2, "tp": 2, "pp": 2, "cp": 2, "global_batch_size": 16, "zero_stage": 2,
+                                   "recompute": Recompute.SELECTIVE}),
+    ("gpt3-1.3b", "dgx-a100", 64, {"dp": 2, "tp": 8, "pp": 4, "virtual_stages": 2, "global_batch_size": 64,
+                                   "placement": "dp,tp,pp", "recompute": Recompute.FULL,
+                                   "schedule": Schedule.INTERLEAVED_1F1B}),
+    ("gpt3-1.3b", "dgx-a100", 32, {"dp": 4, "tp": 2, "pp": 4, "global_batch_size": 32, "zero_stage": 3}),
+])
+def test_a_layouts_events_are_at_most_a_half_over_the_estimate(preset: str, node: str, gpus: int,
+                                                               fields: dict[str, object]) -> None:
+    scenario = _layout_of(preset, node, gpus, **fields)
+    actual = simulate(scenario).events
+    estimated = estimate_cost(scenario).events
+    assert actual <= 1.5 * estimated, (actual, estimated)
+    assert estimated <= 2.5 * actual, (actual, estimated)  # and not so far above that it screens for nothing

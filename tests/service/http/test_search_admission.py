@@ -63,7 +63,7 @@ def test_the_1t_full_fidelity_search_is_capped_to_end_within_the_job_time_limit(
         job = response.json()
         assert client.delete(f"/v1/jobs/{job['id']}").status_code == 200  # not run here: it takes many minutes
     budget = round((3600 - planning_bound_s(layouts_bound(GPT_1T_FULL))) / ESTIMATE_SHORTFALL, 1)
-    assert 400 < budget < 600
+    assert 800 < budget < 900  # the job time limit less about 93 s of planning's bound, over ESTIMATE_SHORTFALL 4
     bounds, capped = job["bounds"], {c["field"]: c["rule"] for c in job["capped"]}
     assert bounds["max_estimated_s"] == budget and bounds["max_candidates"] == 200
     assert capped["bounds.max_estimated_s"].startswith(f"at most {budget:g} s of estimated simulation: the job time "
