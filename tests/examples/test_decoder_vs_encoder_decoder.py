@@ -4,12 +4,12 @@ and the README written from the simulation."""
 from __future__ import annotations
 
 import copy
-import importlib.util
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from bench_scripts import load_file
 
 from api_schemas import SimulationRequest
 from service import convert as adapters
@@ -70,8 +70,5 @@ def test_the_balanced_split_is_more_even(results: dict[str, Any]) -> None:
 
 
 def test_the_readme_is_what_the_simulator_measures_now() -> None:
-    spec = importlib.util.spec_from_file_location("decoder_vs_encoder_decoder_report", EXAMPLE / "report.py")
-    assert spec is not None and spec.loader is not None
-    report = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(report)
+    report = load_file(EXAMPLE / "report.py", "decoder_vs_encoder_decoder_report")
     assert report.main(["--check"]) == 0, "rerun: python examples/decoder-vs-encoder-decoder/report.py"

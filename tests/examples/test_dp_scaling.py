@@ -5,11 +5,11 @@ of the published ones, except DP at 8.7B (examples/dp-scaling/README.md says why
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from bench_scripts import load_file
 
 from api_schemas import load_request_file
 from service.convert import to_scenario
@@ -63,10 +63,7 @@ def test_dp_efficiency_within_5_points(replicated: str, replica: str) -> None:
 
 
 def _scaling_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("dp_scaling_script", EXAMPLES / "scaling.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_file(EXAMPLES / "scaling.py", "dp_scaling_script")
     return module
 
 

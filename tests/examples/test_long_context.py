@@ -3,21 +3,18 @@ the fastest without it); at 8K it does not. The README is what report.py writes 
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+from bench_scripts import load_file
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "long-context"
 
 
 def report_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("long_context_report", EXAMPLE / "report.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_file(EXAMPLE / "report.py", "long_context_report")
     return module
 
 

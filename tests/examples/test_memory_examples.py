@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
+from bench_scripts import load_file
 
 from api_schemas import load_request_file
 from service import convert as adapters
@@ -91,19 +91,13 @@ def test_at_1536_gpus_deepspeed_2021_is_slowest_of_the_implementations_and_slowe
 
 
 def test_the_example_readme_carries_the_current_figures() -> None:
-    spec = importlib.util.spec_from_file_location("zero_scaling_compare", EXAMPLES / "zero-scaling" / "compare.py")
-    assert spec is not None and spec.loader is not None
-    compare = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(compare)
+    compare = load_file(EXAMPLES / "zero-scaling" / "compare.py", "zero_scaling_compare")
     text = compare.README.read_text(encoding="utf-8")
     assert compare.with_figures(text, compare.render(compare.figures())) == text, \
         "run python examples/zero-scaling/compare.py --write"
 
 
 def test_the_no_pipeline_readme_carries_the_current_figures() -> None:
-    spec = importlib.util.spec_from_file_location("no_pipeline_report", EXAMPLES / "no-pipeline-limits" / "report.py")
-    assert spec is not None and spec.loader is not None
-    report = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(report)
+    report = load_file(EXAMPLES / "no-pipeline-limits" / "report.py", "no_pipeline_report")
     assert (EXAMPLES / "no-pipeline-limits" / "README.md").read_text(encoding="utf-8") == report.render(), \
         "run python examples/no-pipeline-limits/report.py"

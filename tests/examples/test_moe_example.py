@@ -4,21 +4,18 @@ of it leaves the NVLink domain."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from bench_scripts import load_file
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "examples" / "moe" / "report.py"
 
 
 def load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("moe_example", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_file(SCRIPT, "moe_example")
     return module
 
 

@@ -3,21 +3,17 @@ m = 16 rows are simulated again; `report.py --check` redoes them all), and what 
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
+
+from bench_scripts import load_file
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = ROOT / "examples" / "pipeline-schedules"
 
 
 def report() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("pipeline_schedules_report", HERE / "report.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclass looks itself up there
-    spec.loader.exec_module(module)
+    module = load_file(HERE / "report.py", "pipeline_schedules_report")
     return module
 
 

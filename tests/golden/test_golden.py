@@ -11,23 +11,20 @@ the default run extrapolates periods (simcore/engine/steady_state/periodic.py) i
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+from bench_scripts import load_file
 
 ROOT = Path(__file__).resolve().parents[2]
 CASES: dict[str, dict[str, Any]] = json.loads((Path(__file__).parent / "golden.json").read_text())
 
 
 def _golden_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("golden_results", ROOT / "bench" / "golden_results.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_file(ROOT / "bench" / "golden_results.py", "golden_results")
     return module
 
 

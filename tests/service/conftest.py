@@ -6,7 +6,6 @@ pointed at a temporary one for the whole session."""
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 import os
 import signal
@@ -21,6 +20,7 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from bench_scripts import load_file
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -53,11 +53,7 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, s
 
 def load_script(path: Path) -> Any:
     """Import an example's script (a file, not a package module) so a test can call its functions."""
-    spec = importlib.util.spec_from_file_location(f"example_{path.parent.name.replace('-', '_')}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file(path, f"example_{path.parent.name.replace('-', '_')}")
 
 
 def assert_cli_refuses(capsys: pytest.CaptureFixture[str], tmp_path: Path, doc: dict[str, Any], field: str,

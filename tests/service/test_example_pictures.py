@@ -4,12 +4,12 @@ results as when committed (always), and are the same bytes (with the matplotlib 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import re
 from pathlib import Path
 
 import pytest
+from bench_scripts import load_file
 
 pytestmark = pytest.mark.slow  # minutes under load: outside the fast lane (pytest -m "not slow")
 
@@ -18,10 +18,7 @@ RERUN = "rerun: python examples/pictures.py"
 
 
 def test_example_pictures_are_current(tmp_path: Path) -> None:
-    spec = importlib.util.spec_from_file_location("example_pictures", EXAMPLES / "pictures.py")
-    assert spec is not None and spec.loader is not None
-    pictures = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(pictures)
+    pictures = load_file(EXAMPLES / "pictures.py", "example_pictures")
     committed = json.loads((EXAMPLES / "pictures.json").read_text(encoding="utf-8"))
     fresh = pictures.make(tmp_path)
     assert fresh["pictures"].keys() == committed["pictures"].keys(), RERUN

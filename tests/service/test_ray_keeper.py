@@ -5,7 +5,6 @@ tests/service/cli/test_orphan_workers.py's. Skipped where ray is not installed; 
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 import time
@@ -16,6 +15,8 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
+from bench_scripts import load_file  # noqa: E402
+
 from service.executors import make_executor  # noqa: E402
 from service.executors.ray_keeper import KeeperError, LocalRay  # noqa: E402
 
@@ -25,11 +26,7 @@ GONE_S = 10.0  # generous: the keeper kills at once, but a loaded machine may be
 
 
 def procs() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("orphan_workers", ROOT / "bench" / "orphan_workers.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
+    module = load_file(ROOT / "bench" / "orphan_workers.py", "orphan_workers")
     return module
 
 

@@ -16,17 +16,14 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from bench_scripts import load_file
 
 ROOT = Path(__file__).resolve().parents[3]
 GOAL_S = 2.0  # every process the search started is gone this long after the signal
 
 
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("orphan_workers", ROOT / "bench" / "orphan_workers.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
+    module = load_file(ROOT / "bench" / "orphan_workers.py", "orphan_workers")
     return module
 
 

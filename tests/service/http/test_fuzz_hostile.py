@@ -5,24 +5,19 @@ reset, every answer comes within its limit."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from bench_scripts import load_file
 from conftest import ROOT, Server
 
 REQUESTS = 2_000
 
 
 def _fuzz() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("fuzz", ROOT / "bench" / "fuzz.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["fuzz"] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
+    module = load_file(ROOT / "bench" / "fuzz.py", "fuzz")
     return module
 
 

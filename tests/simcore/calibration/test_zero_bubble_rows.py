@@ -4,11 +4,11 @@ in their target ranges (bench/zero_bubble.py)."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from bench_scripts import load_file
 
 from simcore.calibration import zero_bubble
 from simcore.calibration.validate import load_reference, run_validation
@@ -22,10 +22,7 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("zero_bubble_bench", ROOT / "bench" / "zero_bubble.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_file(ROOT / "bench" / "zero_bubble.py", "zero_bubble_bench")
     return module
 
 

@@ -3,10 +3,10 @@ here, as the cost model's fitted parameters do in tests/simcore/calibration/test
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
+from bench_scripts import load_file
 
 import simcore.cost.compute.fp8 as fp8
 
@@ -16,10 +16,7 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_the_shipped_fp8_ratio_is_the_fit_on_the_current_code() -> None:
-    spec = importlib.util.spec_from_file_location("fit_fp8", ROOT / "bench" / "fit_fp8.py")
-    assert spec is not None and spec.loader is not None
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = load_file(ROOT / "bench" / "fit_fp8.py", "fit_fp8")
     shipped = fp8.FP8_GEMM_EFFICIENCY_RATIO
     best, error, pairs = script.fit()
     assert shipped == fp8.FP8_GEMM_EFFICIENCY_RATIO  # the fit puts the constant back
