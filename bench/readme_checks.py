@@ -42,7 +42,9 @@ FP8 = ("<!-- fp8-validation: written by python bench/readme_checks.py; do not ed
        "<!-- end of fp8 validation -->")
 SIMULATE = ("<!-- simulate-example: written by python bench/readme_checks.py; do not edit by hand -->",
             "<!-- end of simulate example -->")
-BLOCKS = ((BEGIN, END), ACCURACY, COMPARE, FP8, SIMULATE)
+SUMMARY = ("<!-- simulate-summary: written by python bench/readme_checks.py; do not edit by hand -->",
+           "<!-- end of simulate summary -->")
+BLOCKS = ((BEGIN, END), ACCURACY, COMPARE, FP8, SIMULATE, SUMMARY)
 ONE_T = "examples/gpt-1t-3072-a100.yaml"
 PUBLISHED_1T_TFLOPS = 163.0  # Narayanan et al. (SC'21) Table 1, counting recomputation (the example's header)
 DGX_A100 = NODE_PRESETS["dgx-a100"]
@@ -58,7 +60,8 @@ MICROBATCHES = (8, 16, 32, 64)
 @cache
 def _one_t_body() -> dict[str, Any]:
     """The result document of the 1T example, as `clustersim simulate` prints it."""
-    body: dict[str, Any] = to_response(simulate(to_scenario(load_request_file(str(ROOT / ONE_T)))))
+    request = load_request_file(str(ROOT / ONE_T))
+    body: dict[str, Any] = to_response(simulate(to_scenario(request)), request=request)
     return body
 
 
@@ -105,6 +108,20 @@ def simulate_example() -> str:
     if lines[-1] != "  ...":
         lines.append("  ...")  # `simulate` also echoes the request
     return "```\n{\n" + "\n".join(lines) + "\n}\n```"
+
+
+def simulate_summary() -> str:
+    """What `clustersim simulate` prints on a terminal for the 1T example (service/cli/summary.py), without colour."""
+    from rich.text import Text
+
+    from service.cli.summary import summary_rows
+
+    body = _one_t_body()
+    rows = summary_rows(body, to_scenario(load_request_file(str(ROOT / ONE_T))))
+    width = max(len(label) for label, _ in rows) + 2
+    lines = [f"clustersim {body['simulator']['version']}: one training iteration"]
+    lines += [f"{label.ljust(width)}{Text.from_markup(text).plain}".rstrip() for label, text in rows]
+    return "```\n" + "\n".join(lines) + "\n```"
 
 
 def one_t() -> str:
@@ -367,7 +384,8 @@ def fresh(current: dict[Path, str]) -> dict[Path, str]:
     """The files' texts with every block this script writes rendered from the current code."""
     report = run_validation()
     rendered = {(BEGIN, END): render(), ACCURACY: accuracy_notes(report), COMPARE: compare_example(),
-                FP8: fp8_validation(report), SIMULATE: simulate_example()}
+                FP8: fp8_validation(report), SIMULATE: simulate_example(),
+                SUMMARY: simulate_summary()}
     out = dict(current)
     for markers, block in rendered.items():
         path = next((p for p, text in out.items() if markers[0] in text), None)
