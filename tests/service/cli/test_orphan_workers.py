@@ -47,14 +47,16 @@ def test_no_worker_outlives_its_search(tmp_path: Path, way: str, exit_code: int)
     orphans = bench()
     # Polls up to 30 s for the processes to go, so a slow machine cannot fail it; the goal is asserted after.
     try:
-        ending = orphans.measure(way, orphans.request_file(tmp_path), deadline_s=30.0)
+        request = orphans.request_file(tmp_path)
+        ending = orphans.measure(way, request, deadline_s=30.0)
     except RuntimeError as err:
         if way.startswith("ray-") and "the local Ray runtime did not start" in str(err):
             pytest.skip(f"Ray cannot start here: {err}")  # installed, but this machine does not let it run
         raise
     assert ending.started >= orphans.WORKERS  # the workers existed and were simulating when the signal came
     assert ending.left == [], f"processes left after {way}: {ending.left}"
-    assert ending.exit_code == exit_code
+    stderr = orphans.stderr_file(request).read_text(errors="replace")[-2000:]
+    assert ending.exit_code == exit_code, f"exit {ending.exit_code} after {way}; its stderr ended:\n{stderr}"
     # The workers' end is the kernel's (SIGKILL at the parent's death) or the parent's (it kills them on Ctrl-C
     # before anything else), so it is quick however loaded the machine; the parent's own exit after Ctrl-C is
     # Python's clean-up and only has to happen within the deadline.
