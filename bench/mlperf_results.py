@@ -18,8 +18,9 @@ Per run (a system directory NVIDIA/results/<system>/<benchmark>/):
 
 Run:  python bench/mlperf_results.py [--mirror DIR] [--check]
       --mirror: where the snapshots are (git directories DIR/mlcommons+training_results_v<version>/repo; default
-      $CLUSTERSIM_MLPERF_MIRROR, else .mirror beside the repository's directory); --check: write nothing, exit 1 if the shipped file differs from what the snapshots
-      give. Without any snapshot it says so and exits 0, writing nothing.
+      $CLUSTERSIM_MLPERF_MIRROR, else .mirror beside the repository's directory); --check: write nothing, exit 1
+      if the shipped file differs from what the snapshots give. Without any snapshot it says so and exits 0,
+      writing nothing.
 """
 
 from __future__ import annotations
