@@ -5,8 +5,9 @@ moves results (each step is a script a test checks the output of):
    (simcore/cost/sharding.py) is refitted by hand with bench/fit_zero3_host.py, which prints it;
 2. the golden results (bench/golden_results.py --write-tests);
 3. the documentation's generated blocks, wherever they are (README.md, docs/*.md): the accuracy table
-   (bench/accuracy_table.py), the `simulate` excerpt, Other checks, accuracy notes, `compare` example and FP8
-   validation (bench/readme_checks.py) and the search results (bench/readme_search.py);
+   (bench/accuracy_table.py), the MLPerf table (bench/mlperf_table.py), the `simulate` excerpt, Other checks,
+   accuracy notes, `compare` example and FP8 validation (bench/readme_checks.py) and the search results
+   (bench/readme_search.py);
 4. every example's README and pictures (their own scripts);
 5. the Python API example's printed output (docs/usage.md: run the example, paste what it prints).
 
@@ -33,6 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 STEPS: list[list[str]] = [
     ["bench/golden_results.py", "--write-tests"],
     ["bench/accuracy_table.py"],
+    ["bench/mlperf_table.py"],  # validate's MLPerf table (docs/accuracy.md)
     ["bench/readme_checks.py"],  # the simulate excerpt, "Other checks" and the other generated blocks
     ["bench/readme_search.py"],  # the search results (docs/search.md)
     ["examples/failures-at-scale/goodput.py"],

@@ -7,8 +7,11 @@ evaluation that reaches the target quality. The RCP checker (mlcommons/logging, 
 size, the samples the reference needed in 2N runs; their olympic mean (fastest and slowest dropped) is what a run at
 that batch is expected to need, and a batch between two RCPs takes the linear interpolation of the two means
 (`_create_interp_rcp`, over the RCPs left after `_prune_rcps`: the batches below the fastest-converging one, and any
-point slower than the interpolation of its neighbours, dropped). Below the smallest or above the largest batch
-there is no RCP: such a run is an error naming the nearest.
+point slower than the interpolation of its neighbours, dropped). Below the smallest batch the checker judges a run
+against the smallest batch's RCP (`check_directory`: "RCP not found but slower convergence on smaller batch size",
+`_find_min_rcp`), so its mean is what such a run is expected to need (NVIDIA's v5.0 Llama 3.1 405B runs at batch 448
+and 896, under the smallest RCP's 1,008, were scored that way). Above the largest batch there is no RCP (the
+checker asks for one): such a run is an error naming the nearest.
 
 Closed forms (`plan`): with B the global batch, S the expected samples (tokens / sequence length for gpt3), I the
 evaluation interval in samples, E the evaluation samples and K the evaluations the rules skip:
@@ -88,18 +91,19 @@ def _pruned(points: list[tuple[int, float]]) -> list[tuple[int, float]]:
 
 
 def expected_samples(benchmark: MlperfBenchmark, global_batch_size: int) -> tuple[float, bool]:
-    """The RCP mean at this batch (exact, or interpolated between the nearest RCPs) and whether it was
-    interpolated; SpecError outside the RCPs' batches, naming the nearest."""
+    """The RCP mean at this batch (exact, interpolated between the nearest RCPs, or the smallest batch's for a
+    batch below it) and whether it was interpolated; SpecError above the largest batch, naming the nearest."""
     points = sorted((b, olympic_mean(runs)) for b, runs in benchmark.rcps)
     exact = dict(points)
     if global_batch_size in exact:
         return exact[global_batch_size], False
     batches = [b for b, _ in points]
-    if not batches[0] < global_batch_size < batches[-1]:
-        nearest = batches[0] if global_batch_size < batches[0] else batches[-1]
+    if global_batch_size < batches[0]:
+        return points[0][1], False  # the RCP checker's rule below the smallest batch (module docstring)
+    if global_batch_size > batches[-1]:
         raise SpecError("layout.global_batch_size", f"{benchmark.name} v{benchmark.version} has reference "
-                        f"convergence points for global batches {batches[0]} to {batches[-1]} only "
-                        f"(nearest: {nearest}; all: {', '.join(map(str, batches))})")
+                        f"convergence points for global batches up to {batches[-1]} only (nearest: "
+                        f"{batches[-1]}; all: {', '.join(map(str, batches))}); a larger batch needs its own RCP")
     for candidates in (_pruned(points), points):
         below = [p for p in candidates if p[0] < global_batch_size]
         above = [p for p in candidates if p[0] > global_batch_size]

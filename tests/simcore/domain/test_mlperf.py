@@ -60,14 +60,20 @@ def test_pruning_drops_a_point_slower_than_its_neighbours_interpolation() -> Non
     assert expected_samples(bench, 32)[0] == 400  # an exact RCP is its own mean
 
 
-def test_a_batch_outside_the_rcps_names_the_nearest() -> None:
+def test_a_batch_above_the_rcps_names_the_nearest() -> None:
     bench = mlperf_benchmark("llama31_8b", "5.1")
     with pytest.raises(SpecError) as err:
         plan(bench, 4096, 1.0, 1.0)
     assert err.value.field == "layout.global_batch_size" and "nearest: 128" in err.value.rule
-    with pytest.raises(SpecError) as err:
-        plan(bench, 8, 1.0, 1.0)
-    assert "nearest: 16" in err.value.rule
+
+
+def test_a_batch_below_the_rcps_takes_the_smallest_batchs_rcp_as_the_checker_does() -> None:
+    # rcp_checker.check_directory: no RCP at or below the batch -> judged against _find_min_rcp's record
+    bench = mlperf_benchmark("llama31_405b", "5.0")
+    smallest = min(bench.rcps)
+    assert smallest[0] == 1008
+    assert expected_samples(bench, 448) == (olympic_mean(smallest[1]), False)
+    assert plan(bench, 448, 1.0, 0.0).steps == math.ceil(olympic_mean(smallest[1]) / 448)
 
 
 def test_gpt3_rcps_are_tokens_read_as_samples() -> None:

@@ -1,0 +1,106 @@
+"""NVIDIA's published MLPerf Training LLM runs (reference/mlperf-results.json, written by bench/mlperf_results.py
+from mlcommons/training_results_v3.1-v5.1) as request documents (contract field names; the service converts and
+simulates them: service/mlperf_table.py). Nothing is fitted on these runs.
+
+Each run's request takes its layout from the submission's config script as the reference row gives it (TP, PP, CP,
+virtual pipeline, microbatch, global batch, precision, sequence parallelism, TP-communication overlap) and fills
+what every run of that kind shares, the same way for every run:
+- models: `gpt3` is `gpt3-175b` (96 layers, 12,288 wide, 96 heads, 2,048 tokens: mlcommons/training
+  retired_benchmarks/gpt3/megatron-lm/run_gpt3.sh @aa344c7) with MLPerf's vocabulary of 50,257 (its README)
+  padded by Megatron to a multiple of 128 x TP; `llama31_8b` is `llama3-8b` and `llama31_405b` is
+  `llama3-405b` (Llama 3.1 keeps Llama 3's shapes; 8,192 tokens); `llama2_70b_lora` is `llama2-70b` at 8,192
+  tokens with LoRA adapters of rank 16 on the fused QKV and the attention output projection, dropout 0.1 (NVIDIA's
+  implementation: mlcommons/training_results_v5.1 NVIDIA/benchmarks/llama2_70b_lora/implementations/nemo/train.py,
+  `LoRA(dim=16, alpha=32, dropout=0.1, target_modules=["linear_proj", "linear_qkv"])`; v4.0's
+  megatron_gpt_peft_tuning_config.yaml the same). Transformer Engine's fused (flash) attention everywhere.
+- the distributed optimizer (ZeRO 1) with the gradient reduction overlapped (config_common.sh:
+  USE_DIST_OPTIMIZER, OVERLAP_GRAD_REDUCE) for the pretraining benchmarks; LoRA's few trained weights without.
+- FP8 as Transformer Engine's per-tensor scaling (`tensorwise`: delayed scaling in v3.1-v5.0, current scaling in
+  v5.1); NVFP4 as `nvfp4`. Attention run in FP8 by some configs (NVTE_DPA_FP8_RECIPE) is not modelled.
+- NeMo's ASYM_PP_EMBED / ASYM_PP_LOSS (Llama 3.1 405B, 126 layers over PP x VP = 64 model chunks): the embedding
+  and the loss each take one layer's place, so the first and last chunks hold one layer fewer (`stage_layers`).
+- the cluster preset of the system's GPU (`gb200-nvl72`, `dgx-h100`, ...) at the run's GPU count, with the
+  system's GPUs per node where the preset has another count (the L40S servers: 4).
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from topology.cluster_spec import NODE_PRESETS
+
+REFERENCE = "mlperf-results.json"
+GPT3_VOCAB = 50257  # MLPerf's gpt3 vocabulary (mlcommons/training retired_benchmarks/gpt3/megatron-lm/README.md)
+MODELS: dict[str, dict[str, Any]] = {
+    "gpt3": {"preset": "gpt3-175b"},
+    "llama31_8b": {"preset": "llama3-8b"},
+    "llama31_405b": {"preset": "llama3-405b"},
+    "llama2_70b_lora": {"preset": "llama2-70b", "seq_length": 8192,
+                        "lora": {"rank": 16, "targets": ["qkv", "proj"], "dropout": 0.1}},
+}
+LAYERS = {"gpt3": 96, "llama31_8b": 32, "llama31_405b": 126, "llama2_70b_lora": 80}
+PRECISIONS = {"BF16": "bf16", "FP8": "fp8", "NVFP4": "nvfp4"}
+
+
+@cache
+def _document() -> dict[str, Any]:
+    text = resources.files("simcore.calibration").joinpath(f"reference/{REFERENCE}").read_text(encoding="utf-8")
+    data: dict[str, Any] = json.loads(text)
+    return data
+
+
+def runs() -> list[dict[str, Any]]:
+    """The shipped runs, in the file's order."""
+    return list(_document()["runs"])
+
+
+def _padded_vocab(tp: int) -> int:
+    multiple = 128 * tp  # Megatron's make-vocab-size-divisible-by (128) times TP
+    return -(-GPT3_VOCAB // multiple) * multiple
+
+
+def _stage_layers(run: dict[str, Any], chunks: int) -> list[int] | None:
+    """Layers per model chunk where the embedding and the loss take a layer's place (None: an even split)."""
+    lay = run["layout"]
+    embed, loss = int(bool(lay.get("embedding_in_pipeline_slot"))), int(bool(lay.get("loss_in_pipeline_slot")))
+    layers = LAYERS[run["benchmark"]]
+    if not embed + loss or (layers + embed + loss) % chunks:
+        return None
+    per = (layers + embed + loss) // chunks
+    out = [per] * chunks
+    out[0] -= embed
+    out[-1] -= loss
+    return out
+
+
+def request_for(run: dict[str, Any]) -> dict[str, Any]:
+    """The simulation request of one published run (contract field names), with `training.mlperf`."""
+    lay, bench = run["layout"], run["benchmark"]
+    tp, pp = int(lay["tp"]), int(lay["pp"])
+    model = {**MODELS[bench], "attention": "flash"}
+    if bench == "gpt3":
+        model["vocab_size"] = _padded_vocab(tp)
+    cluster: dict[str, Any] = {"preset": run["cluster_preset"], "num_gpus": int(run["num_gpus"])}
+    if NODE_PRESETS[run["cluster_preset"]].gpus_per_node != int(run["gpus_per_node"]):
+        cluster["gpus_per_node"] = int(run["gpus_per_node"])
+    sp = bool(lay["sequence_parallel"]) and tp > 1
+    lora = bench == "llama2_70b_lora"
+    layout: dict[str, Any] = {
+        "dp": int(lay["dp"]), "tp": tp, "pp": pp, "cp": int(lay["cp"]),
+        "microbatch_size": int(lay["microbatch"]), "global_batch_size": int(lay["global_batch"]),
+        "precision": PRECISIONS[lay["precision"]], "sequence_parallel": sp,
+        "tp_comm_overlap": sp and bool(lay["tp_comm_overlap"]),
+        "zero_stage": 0 if lora else 1, "overlap_grad_reduce": not lora,
+        "recompute": lay.get("recompute") or "none",
+    }
+    vp = lay.get("virtual_pipeline")
+    if pp > 1 and vp:
+        layout.update(schedule="interleaved_1f1b", virtual_stages=int(vp))
+        stages = _stage_layers(run, pp * int(vp))
+        if stages is not None:
+            layout["stage_layers"] = stages
+    return {"model": model, "cluster": cluster, "layout": layout,
+            "training": {"mlperf": {"benchmark": bench, "version": run["version"]}}}

@@ -1,0 +1,61 @@
+"""NVIDIA's published MLPerf Training LLM runs (simcore/calibration/reference/mlperf-results.json, written by
+bench/mlperf_results.py): every run is a request the contract accepts and simulates at its published layout (none
+refused), and validate's MLPerf table (service/mlperf_table.py) is the one docs/accuracy.md carries."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from api_schemas import SimulationRequest
+from service import convert
+from service.mlperf_table import current_section, render_markdown, render_mlperf_table, run_mlperf_validation
+from simcore.calibration.mlperf_runs import request_for, runs
+from simcore.simulate import simulate
+
+ACCURACY = Path(__file__).resolve().parents[2] / "docs" / "accuracy.md"
+
+
+def test_the_reference_spans_the_four_benchmarks_and_the_gpus_with_sources() -> None:
+    rows = runs()
+    assert len(rows) >= 20
+    assert set(Counter(r["benchmark"] for r in rows)) == {"gpt3", "llama31_8b", "llama31_405b", "llama2_70b_lora"}
+    assert {r["cluster_preset"] for r in rows} >= {"dgx-h100", "dgx-h200", "dgx-b200", "gb200-nvl72", "gb300-nvl72",
+                                                   "l40s-pcie"}
+    for r in rows:
+        assert r["source"]["results"].startswith(f"mlcommons/training_results_v{r['version']} @")
+        assert "/config_" in r["source"]["config"]
+        assert r["time_to_train_min"] > 0 and r["layout"]["dp"] * r["layout"]["tp"] * r["layout"]["pp"] \
+            * r["layout"]["cp"] == r["num_gpus"]
+
+
+@pytest.mark.parametrize("run", runs(), ids=lambda r: r["id"])
+def test_every_published_run_is_expressible_and_simulates(run: dict) -> None:
+    body = convert.to_response(simulate(convert.to_scenario(SimulationRequest.model_validate(request_for(run)))))
+    ml = body["training"]["mlperf"]
+    assert ml["benchmark"] == run["benchmark"] and ml["version"] == run["version"]
+    assert ml["time_to_train_min"] > 0 and ml["steps"] > 0
+    assert ml["steps"] * run["layout"]["global_batch"] >= ml["samples"]
+
+
+def test_lora_and_the_405b_asymmetric_pipeline_are_described_as_published() -> None:
+    by_id = {r["id"]: r for r in runs()}
+    lora = request_for(by_id["v4.0-llama2_70b_lora-l40s_n16"])
+    assert lora["model"]["lora"] == {"rank": 16, "targets": ["qkv", "proj"], "dropout": 0.1}
+    assert lora["model"]["seq_length"] == 8192 and lora["cluster"]["gpus_per_node"] == 4
+    big = request_for(by_id["v5.0-llama31_405b-eos-dfw_n1024"])["layout"]
+    assert big["virtual_stages"] == 8 and len(big["stage_layers"]) == 64 and sum(big["stage_layers"]) == 126
+    assert big["stage_layers"][0] == big["stage_layers"][-1] == 1
+
+
+def test_validate_prints_the_mlperf_table_and_the_docs_carry_it() -> None:
+    report = run_mlperf_validation()
+    assert report["refused"] == [] and len(report["cases"]) == len(runs())
+    text = render_mlperf_table(report)
+    assert "MLPerf runs (not fitted): time-to-train over" in text and "mean |error|" in text
+    errors = [abs(c["ttt_error_pct"]) for c in report["cases"]]
+    assert report["time_to_train"]["max_abs_error_pct"] == pytest.approx(max(errors))
+    assert current_section(ACCURACY.read_text(encoding="utf-8")) == render_markdown(report), \
+        "stale MLPerf table: run python bench/mlperf_table.py"
