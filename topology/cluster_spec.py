@@ -96,6 +96,14 @@ class ClusterSpec:
         return self.nvlink_domain_gpus if self.nvlink_domain_gpus is not None else self.gpus_per_node
 
     @property
+    def domain_nics(self) -> int:
+        """NICs of one NVLink domain: the node's, times the nodes a domain joins (`nvlink_domain_gpus`: a GB200
+        NVL72 rack of compute trays has every tray's NICs). A collective's rings across domains can leave a domain
+        through any of them (NCCL fuses the topologies of a multi-node NVLink clique into one node:
+        NVIDIA/nccl @5067397c src/graph/topo.cc, "MNNVL clique support", ncclTopoFuseXml)."""
+        return self.nics_per_node * max(1, self.domain_gpus // self.gpus_per_node)
+
+    @property
     def host_gpus(self) -> int:
         """GPUs per host (one server, what nccl-tests' `# Using devices` lists a host name for): the node, but a
         Grace Blackwell compute tray where the node is a whole rack's NVLink domain (the gb200-nvl72 preset)."""

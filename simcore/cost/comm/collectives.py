@@ -277,7 +277,7 @@ class CollectiveModel(PointToPoint):
         else:
             nodes = by_domain(self.cluster, key)
             domains, most = len(nodes), max(map(len, nodes))
-        nics = min(spec.nics_per_node, most)
+        nics = min(spec.domain_nics, most)  # (a multi-node NVLink domain's rings may use all its nodes' NICs)
         # (on a PCIe-only node NCCL's rings run over the GPUs' PCIe links, and there is no NVSwitch for NVLS)
         intra = gpu.nvlink_bandwidth_bytes_per_s if spec.has_nvlink else spec.nvlink_bandwidth_bytes_per_s
         found = self._communicators[key] = Communicator(

@@ -2,7 +2,9 @@
 the buffer S (simcore/cost/comm/collectives.py turns them into flow patterns and chooses among them).
 
 - ring: NCCL's rings; across NVLink domains one ring per channel, channel c rotating each domain's members by c
-  so that every channel leaves a domain through a different GPU and NIC (NCCL builds one channel per NIC).
+  so that every channel leaves a domain through a different GPU and NIC (NCCL builds one channel per NIC): as many
+  channels as the domain has NICs (every node's, where a domain joins nodes: ClusterSpec.domain_nics) and the
+  group has members there, at most NCCL's MAX_RINGS.
 - tree: NCCL's double binary tree between domains (each tree carries half the buffer up and down) with a chain
   inside each domain, one per channel.
 - NVLS: NVLink SHARP inside each domain (the switch reduces and multicasts) and, across domains, each local
@@ -16,7 +18,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 
 from simcore.cost.comm.groups import GroupCopies
-from simcore.cost.comm.nccl_tuning import Collective
+from simcore.cost.comm.nccl_tuning import MAX_RINGS, Collective
 from simcore.cost.comm.patterns import FlowPattern, keep_links
 from simcore.cost.comm.translation import Counted, Run, block_of, counted_pattern
 from simcore.cost.parameters import COLLECTIVE_LAUNCH_S, COLLECTIVE_STEP_OVERHEAD_S
@@ -170,7 +172,7 @@ def ring_loads(acc: LinkLoads, gpus: Sequence[int], coef: float) -> int:
         acc.hop(gpus[-1], gpus[0], coef)
         return n
     nodes = by_domain(acc.cluster, gpus)
-    channels = 1 if len(nodes) == 1 else max(1, min(acc.cluster.spec.nics_per_node, max(map(len, nodes))))
+    channels = 1 if len(nodes) == 1 else max(1, min(acc.cluster.spec.domain_nics, max(map(len, nodes)), MAX_RINGS))
     for c in range(channels):
         order = [g for members in nodes for g in members[c % len(members):] + members[: c % len(members)]]
         for i in range(n):
@@ -207,7 +209,7 @@ def ring_copies(acc: LinkLoads, groups: Sequence[Sequence[int]], coef: float) ->
 def tree_loads(acc: LinkLoads, gpus: Sequence[int]) -> int:
     """Double binary tree between nodes plus a chain in each node; returns the latency steps."""
     nodes = by_domain(acc.cluster, gpus)
-    channels = max(1, min(acc.cluster.spec.nics_per_node, max(map(len, nodes))))
+    channels = max(1, min(acc.cluster.spec.domain_nics, max(map(len, nodes)), MAX_RINGS))
     for c in range(channels):
         leaders = []
         for members in nodes:

@@ -96,6 +96,8 @@ TOP_CHANNEL_SPEED = {"volta": 40.0, "ampere": 40.0, "ada": 40.0, "hopper": 60.0,
 # GPU generations that NCCL's per-generation tables file under another's row (tuning.cc compCapIndex).
 TABLE_ROW = {"ada": "ampere"}
 MAX_CHANNELS = 32
+# Rings NCCL's topology search may find (src/init.cc: ringGraph->maxChannels = MAXCHANNELS / 2, MAXCHANNELS 64).
+MAX_RINGS = 32
 NVLS_MAX_ARITY = 32  # device.h NCCL_MAX_NVLS_ARITY: NVLS reduce-scatter / all-gather up to 32 local ranks
 
 

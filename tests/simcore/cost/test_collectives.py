@@ -138,3 +138,29 @@ def test_hierarchical_with_unequal_nodes_moves_a_full_buffer_between_nodes() -> 
     t12 = model.isolated_time(Collective.ALL_REDUCE, [list(range(12))], size)
     t16 = model.isolated_time(Collective.ALL_REDUCE, [list(range(16))], size)
     assert t12 >= 0.9 * t16
+
+
+@pytest.mark.parametrize("algorithm", [CollectiveAlgorithm.RING, CollectiveAlgorithm.AUTO])
+def test_a_ring_across_multi_node_nvlink_domains_leaves_through_every_node_s_nics(
+        algorithm: CollectiveAlgorithm) -> None:
+    # Two domains of four 4-GPU trays (each GPU with its own NIC, as a GB200 NVL72 tray): NCCL fuses a multi-node
+    # NVLink clique's topologies into one node (NVIDIA/nccl src/graph/topo.cc, MNNVL clique support), so its rings
+    # may leave a domain through any of the domain's 16 NICs, as through the NICs of one 16-GPU node.
+    trays = dataclasses.replace(NODE_PRESETS["gb200-nvl72"], num_gpus=32, gpus_per_node=4, nics_per_node=4,
+                                nvlink_domain_gpus=16).validate()
+    nodes = dataclasses.replace(NODE_PRESETS["gb200-nvl72"], num_gpus=32, gpus_per_node=16, nics_per_node=16)
+    assert trays.domain_nics == 16 and nodes.domain_nics == 16
+    group = [list(range(32))]
+    size = GIB
+    for kind in (Collective.REDUCE_SCATTER, Collective.ALL_GATHER):
+        t_trays = model_for(trays, algorithm).isolated_time(kind, group, size)
+        t_nodes = model_for(nodes, algorithm).isolated_time(kind, group, size)
+        assert t_trays == pytest.approx(t_nodes, rel=1e-6)
+    # with only a tray's 4 NICs the 16 members' rings would be InfiniBand-bound: 31/32 S over 4 NICs
+    ib = NODE_PRESETS["gb200-nvl72"].nic_bandwidth_bytes_per_s * LINK_EFFICIENCY["ib"]
+    nvlink = NODE_PRESETS["gb200-nvl72"].nvlink_bandwidth_bytes_per_s * LINK_EFFICIENCY["nvlink"]
+    ring = model_for(trays)
+    per_gib = ring.isolated_time(Collective.REDUCE_SCATTER, group, 2 * size) \
+        - ring.isolated_time(Collective.REDUCE_SCATTER, group, size)  # (the latency cancels)
+    assert per_gib == pytest.approx(31 / 32 * size / min(nvlink, 16 * ib), rel=1e-6)
+    assert per_gib < 31 / 32 * size / (4 * ib) / 2
