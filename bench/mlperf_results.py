@@ -14,7 +14,11 @@ Per run (a system directory NVIDIA/results/<system>/<benchmark>/):
   config_<GPU>_<nodes>x*.sh of the benchmark for the system's node count; its variables evaluated as the script
   sets them (following `source`; `if` blocks skipped), and what it leaves unset from the defaults of the
   implementation's Hydra configs (`${oc.env:VAR,default}`); the global batch is the logged one;
-- the system's GPU, nodes and GPUs per node from NVIDIA/systems/<system>.json.
+- the system's GPU, nodes and GPUs per node from NVIDIA/systems/<system>.json, and on NVL72 systems the GPUs of
+  the run in one rack's NVLink domain (the run's GPUs over the racks the system's name counts);
+- the parameter all-gather in FP8 (FP8_PARAM_GATHER / FP8_PARAMS through the Hydra configs) and the gradient
+  reduction in bf16 (the implementation's pretrain.py `grad_reduce_in_fp32=False`, or its conf/optim
+  `grad_sync_dtype: bf16`).
 
 Run:  python bench/mlperf_results.py [--mirror DIR] [--check]
       --mirror: where the snapshots are (git directories DIR/mlcommons+training_results_v<version>/repo; default
@@ -45,7 +49,10 @@ GPUS = (("GB300", "GB300", "gb300-nvl72"), ("GB200", "GB200", "gb200-nvl72"), ("
 # Hydra keys of the implementations' configs read for the layout
 YAML_KEYS = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size",
              "virtual_pipeline_model_parallel_size", "micro_batch_size", "sequence_parallel",
-             "activations_checkpoint_granularity", "activations_checkpoint_num_layers", "fp8", "fp4")
+             "activations_checkpoint_granularity", "activations_checkpoint_num_layers", "fp8", "fp4",
+             "fp8_params", "fp8_param_gather")
+# "(8x NVIDIA GB200 NVL72)" in a system's name: the NVLink racks the system has (systems/*.json system_name)
+RACKS = re.compile(r"(\d+)x NVIDIA GB\d+ NVL72")
 STEP_KEYS = ("train_step_time", "train_step_timing", "train_step_timing in s")
 
 
@@ -210,16 +217,28 @@ def run_row(repo: Repo, version: str, bench: str, system: str) -> dict[str, Any]
     precision = "NVFP4" if _true(env.get("FP4", hydra.get("fp4"))) else (
         "FP8" if _true(env.get("FP8", hydra.get("fp8"))) else "BF16")
     recompute = hydra.get("activations_checkpoint_granularity")
+    racks = RACKS.search(str(desc.get("system_name", "")))
+    pretrain = f"{impl}/pretrain.py"
+    # Gradients reduced in bf16: NeMo 2's pretrain.py builds DistributedDataParallelConfig(grad_reduce_in_fp32=False);
+    # NeMo 1's Apex distributed Adam takes optim.grad_sync_dtype.
+    bf16_grads = any(re.search(r"^grad_sync_dtype:\s*bf16\b", repo.show(p), re.M) for p in repo.files
+                     if p.startswith(f"{impl}/conf/optim/") and p.endswith(".yaml")) or (
+        pretrain in repo.files and re.search(r"grad_reduce_in_fp32\s*=\s*False", repo.show(pretrain)) is not None)
     return {
         "id": f"v{version}-{bench}-{system.split('_ngc')[0]}", "benchmark": bench, "version": version,
         "system": system, "system_name": desc.get("system_name"), "accelerator": accel, "cluster_preset": match[2],
         "num_gpus": gpus, "num_nodes": nodes, "gpus_per_node": per_node,
+        # GPUs of the job in one NVLink domain: spread evenly over the system's NVL72 racks (None: the node)
+        "nvlink_domain_gpus": gpus // int(racks[1]) if racks else None,
         "layout": {"tp": tp, "pp": pp, "cp": cp, "dp": gpus // (tp * pp * cp),
                    "virtual_pipeline": vp if pp > 1 and vp not in (None, 0, 1) else None,
                    "microbatch": _int(hydra.get("micro_batch_size"), 1), "global_batch": gbs,
                    "precision": precision, "sequence_parallel": tp > 1 and _true(hydra.get("sequence_parallel")),
                    "recompute": None if recompute in (None, "null") else recompute,
                    "tp_comm_overlap": _true(env.get("TP_COMM_OVERLAP")),
+                   # the distributed optimizer's parameter all-gather in FP8 (FP8_PARAMS before v5.0's NeMo 2)
+                   "fp8_param_gather": _true(hydra.get("fp8_param_gather", hydra.get("fp8_params"))),
+                   "grad_reduce_dtype": "bf16" if bf16_grads else None,
                    # NeMo's ASYM_PP_EMBED / ASYM_PP_LOSS: the embedding and the loss each take a layer's pipeline slot
                    "embedding_in_pipeline_slot": _true(env.get("ASYM_PP_EMBED")),
                    "loss_in_pipeline_slot": _true(env.get("ASYM_PP_LOSS"))},

@@ -20,7 +20,15 @@ what every run of that kind shares, the same way for every run:
 - NeMo's ASYM_PP_EMBED / ASYM_PP_LOSS (Llama 3.1 405B, 126 layers over PP x VP = 64 model chunks): the embedding
   and the loss each take one layer's place, so the first and last chunks hold one layer fewer (`stage_layers`).
 - the cluster preset of the system's GPU (`gb200-nvl72`, `dgx-h100`, ...) at the run's GPU count, with the
-  system's GPUs per node where the preset has another count (the L40S servers: 4).
+  system's GPUs per node where the preset has another count (the L40S servers: 4). On GB200/GB300 NVL72 a node is
+  a compute tray of 4 GPUs with one NIC each ("4x ConnectX-7 IB NDR 400 Gb/s", "4x ConnectX-8": the systems' host
+  networking), and the NVLink domain (`nvlink_domain_gpus`) holds the job's GPUs of one rack: the run's GPUs over
+  the racks its system names ("Tyche (8x NVIDIA GB200 NVL72)": 512 / 8 = 64, which the configs' SEGMENT=16 trays,
+  Slurm's topology/block segments of one rack each, also give).
+- the data-parallel gradients reduced in bf16 where the implementation says so (`grad_reduce_dtype`: NeMo 2's
+  pretrain.py DistributedDataParallelConfig(grad_reduce_in_fp32=False), NeMo 1's optim grad_sync_dtype: bf16),
+  and the parameter all-gather in FP8 where the config turns it on for an FP8 run (`fp8_param_gather`:
+  FP8_PARAM_GATHER, FP8_PARAMS before NeMo 2); the pretraining benchmarks only (LoRA runs ZeRO 0).
 """
 
 from __future__ import annotations
@@ -84,8 +92,12 @@ def request_for(run: dict[str, Any]) -> dict[str, Any]:
     if bench == "gpt3":
         model["vocab_size"] = _padded_vocab(tp)
     cluster: dict[str, Any] = {"preset": run["cluster_preset"], "num_gpus": int(run["num_gpus"])}
-    if NODE_PRESETS[run["cluster_preset"]].gpus_per_node != int(run["gpus_per_node"]):
-        cluster["gpus_per_node"] = int(run["gpus_per_node"])
+    per_node = int(run["gpus_per_node"])
+    if NODE_PRESETS[run["cluster_preset"]].gpus_per_node != per_node:
+        cluster["gpus_per_node"] = per_node
+        domain = run.get("nvlink_domain_gpus")
+        if domain:  # compute trays of a multi-node NVLink domain, each with its own NIC per GPU
+            cluster.update(nics_per_node=per_node, nvlink_domain_gpus=int(domain))
     sp = bool(lay["sequence_parallel"]) and tp > 1
     lora = bench == "llama2_70b_lora"
     layout: dict[str, Any] = {
@@ -96,6 +108,11 @@ def request_for(run: dict[str, Any]) -> dict[str, Any]:
         "zero_stage": 0 if lora else 1, "overlap_grad_reduce": not lora,
         "recompute": lay.get("recompute") or "none",
     }
+    if not lora:  # (LoRA reduces a few adapter gradients with ZeRO 0: the dtype and the gathers do not apply)
+        if lay.get("grad_reduce_dtype"):
+            layout["grad_reduce_dtype"] = lay["grad_reduce_dtype"]
+        if lay.get("fp8_param_gather") and layout["precision"] == "fp8":
+            layout["fp8_param_gather"] = True
     vp = lay.get("virtual_pipeline")
     if pp > 1 and vp:
         layout.update(schedule="interleaved_1f1b", virtual_stages=int(vp))

@@ -50,6 +50,24 @@ def test_lora_and_the_405b_asymmetric_pipeline_are_described_as_published() -> N
     assert big["stage_layers"][0] == big["stage_layers"][-1] == 1
 
 
+def test_nvl72_runs_are_trays_in_rack_domains_with_the_configs_data_parallel_dtypes() -> None:
+    by_id = {r["id"]: r for r in runs()}
+    run = by_id["v5.1-llama31_8b-tyche_ngpu512"]  # Tyche (8x NVIDIA GB200 NVL72), SEGMENT=16 trays
+    request = request_for(run)
+    assert request["cluster"] == {"preset": "gb200-nvl72", "num_gpus": 512, "gpus_per_node": 4, "nics_per_node": 4,
+                                  "nvlink_domain_gpus": 64}
+    assert request["layout"]["grad_reduce_dtype"] == "bf16" and request["layout"]["fp8_param_gather"] is True
+    scenario = convert.to_scenario(SimulationRequest.model_validate(request))
+    assert scenario.cluster.domain_gpus == 64 and scenario.cluster.domain_nics == 64
+    assert request_for(by_id["v5.1-llama31_8b-tyche_ngpu72"])["cluster"]["nvlink_domain_gpus"] == 72
+    # NVFP4 runs gather 16-bit parameters (config_common_fp4.sh: FP8_PARAM_GATHER=False); LoRA keeps ZeRO 0
+    assert "fp8_param_gather" not in request_for(by_id["v5.1-llama31_405b-hsg_ngpu5120"])["layout"]
+    lora = request_for(by_id["v5.1-llama2_70b_lora-tyche_ngpu512"])["layout"]
+    assert "grad_reduce_dtype" not in lora and "fp8_param_gather" not in lora
+    # H100 nodes are their own NVLink domain
+    assert "nvlink_domain_gpus" not in request_for(by_id["v5.0-llama31_405b-eos-dfw_n64"])["cluster"]
+
+
 def test_validate_prints_the_mlperf_table_and_the_docs_carry_it() -> None:
     report = run_mlperf_validation()
     assert report["refused"] == [] and len(report["cases"]) == len(runs())
