@@ -211,13 +211,9 @@ def _record_vector(record: RankRecord) -> list[float]:
 def _rounding(now: float, length: int) -> float:
     """What rounding alone may make two periods' increments of a time differ by, on a rank running `length`
     passes a period, around clock time `now`: 8 ulps of the clock a pass (each pass's end is its start plus its
-    duration rounded to the clock's last bit, and each sum it adds to is rounded once more). Where flows share
-    links, a flow's end is recomputed from the clock at every event that changes the sharing, so each event of
-    the period may round a time once: the callers pass the larger of the period's passes and its events. A
-    context-parallel ring of 8 over InfiniBand (Llama-3-70B, DP 8 x PP 4 x CP 8) was measured at about 800 ulps
-    of difference from one period to the next, in its period and in its pipeline transfers' busy time; a bound
-    of 8 ulps a pass refused it, and the iteration of nearly 1M events was simulated in full (4.7 s of CPU, 1.4 s
-    extrapolated)."""
+    duration rounded to the clock's last bit, and each sum it adds to is rounded once more). Flows that share
+    links have their ends recomputed at every event that changes the sharing, so callers pass the larger of the
+    period's passes and its events (a CP ring of 8 over InfiniBand differed by ~800 ulps a period)."""
     return 8 * sys.float_info.epsilon * now * length
 
 
