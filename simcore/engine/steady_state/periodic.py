@@ -27,7 +27,7 @@ long run (the 1T GPT: 512 microbatches on 64 stages) spends most of its events t
    start and end offsets, one period P for all ranks, and the same increments of every quantity taken
    (busy, waits, communication time and bytes, events, pending calls, flows in flight). Any difference beyond
    rounding (a tolerance that keeps the put-back result within 1e-13 of the measured increments over N
-   periods, or 8 ulps of the clock a pass of the period for a time), and the iteration is simulated in full
+   periods, or 8 ulps of the clock per pass or event of the period for a time), and the iteration is simulated in full
    instead.
 5. Puts the N periods back: every rank's accumulators gain N times their increment over the period that ends at
    its cut, its end time N P; the events gain N times theirs. The trace keeps the simulated spans, those after a
@@ -118,16 +118,15 @@ class Watch:
                     self.cuts[key] = i
                 tops.append(_vector(e, record, totals, cp))
             return
-        recent = self._recent.setdefault(key, [])
+        recent, last = self._recent.setdefault(key, []), self._events.get(key)
         recent.append((i, _vector(e, record, totals, cp) if full else [e.clock.now]))
-        events = e.events_total()
-        events_step, self._events[key] = events - self._events.get(key, events), events
+        events = self._events[key] = e.events_total()  # the period's events bound its rounding (_rounding)
         if len(recent) > self.settle + 1:
             del recent[0]
         paced, steady = self._paced.setdefault(iteration, {}), self._steady.setdefault(iteration, {})
         now = recent[-1][1][0]
         period = now - recent[-2][1][0] if len(recent) > 1 else 0.0
-        tol = self._tolerances([now, 0.0, 0.0, 0.0, 0.0], period, n, events_step)[0]
+        tol = self._tolerances([now, 0.0, 0.0, 0.0, 0.0], period, n, events - (last or events))[0]
         if len(recent) == self.settle + 1 and all(_close(y[1][0] - x[1][0], period, tol)
                                                   for x, y in zip(recent, recent[1:])):
             paced[key[1]] = period
