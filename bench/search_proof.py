@@ -16,12 +16,17 @@ Cases:
 - llama70b-cost: Llama-3-70B on 1024 H100s ranked by the cost of 15T tokens at 2.5 USD a GPU-hour, under a
   240 s time limit (target: an answer within it).
 
+Each case prints the peak resident memory of the search's worker processes (the largest, as the kernel counts
+it for the children of this process). With --http, each case runs instead as a search job of `clustersim serve`
+(127.0.0.1, a free port, a fresh database), its time limit in the request's bounds; the peak is then the largest
+resident memory of the server's processes, sampled every 0.2 s while the job runs.
+
 With --check-bounds K, each case's search is checked against layouts it did not simulate: per error kind,
 K of the kind's most promising layouts left unsimulated and K drawn at random from the rest are simulated, and
 each ratio estimated / simulated is compared with the low end of the bound the search pruned with: a ratio
 below it is a bound exceeded, and one whose layout beats the search's best would have changed the answer.
 
-Run:  python bench/search_proof.py [CASE ...] [--repeat R] [--workers N] [--check-bounds K]
+Run:  python bench/search_proof.py [CASE ...] [--repeat R] [--workers N] [--check-bounds K] [--http]
       python bench/search_proof.py --exhaustive gpt3-175b-example   (long: every layout simulated)
 """
 
@@ -29,9 +34,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
+import resource
 import statistics
 import subprocess
+import sys
+import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -95,6 +104,86 @@ def run(case: str, workers: int | None, exhaustive: bool = False) -> tuple[dict[
     return result, time.perf_counter() - started
 
 
+def _rss_bytes(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _tree(pid: int) -> list[int]:
+    """`pid` and every process below it (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                text = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            children.setdefault(int(text[text.rindex(")") + 2:].split()[1]), []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(children.get(p, []))
+    return out
+
+
+def run_http(case: str) -> tuple[dict[str, Any], float, int]:
+    """The case as a search job of a fresh `clustersim serve`: its result, wall seconds from the POST to the
+    result, and the peak resident memory of any one server process meanwhile."""
+    import httpx
+
+    request, limit = CASES[case]
+    body = {**request, "bounds": {**request.get("bounds", {}), **({"time_limit_s": limit} if limit else {})}}
+    with tempfile.TemporaryDirectory() as tmp:
+        import socket
+
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        env = {**os.environ, "CLUSTERSIM_DATABASE": str(Path(tmp) / "jobs.db")}
+        server = subprocess.Popen([sys.executable, "-m", "service.cli.main", "serve", "--host", "127.0.0.1",
+                                   "--port", str(port)], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            for _ in range(300):
+                try:
+                    if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                time.sleep(0.2)
+            started = time.perf_counter()
+            posted = httpx.post(f"{url}/v1/searches", json=body, timeout=60)
+            posted.raise_for_status()
+            job = posted.json()["id"]
+            peak = 0
+            while True:
+                peak = max([peak, *(_rss_bytes(p) for p in _tree(server.pid))])
+                status = httpx.get(f"{url}/v1/jobs/{job}", timeout=10).json()
+                if status["status"] not in ("queued", "running"):
+                    break
+                time.sleep(0.2)
+            wall = time.perf_counter() - started
+            if status["status"] != "succeeded":
+                raise RuntimeError(f"{case}: the search job ended {status['status']}: {status.get('error')}")
+            result = httpx.get(f"{url}/v1/jobs/{job}/result", timeout=60).json()
+            return result, wall, peak
+        finally:
+            server.terminate()
+            server.wait(30)
+
+
+def peak_worker_rss() -> int:
+    """The largest peak resident memory of any child process so far (the local pool's workers), in bytes."""
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+
+
 def answer(result: dict[str, Any]) -> str:
     best = result["best"]
     return f"{best['summary']} at {best['tokens_per_s']:,.0f} tokens/s" if best else "none"
@@ -147,6 +236,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--exhaustive", metavar="CASE", help="simulate every layout of CASE and store its answer")
+    parser.add_argument("--http", action="store_true", help="run each case as a search job of `clustersim serve`")
     parser.add_argument("--check-bounds", type=int, default=0, metavar="K",
                         help="per error kind, simulate 2K layouts the search did not and check its bounds")
     args = parser.parse_args()
@@ -164,13 +254,18 @@ def main() -> None:
     for case in args.cases:
         walls, answers = [], []
         for _ in range(args.repeat):
-            result, wall = run(case, args.workers)
+            if args.http:
+                result, wall, peak = run_http(case)
+                where = "HTTP job, peak server process"
+            else:
+                result, wall = run(case, args.workers)
+                peak, where = peak_worker_rss(), "peak worker process so far"
             walls.append(wall)
             s = result["search"]
             answers.append(answer(result))
             print(f"{case}: {wall:.1f} s (planning {result['run']['planning_s']:.1f} s), {s['feasible']:,} feasible, "
                   f"{s['simulated']} simulated, {s['screened']} screened, stopped by {s['stopped_by']}, could still "
-                  f"win {s['could_win']}: {answers[-1]}", flush=True)
+                  f"win {s['could_win']}: {answers[-1]} ({where} {peak / 2**20:,.0f} MiB)", flush=True)
         print(f"{case}: median wall {statistics.median(walls):.1f} s of {args.repeat}; answers {sorted(set(answers))}")
         baseline = result.get("baseline")
         if baseline is not None:
