@@ -18,10 +18,12 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from doc_sections import ROOT, holding
-from generated import between_markers
+if __spec__ is None:  # run as python bench/X.py, not python -m bench.X: the repository root first, as -m does
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from api_schemas import load_request_file
+from bench.doc_sections import ROOT, holding
+from bench.generated import between_markers
 from service.convert import to_response, to_scenario
 from simcore import Layout, Scenario, model_from_fields, simulate
 from simcore.calibration import modern, readings
