@@ -349,7 +349,7 @@ def fp8_validation(report: dict[str, Any]) -> str:
               f"Nemotron-4-15B pairs within {worst_nemotron:.3f}: {min(p for p, _ in nemotron):.2f}-"
               f"{max(p for p, _ in nemotron):.2f} published, {min(s for _, s in nemotron):.2f}-"
               f"{max(s for _, s in nemotron):.2f} simulated; torchtitan's compiled pair {titan[0]:.2f} published, "
-              f"{titan[1]:.2f} simulated): `tests/simcore/cost/test_fp8.py` checks each within 0.08. "
+              f"{titan[1]:.2f} simulated): `tests/simcore/cost/compute/test_fp8.py` checks each within 0.08. "
               "torchtitan's eager BF16 row (no torch.compile: its norms, rotary embedding and SwiGLU as separate "
               "PyTorch kernels, `layout.elementwise_kernels: eager`, simcore/cost/compute/eager.py) and its compiled "
               "one: "
