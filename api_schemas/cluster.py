@@ -116,9 +116,10 @@ class ClusterIn(BaseModel):
     )
     intra_node_latency_us: LatencyUs | None = Field(default=None, description="microseconds per hop")
     inter_node_latency_us: LatencyUs | None = Field(default=None, description="microseconds per hop")
-    slow_gpus: list[SlowGpuIn] = Field(default_factory=list, max_length=65536,
+    slow_gpus: list[SlowGpuIn] = Field(default_factory=list, json_schema_extra={"default": []}, max_length=65536,
                                        description="stragglers: GPUs whose compute takes longer")
-    degraded_links: list[DegradedLinkIn] = Field(default_factory=list, max_length=65536,
+    degraded_links: list[DegradedLinkIn] = Field(default_factory=list, json_schema_extra={"default": []},
+                                                 max_length=65536,
                                                  description="NICs or NVLink ports carrying less than their rate")
     compute_variability: Annotated[StrictFloat, Field(ge=0, le=1, allow_inf_nan=False)] = Field(
         default=0.0, description="coefficient of variation of the GPUs' compute time; each GPU's factor is drawn "

@@ -88,9 +88,10 @@ class MeasuredIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    collectives: list[MeasuredCollectiveIn] = Field(default_factory=list, max_length=32)
+    collectives: list[MeasuredCollectiveIn] = Field(default_factory=list, json_schema_extra={"default": []},
+                                                     max_length=32)
     gemm: MeasuredGemmIn | None = None
-    extrapolation: list[Note] = Field(default_factory=list, max_length=64,
+    extrapolation: list[Note] = Field(default_factory=list, json_schema_extra={"default": []}, max_length=64,
                                       description="where the simulator extrapolates from these measurements "
                                                   "(written by `clustersim calibrate`; not read)")
 

@@ -354,5 +354,5 @@ class SimulationRequest(BaseModel):
     model: ModelIn
     cluster: ClusterIn
     layout: LayoutIn
-    options: OptionsIn = Field(default_factory=OptionsIn)
+    options: OptionsIn = Field(default_factory=OptionsIn, json_schema_extra={"default": {}})
     training: TrainingIn | None = Field(default=None, description="optional: a whole training run")

@@ -191,10 +191,10 @@ class SearchRequest(BaseModel):
     model: ModelIn
     cluster: ClusterIn
     global_batch_size: Samples
-    space: SearchSpaceIn = Field(default_factory=SearchSpaceIn)
-    bounds: SearchBoundsIn = Field(default_factory=SearchBoundsIn)
+    space: SearchSpaceIn = Field(default_factory=SearchSpaceIn, json_schema_extra={"default": {}})
+    bounds: SearchBoundsIn = Field(default_factory=SearchBoundsIn, json_schema_extra={"default": {}})
     baseline: LayoutIn | None = Field(default=None, description="a layout to compare the best with (simulated too)")
-    options: OptionsIn = Field(default_factory=OptionsIn)
+    options: OptionsIn = Field(default_factory=OptionsIn, json_schema_extra={"default": {}})
     objective: Literal["time", "cost", "goodput_time"] = Field(
         default="time", description="rank by tokens/s (time), by the whole run's cost (cost), or by its days with "
                                     "failures and checkpoints (goodput_time); cost and goodput_time need `training`")

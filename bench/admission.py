@@ -15,21 +15,17 @@ import asyncio
 import json
 import random
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from api_schemas import SimulationRequest  # noqa: E402
-from service import convert  # noqa: E402
-from service.jobs.pool import WorkerPool  # noqa: E402
-from service.limits import LimitError, Limits, admit_scenario  # noqa: E402
-from service.settings import Settings  # noqa: E402
-from simcore import check  # noqa: E402
-from simcore.run_cost import Cost  # noqa: E402
+from api_schemas import SimulationRequest
+from service import convert
+from service.jobs.pool import WorkerPool
+from service.limits import LimitError, Limits, admit_scenario
+from service.settings import Settings
+from simcore import check
+from simcore.run_cost import Cost
 
 MODELS = ["gpt3-125m", "gpt3-350m", "gpt3-1.3b", "gpt3-2.7b", "gpt3-6.7b", "t5-base", "t5-large", "bert-large",
           "llama3-8b"]

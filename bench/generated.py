@@ -1,6 +1,6 @@
 """Files written from figures the code computes (example READMEs, the docs' generated blocks): write them, or
 check that they are current. README tooling of the repository, beside the scripts that use it: setuptools does not
-ship bench/, and the example scripts put bench/ on their import path to use it.
+ship bench/, and the example scripts import it as `bench.generated` (from the repository root, see bench/__init__.py).
 
 Each example's report script renders its README from fresh simulations and ends in `write_or_check`; its test
 runs the script with `--check`, so a README whose figures no longer match the code fails CI.

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import tempfile
 import time
 from collections import Counter
@@ -23,7 +24,11 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import httpx
-from load_test import free_port, percentile, start_server
+
+if __spec__ is None:  # run as python bench/X.py, not python -m bench.X: the repository root first, as -m does
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.load_test import free_port, percentile, start_server
 
 TYPES = {"json": "application/json", "yaml": "application/yaml", "none": None}
 

@@ -32,10 +32,11 @@ from typing import Any
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from load_test import LARGE, SMALL, free_port, load, percentile, start_server  # noqa: E402
+if __spec__ is None:  # run as python bench/X.py, not python -m bench.X: the repository root first, as -m does
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from service.http.picture_process import NICE  # noqa: E402
+from bench.load_test import LARGE, SMALL, free_port, load, percentile, start_server
+from service.http.picture_process import NICE
 
 KINDS = ("timeline", "breakdown", "memory")
 

@@ -18,10 +18,12 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from doc_sections import ROOT, holding
-from generated import between_markers
+if __spec__ is None:  # run as python bench/X.py, not python -m bench.X: the repository root first, as -m does
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from api_schemas import load_request_file
+from bench.doc_sections import ROOT, holding
+from bench.generated import between_markers
 from service.convert import to_response, to_scenario
 from simcore import Layout, Scenario, model_from_fields, simulate
 from simcore.calibration import modern, readings
@@ -347,7 +349,7 @@ def fp8_validation(report: dict[str, Any]) -> str:
               f"Nemotron-4-15B pairs within {worst_nemotron:.3f}: {min(p for p, _ in nemotron):.2f}-"
               f"{max(p for p, _ in nemotron):.2f} published, {min(s for _, s in nemotron):.2f}-"
               f"{max(s for _, s in nemotron):.2f} simulated; torchtitan's compiled pair {titan[0]:.2f} published, "
-              f"{titan[1]:.2f} simulated): `tests/simcore/cost/test_fp8.py` checks each within 0.08. "
+              f"{titan[1]:.2f} simulated): `tests/simcore/cost/compute/test_fp8.py` checks each within 0.08. "
               "torchtitan's eager BF16 row (no torch.compile: its norms, rotary embedding and SwiGLU as separate "
               "PyTorch kernels, `layout.elementwise_kernels: eager`, simcore/cost/compute/eager.py) and its compiled "
               "one: "

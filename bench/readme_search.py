@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import sys
 import textwrap
+from pathlib import Path
 from typing import Any
 
-from doc_sections import ROOT, holding
-from generated import write_or_check_between
+if __spec__ is None:  # run as python bench/X.py, not python -m bench.X: the repository root first, as -m does
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from api_schemas.search import load_search_file
+from bench.doc_sections import ROOT, holding
+from bench.generated import write_or_check_between
 from service.search import run_search
 
 MARKERS = ("<!-- search-results: written by python bench/readme_search.py; do not edit by hand -->",

@@ -28,7 +28,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from doc_sections import section
+if __spec__ is None:  # run as python bench/X.py, not python -m bench.X: the repository root first, as -m does
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.doc_sections import section
 
 ROOT = Path(__file__).resolve().parent.parent
 STEPS: list[list[str]] = [

@@ -10,7 +10,16 @@ from simcore.cost.workload import Workload
 from simcore.domain.layout import Layout
 from simcore.domain.model import ModelShape
 from simcore.engine.pipeline import EngineResult
-from simcore.engine.recorder import CATEGORIES, COMM_KINDS, CP_CATEGORY, CP_KIND, EP_CATEGORY, EP_KIND, RankRecord
+from simcore.engine.recorder import (
+    CATEGORIES,
+    COMM_KINDS,
+    CP_CATEGORY,
+    CP_KIND,
+    EP_CATEGORY,
+    EP_KIND,
+    Category,
+    RankRecord,
+)
 from topology.hardware import GIB, GpuSpec
 
 
@@ -89,7 +98,7 @@ def compute_metrics(model: ModelShape, layout: Layout, gpu: GpuSpec, workload: W
         return sum(sum(v) / len(v) for v in values.values()) / len(values)
 
     # Idle on pipeline dependencies: fill, waits for a producer, and the drain.
-    bubble = {s: [r.time_s["bubble"] for r in rs] for s, rs in by_stage.items()}
+    bubble = {s: [r.time_s[Category.BUBBLE] for r in rs] for s, rs in by_stage.items()}
     m = layout.num_microbatches
     # each chunk runs m microbatches (DualPipe's m / 2: half go each way)
     per_chunk = layout.shape.microbatches_per_chunk(m)
@@ -99,7 +108,7 @@ def compute_metrics(model: ModelShape, layout: Layout, gpu: GpuSpec, workload: W
 
     critical = _critical(ranks)
     breakdown = dict(critical.time_s)
-    breakdown["other"] = max(0.0, T - sum(v for k, v in breakdown.items() if k != "other"))
+    breakdown[Category.OTHER] = max(0.0, T - sum(v for k, v in breakdown.items() if k != Category.OTHER))
 
     representatives = [min(rs, key=lambda r: r.gpu) for _s, rs in sorted(by_stage.items())]
     # Context parallelism's figures appear where it is used (contract: "cp_comm", "cp" where used), expert

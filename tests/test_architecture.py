@@ -5,6 +5,7 @@ The arrows (design.md): service -> (api_schemas, simcore, interop); interop -> a
 inside simcore domain <- cost <- engine <- (simulate, metrics, trace), with planning/ and calibration/ on top.
 Inside cost and engine, rooms group one concept each (cost/compute, cost/comm; engine/data_parallel,
 engine/steady_state): the two rooms of a package do not import each other, and each room's docstring names its modules.
+bench/, the repository's tooling, is a package whose docstring names its modules too; nothing shipped imports it.
 api_schemas and topology import nothing of the project. A `clustersim` facade, where it exists, sits on top of service.
 """
 
@@ -120,7 +121,8 @@ def test_sibling_rooms_do_not_import_each_other() -> None:
     assert not wrong, "rooms importing their sibling room:\n" + "\n".join(wrong)
 
 
-@pytest.mark.parametrize("package", ["simcore.cost", "simcore.engine", *(r for pair in SIBLING_ROOMS for r in pair)])
+@pytest.mark.parametrize("package", ["simcore.cost", "simcore.engine", *(r for pair in SIBLING_ROOMS for r in pair),
+                                     "bench"])
 def test_a_package_docstring_names_each_of_its_modules(package: str) -> None:
     folder = ROOT.joinpath(*package.split("."))
     doc = ast.get_docstring(ast.parse((folder / "__init__.py").read_text(encoding="utf-8"))) or ""
@@ -129,6 +131,18 @@ def test_a_package_docstring_names_each_of_its_modules(package: str) -> None:
     present |= {f"{p.name}/" for p in folder.iterdir() if (p / "__init__.py").is_file()}
     assert listed == present, f"{package}'s docstring lists {sorted(listed - present)} that are not there " \
                               f"and leaves out {sorted(present - listed)}"
+
+
+def test_the_product_does_not_import_bench() -> None:
+    """bench/ is the repository's tooling, not shipped (pyproject's packages): nothing shipped may need it."""
+    wrong = []
+    for path in ALL.values():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            wrong += [f"{path.relative_to(ROOT)}:{node.lineno} imports {name}" for name in names
+                      if name == "bench" or name.startswith("bench.")]
+    assert not wrong, "the product importing bench/:\n" + "\n".join(wrong)
 
 
 def test_no_private_names_across_modules() -> None:

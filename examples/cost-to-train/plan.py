@@ -19,13 +19,14 @@ from typing import Any
 
 import yaml
 
+if __spec__ is None:  # run by its path: the repository root first, to import bench/ (README tooling) as a package
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
 from api_schemas import load_request_file
+from bench.generated import write_or_check
 from service.convert import to_scenario
 from service.search import run_search
 from simcore import Outcome, simulate
-
-sys.path.append(str(Path(__file__).resolve().parents[2] / "bench"))  # README tooling: not in the package
-from generated import write_or_check  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 MODELS = ("gpt-100b", "t5-100b")

@@ -14,13 +14,14 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+if __spec__ is None:  # run by its path: the repository root first, to import bench/ (README tooling) as a package
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
 from api_schemas import load_request_file
+from bench.generated import write_or_check
 from service.convert import to_scenario
 from simcore import Checkpointing, Failures, TrainingRun, simulate
 from simcore.training_plan import TrainingPlan, plan_training
-
-sys.path.append(str(Path(__file__).resolve().parents[2] / "bench"))  # README tooling: not in the package
-from generated import write_or_check  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 REQUEST = HERE / "llama3-405b-16k-h100.yaml"

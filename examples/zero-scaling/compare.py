@@ -10,12 +10,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+if __spec__ is None:  # run by its path: the repository root first, to import bench/ (README tooling) as a package
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
 from api_schemas import load_request_file
+from bench.generated import between_markers, write_or_check_between
 from service.convert import to_scenario
 from simcore.simulate import simulate
-
-sys.path.append(str(Path(__file__).resolve().parents[2] / "bench"))  # README tooling: not in the package
-from generated import between_markers, write_or_check_between  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 README = HERE / "README.md"

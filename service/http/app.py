@@ -76,5 +76,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     if guarded(s):
         app.add_middleware(HostGuard, settings=s)
     # The bearer scheme appears in the OpenAPI schema only when a token is required.
-    app.openapi = lambda: openapi(app, bearer=s.api_token is not None)  # type: ignore[method-assign]
+    app.openapi = lambda: openapi(app, bearer=s.api_token is not None,  # type: ignore[method-assign]
+                                  bodies=interop.BODIES)
     return app

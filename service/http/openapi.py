@@ -53,13 +53,16 @@ def accepted_job(description: str) -> dict[str, Any]:
             "headers": {"Location": {"description": "/v1/jobs/{id}", "required": True, "schema": {"type": "string"}}}}
 
 
-def openapi(app: FastAPI, bearer: bool) -> dict[str, Any]:
-    """The app's schema, built once; `bearer` False drops the bearer scheme (no token is configured)."""
+def openapi(app: FastAPI, bearer: bool, bodies: tuple[type[BaseModel], ...] = ()) -> dict[str, Any]:
+    """The app's schema, built once; `bearer` False drops the bearer scheme (no token is configured). The request
+    documents and `bodies` (the models of the JSON bodies FastAPI reads itself) are described by pydantic's own
+    schemas: FastAPI writes its schema without None values, which drops every `default: null`."""
     if app.openapi_schema is None:
         schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
         components = schema.setdefault("components", {})
         schemas = components.setdefault("schemas", {})
-        for document in (SimulationRequest, SearchRequest, ComparisonRequest):
+        documents: tuple[type[BaseModel], ...] = (SimulationRequest, SearchRequest, ComparisonRequest, *bodies)
+        for document in documents:
             own = document.model_json_schema(ref_template="#/components/schemas/{model}")
             for name, definition in own.pop("$defs", {}).items():
                 schemas.setdefault(name, definition)  # sections shared by several documents: the same schema

@@ -35,13 +35,15 @@ __all__ = ["Clock", "Event", "Process", "Signal", "Step", "start"]
 
 class Clock:
     """The current time `now` (s) of `env`, a simpy.Environment, and the engine's calls queued on it. Nothing runs
-    until `run` (or the environment's own `step` / `run`)."""
+    until `run` (or the environment's own `step` / `run`). `events` is the one count of the engine's events: each
+    part of the engine (passes, transfers, flows, collectives, gathers) adds the events it makes there."""
 
-    __slots__ = ("env", "waiting", "_burst")
+    __slots__ = ("env", "events", "waiting", "_burst")
 
     def __init__(self, env: simpy.Environment | None = None) -> None:
         # initial_time 0.0, not SimPy's default 0: times read off the clock are floats from the first instant
         self.env = simpy.Environment(0.0) if env is None else env
+        self.events = 0  # the engine's events (the result's count): every part of the engine adds the ones it makes
         self.waiting = 0  # entries queued that will run engine code (`pending`)
         self._burst: _Urgent | None = None  # the urgent calls of this instant not yet made
 

@@ -20,7 +20,7 @@ from simcore.cost.context_parallel import CpPass, RingStep
 from simcore.domain.placement import Placement
 from simcore.engine.clock import Clock, Event, Process, Signal
 from simcore.engine.flows import FlowNetwork
-from simcore.engine.recorder import RankRecord, Recorder
+from simcore.engine.recorder import Category, RankRecord, Recorder
 
 
 @dataclass(slots=True)
@@ -32,7 +32,7 @@ class CpTotals:
     bytes: float = 0.0  # bytes one rank sent
 
     def add_to(self, record: RankRecord) -> None:
-        record.time_s["cp_comm"] += self.exposed_s
+        record.time_s[Category.CP_COMM] += self.exposed_s
         record.comm_busy_s["cp"] += self.busy_s
         record.comm_bytes["cp"] += self.bytes
 
@@ -48,7 +48,7 @@ class _Done(Signal):
 
 
 class ContextRing:
-    """Runs context-parallel passes on `net` for the engine's ranks; counts the events it makes in `events`."""
+    """Runs context-parallel passes on `net` for the engine's ranks; counts the events it makes on the clock."""
 
     def __init__(self, clock: Clock, net: FlowNetwork, collectives: CollectiveModel, placement: Placement,
                  representative: bool, free_communication: bool, recorder: Recorder) -> None:
@@ -56,7 +56,6 @@ class ContextRing:
         self.representative = representative
         self.free = free_communication
         self.rec = recorder
-        self.events = 0
         self._sends: dict[tuple[int, int], FlowPattern] = {}
         self._phases: dict[tuple[Collective, int, int, float], tuple[FlowPattern, ...]] = {}
 
@@ -89,7 +88,7 @@ class ContextRing:
                 done.end_s = clock.now
                 done.fire(clock)
                 return
-            self.events += 1
+            self.clock.events += 1
             self.net.start(patterns[index], size, lambda: phase(index + 1))
 
         if self.free or size <= 0:
@@ -106,23 +105,23 @@ class ContextRing:
         clock, spans = self.clock, self.rec.keep_spans
         busy_from = clock.now
         if extra and plan.extra_s > 0:
-            self.events += 1
+            self.clock.events += 1
             yield plan.extra_s
         for layer in layers if layers is not None else range(plan.layers):
             for segment in plan.layer:
                 if isinstance(segment, float):
-                    self.events += 1
+                    self.clock.events += 1
                     yield segment
                     continue
                 started = clock.now
                 if isinstance(segment, RingStep):
                     if segment.send_bytes <= 0:
-                        self.events += 1
+                        self.clock.events += 1
                         yield segment.compute_s
                         continue
                     done = self._transfer(self._send_pattern(replica, rank), segment.send_bytes)
                     totals.bytes += segment.send_bytes
-                    self.events += 1
+                    self.clock.events += 1
                     yield segment.compute_s
                     name = f"kv send L{layer}"
                 else:  # an exchange: all_gather's collective, waited for entirely
@@ -136,13 +135,13 @@ class ContextRing:
                 totals.exposed_s += clock.now - waited
                 totals.busy_s += done.end_s - started
                 if spans:
-                    self.rec.span(track + " cp", f"{name} {label}", "cp_comm", started, done.end_s)
+                    self.rec.span(track + " cp", f"{name} {label}", Category.CP_COMM, started, done.end_s)
                     if clock.now > waited:
-                        self.rec.span(track, label, "compute", busy_from, waited)
-                        self.rec.span(track, f"wait {name} {label}", "cp_comm", waited, clock.now)
+                        self.rec.span(track, label, Category.COMPUTE, busy_from, waited)
+                        self.rec.span(track, f"wait {name} {label}", Category.CP_COMM, waited, clock.now)
                         busy_from = clock.now
         if spans:
-            self.rec.span(track, label, "compute", busy_from, clock.now)
+            self.rec.span(track, label, Category.COMPUTE, busy_from, clock.now)
 
     def run_gated(self, gates: list[Callable[[], Event]], plan: CpPass, totals: CpTotals, replica: int, rank: int,
                   t: dict[str, float], track: str, label: str) -> Process:
@@ -156,8 +155,8 @@ class ContextRing:
             if not current.triggered:
                 waited = clock.now
                 yield current
-                t["dp_comm"] += clock.now - waited
-                self.rec.span(track, "wait parameter gather", "dp_comm", waited, clock.now)
+                t[Category.DP_COMM] += clock.now - waited
+                self.rec.span(track, "wait parameter gather", Category.DP_COMM, waited, clock.now)
             if k + 1 < n:
                 pending = gates[k + 1]()
             yield from self.run(replica, rank, plan, totals, track, label,

@@ -77,7 +77,6 @@ class FlowNetwork:
         self._isolated: list[float] = []
         self._on_link: dict[int, list[int]] = {}  # link -> numbers of the patterns that load it
         self._shared: dict[tuple[int, ...], list[float]] = {}  # pattern numbers in admission order -> rates
-        self.events = 0
 
     def in_flight(self) -> int:
         """How many flow groups are on the links now."""
@@ -87,7 +86,7 @@ class FlowNetwork:
         """Start a group after its latency (s); `on_done()` is called when its last byte arrives."""
         if pattern.latency_s > 0:
             self.clock.call_in(pattern.latency_s, self._admit, pattern, size_units, on_done)
-            self.events += 1
+            self.clock.events += 1
         else:
             self._admit(pattern, size_units, on_done)
 
@@ -135,7 +134,7 @@ class FlowNetwork:
             group.rate = rate = self._isolated[pid]
             group.generation = 1
             self.clock.call_in(size / rate, self._finish, group, 1)
-            self.events += 1
+            self.clock.events += 1
 
     def _component(self, seed: _Group) -> list[_Group]:
         """The groups in flight that share links with `seed`, transitively, in admission order."""
@@ -174,7 +173,7 @@ class FlowNetwork:
     def _schedule(self, group: _Group) -> None:
         group.generation += 1
         self.clock.call_in(max(group.remaining, 0.0) / group.rate, self._finish, group, group.generation)
-        self.events += 1
+        self.clock.events += 1
 
     def _finish(self, group: _Group, generation: int) -> None:
         if generation != group.generation:

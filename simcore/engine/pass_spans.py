@@ -7,7 +7,7 @@ from __future__ import annotations
 from simcore.cost.workload import ChunkCost
 from simcore.domain.schedules import OVERLAPPED, Pass
 from simcore.engine.pass_work import LABELS, pass_parts
-from simcore.engine.recorder import Recorder
+from simcore.engine.recorder import Category, Recorder
 
 
 def pass_label(ps: Pass, chunks: int) -> str:
@@ -27,9 +27,9 @@ def record_pass_spans(rec: Recorder, track: str, ps: Pass, cost: ChunkCost, star
     label = pass_label(ps, chunks)
     parts = pass_parts(ps.direction, cost, label, backward)
     if tp_start is not None:
-        rec.span(track, "tp " + label, "tp_comm", tp_start, now)
-        parts = [part for part in parts if part[0] != "tp_comm"]
-    communication = ("tp_comm", "ep_comm")  # the collectives do not stretch with the kernels
+        rec.span(track, "tp " + label, Category.TP_COMM, tp_start, now)
+        parts = [part for part in parts if part[0] != Category.TP_COMM]
+    communication = (Category.TP_COMM, Category.EP_COMM)  # the collectives do not stretch with the kernels
     kernels = sum(duration for category, _name, duration in parts if category not in communication)
     extra = (stretch - 1.0) * sum(duration for _c, _n, duration in parts)
     for category, name, duration in parts:
@@ -44,8 +44,8 @@ def account_wait(rec: Recorder, t: dict[str, float], track: str, waited: float, 
     """A pass waited from `waited` to `now` for an activation or a gradient sent at `produced`: idle (bubble)
     until it was sent, then its transfer (pp_comm), in the rank's times `t` and, when kept, as spans."""
     bubble_end = min(max(produced, waited), now)
-    t["bubble"] += bubble_end - waited
-    t["pp_comm"] += now - bubble_end
+    t[Category.BUBBLE] += bubble_end - waited
+    t[Category.PP_COMM] += now - bubble_end
     if rec.keep_spans:
-        rec.span(track, f"idle: wait {ps.direction}{ps.microbatch}", "bubble", waited, bubble_end)
-        rec.span(track, f"recv {ps.direction}{ps.microbatch}", "pp_comm", bubble_end, now)
+        rec.span(track, f"idle: wait {ps.direction}{ps.microbatch}", Category.BUBBLE, waited, bubble_end)
+        rec.span(track, f"recv {ps.direction}{ps.microbatch}", Category.PP_COMM, bubble_end, now)

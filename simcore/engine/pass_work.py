@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from simcore.cost.workload import ChunkCost
 from simcore.domain.passes import BACKWARD_INPUT, BACKWARD_WEIGHT, FORWARD, OVERLAPPED
 from simcore.engine.pair_overlap import pair_timing
-from simcore.engine.recorder import RankRecord
+from simcore.engine.recorder import Category, RankRecord
 
 # How a pass is named in the trace.
 LABELS = {FORWARD: "fwd", "B": "bwd", BACKWARD_INPUT: "bwd-input", BACKWARD_WEIGHT: "bwd-weight",
@@ -92,26 +92,28 @@ def _moe_pair(forward: ChunkCost, backward: ChunkCost) -> PassWork:
 
 
 def pass_parts(direction: str, cost: ChunkCost, label: str,
-               backward: ChunkCost | None = None) -> list[tuple[str, str, float]]:
+               backward: ChunkCost | None = None) -> list[tuple[Category, str, float]]:
     """A pass as consecutive (category, name, seconds) spans: recomputation, compute, tensor-parallel time and
     a mixture of experts' all-to-alls."""
     ep = "ep dispatch+combine "
     if direction == FORWARD:
-        return [("compute", label, cost.forward_compute_s), ("tp_comm", "tp " + label, cost.forward_tp_s),
-                ("ep_comm", ep + label, cost.forward_ep_s)]
+        return [(Category.COMPUTE, label, cost.forward_compute_s),
+                (Category.TP_COMM, "tp " + label, cost.forward_tp_s),
+                (Category.EP_COMM, ep + label, cost.forward_ep_s)]
     if direction == BACKWARD_WEIGHT:
-        return [("compute", label, cost.backward_weight_s)]
+        return [(Category.COMPUTE, label, cost.backward_weight_s)]
     if direction == OVERLAPPED:
         assert backward is not None
         work = pass_work(direction, cost, backward)
-        return [("recompute", "recompute " + label, work.recompute), ("compute", label, work.compute),
-                ("tp_comm", "tp " + label, work.tp_comm), ("ep_comm", ep + label, work.ep_comm)]
+        return [(Category.RECOMPUTE, "recompute " + label, work.recompute), (Category.COMPUTE, label, work.compute),
+                (Category.TP_COMM, "tp " + label, work.tp_comm), (Category.EP_COMM, ep + label, work.ep_comm)]
     weight = cost.backward_weight_s if direction == BACKWARD_INPUT else 0.0
-    return [("recompute", "recompute " + label, cost.recompute_s - cost.recompute_tp_s - cost.recompute_ep_s),
-            ("tp_comm", "tp recompute " + label, cost.recompute_tp_s),
-            ("ep_comm", ep + "recompute " + label, cost.recompute_ep_s),
-            ("compute", label, cost.backward_compute_s - weight), ("tp_comm", "tp " + label, cost.backward_tp_s),
-            ("ep_comm", ep + label, cost.backward_ep_s)]
+    return [(Category.RECOMPUTE, "recompute " + label, cost.recompute_s - cost.recompute_tp_s - cost.recompute_ep_s),
+            (Category.TP_COMM, "tp recompute " + label, cost.recompute_tp_s),
+            (Category.EP_COMM, ep + "recompute " + label, cost.recompute_ep_s),
+            (Category.COMPUTE, label, cost.backward_compute_s - weight),
+            (Category.TP_COMM, "tp " + label, cost.backward_tp_s),
+            (Category.EP_COMM, ep + label, cost.backward_ep_s)]
 
 
 @dataclass(slots=True)
@@ -151,11 +153,11 @@ class PassTotals:
     def add_to(self, record: RankRecord) -> None:
         t = record.time_s
         record.busy_s += self.busy
-        t["compute"] += self.compute
-        t["recompute"] += self.recompute
-        t["tp_comm"] += self.tp_comm
+        t[Category.COMPUTE] += self.compute
+        t[Category.RECOMPUTE] += self.recompute
+        t[Category.TP_COMM] += self.tp_comm
         record.comm_busy_s["tp"] += self.tp_busy
         record.comm_bytes["tp"] += self.tp_bytes
-        t["ep_comm"] += self.ep_comm
+        t[Category.EP_COMM] += self.ep_comm
         record.comm_busy_s["ep"] += self.ep_comm + self.ep_hidden
         record.comm_bytes["ep"] += self.ep_bytes

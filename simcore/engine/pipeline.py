@@ -39,7 +39,7 @@ from simcore.engine.data_parallel.sharded import ShardedPasses
 from simcore.engine.flows import FlowNetwork
 from simcore.engine.pass_spans import account_wait, pass_label, record_pass_spans
 from simcore.engine.pass_work import PassTotals, PassWork, pass_work
-from simcore.engine.recorder import RankRecord, Recorder
+from simcore.engine.recorder import Category, RankRecord, Recorder
 from simcore.engine.tp_links import TensorParallelLinks
 from simcore.engine.transfers import PipelineTransfers
 from simcore.engine.watch import PassWatch
@@ -101,7 +101,6 @@ class Engine:
         self.clock = Clock()
         self.net = FlowNetwork(self.clock, config.collectives.capacity)
         self.rec = Recorder(config.keep_spans)
-        self.events = 0
         self.watch: PassWatch | None = None  # what simcore/engine/steady_state/periodic.py observes of the passes
         self.passes_done = 0  # compute passes finished, every simulated rank (what progress counts)
         self._barrier_waiting = 0
@@ -250,7 +249,7 @@ class Engine:
                 if on_links:
                     share = 1.0
                 times = [] if not grads or gpu is None else sync.release_times(replica, rank, i, start, start + body)
-                self.events += 1
+                self.clock.events += 1
                 if gpu is not None and (gpu.in_flight or times):
                     # Interference: the pass runs beside collectives, and makes its buckets ready as it goes.
                     yield gpu.run(body, share, cost.gemm_fraction,
@@ -302,18 +301,18 @@ class Engine:
             if not current.triggered:
                 waited = clock.now
                 yield current
-                t["dp_comm"] += clock.now - waited
-                self.rec.span(track, "wait parameter gather", "dp_comm", waited, clock.now)
+                t[Category.DP_COMM] += clock.now - waited
+                self.rec.span(track, "wait parameter gather", Category.DP_COMM, waited, clock.now)
             while len(issued) < min(len(gates), k + 1 + depth):
                 issued.append(gates[len(issued)]())  # prefetch the next slices' parameters
-            self.events += 1
+            self.clock.events += 1
             piece, began = duration / len(gates), clock.now
             if gpu is not None and gpu.in_flight:
                 yield gpu.run(piece, share, gemm_fraction)
                 slowed += max(0.0, clock.now - began - piece)
             else:
                 yield piece
-            self.rec.span(track, f"{pass_label(ps, 1)} part {k + 1}", "compute", began, clock.now)
+            self.rec.span(track, f"{pass_label(ps, 1)} part {k + 1}", Category.COMPUTE, began, clock.now)
             if ps.direction in _WEIGHT_GRADIENTS:
                 replica, rank, parameters, record = owner
                 reduced = self.sync.unit_reduced(replica, rank, parameters / len(gates), record)
@@ -324,8 +323,8 @@ class Engine:
             for event in reductions:
                 if not event.processed:
                     yield event
-            t["dp_comm"] += clock.now - waited
-            self.rec.span(track, "wait gradient reduce-scatter", "dp_comm", waited, clock.now)
+            t[Category.DP_COMM] += clock.now - waited
+            self.rec.span(track, "wait gradient reduce-scatter", Category.DP_COMM, waited, clock.now)
         return slowed
 
     def _step(self, replica: int, rank: int, record: RankRecord, track: str, dp_done: Event,
@@ -336,18 +335,18 @@ class Engine:
         clock, t = self.clock, record.time_s
         waited = clock.now
         yield dp_done
-        t["dp_comm"] += clock.now - waited
-        self.rec.span(track, "wait dp", "dp_comm", waited, clock.now)
+        t[Category.DP_COMM] += clock.now - waited
+        self.rec.span(track, "wait dp", Category.DP_COMM, waited, clock.now)
         if self.embedding.holds_copy(rank):
             waited = clock.now
             yield self.embedding.wait(replica, record)
             # As at the barrier below: until the latest pass ended this waits for the pipeline's drain (the
             # first stage's last backward passes), after it for the all-reduce itself.
             drain_end = min(max(self._passes_end, waited), clock.now)
-            t["bubble"] += drain_end - waited
-            t["pp_comm"] += clock.now - drain_end
-            self.rec.span(track, "idle: pipeline drain", "bubble", waited, drain_end)
-            self.rec.span(track, "wait embedding all-reduce", "pp_comm", drain_end, clock.now)
+            t[Category.BUBBLE] += drain_end - waited
+            t[Category.PP_COMM] += clock.now - drain_end
+            self.rec.span(track, "idle: pipeline drain", Category.BUBBLE, waited, drain_end)
+            self.rec.span(track, "wait embedding all-reduce", Category.PP_COMM, drain_end, clock.now)
         if not self.c.layout.optimizer_post_validation:  # the barrier before the step
             waited = clock.now
             self._barrier_waiting += 1
@@ -357,22 +356,22 @@ class Engine:
             # Until the last stage's last pass ends this is the pipeline's drain; after it, the wait is for
             # other stages' gradient reduction.
             drain_end = min(max(self._passes_end, waited), clock.now)
-            t["bubble"] += drain_end - waited
-            t["dp_comm"] += clock.now - drain_end
-            self.rec.span(track, "idle: pipeline drain", "bubble", waited, drain_end)
-            self.rec.span(track, "wait other stages' gradients", "dp_comm", drain_end, clock.now)
+            t[Category.BUBBLE] += drain_end - waited
+            t[Category.DP_COMM] += clock.now - drain_end
+            self.rec.span(track, "idle: pipeline drain", Category.BUBBLE, waited, drain_end)
+            self.rec.span(track, "wait other stages' gradients", Category.DP_COMM, drain_end, clock.now)
         start = clock.now
-        self.events += 1
+        self.clock.events += 1
         yield optimizer_s
         record.busy_s += clock.now - start
-        t["optimizer"] += clock.now - start
-        self.rec.span(track, "optimizer", "optimizer", start, clock.now)
+        t[Category.OPTIMIZER] += clock.now - start
+        self.rec.span(track, Category.OPTIMIZER, Category.OPTIMIZER, start, clock.now)
         gathered = self.sync.gather_after_step(replica, rank, record)
         if gathered is not None:
             waited = clock.now
             yield gathered
-            t["dp_comm"] += clock.now - waited
-            self.rec.span(track, "wait parameter gather", "dp_comm", waited, clock.now)
+            t[Category.DP_COMM] += clock.now - waited
+            self.rec.span(track, "wait parameter gather", Category.DP_COMM, waited, clock.now)
         record.end_s = clock.now
 
     # -- run -------------------------------------------------------------------------------------------
@@ -395,6 +394,5 @@ class Engine:
         return EngineResult(last.end_s - last.previous_end_s, self.rec, self.events_total(), len(self.rec.ranks))
 
     def events_total(self) -> int:
-        """The events counted so far, every part of the engine."""
-        return sum(part.events for part in (self, self.transfers, self.sync, self.dp_collectives, self.net, self.ring,
-                                            self.embedding, self.tp_links, self.sharded) if part is not None)
+        """The events counted so far, by every part of the engine (each adds the ones it makes to `Clock.events`)."""
+        return self.clock.events

@@ -3,15 +3,37 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 
-CATEGORIES = ("compute", "recompute", "tp_comm", "pp_comm", "dp_comm", "optimizer", "bubble", "other")
+
+class Category(StrEnum):
+    """Where a rank's compute stream spends its time: the keys of the result's `time_breakdown_s` (exclusive
+    seconds, the contract's definitions) and the category of each span of the trace."""
+
+    COMPUTE = "compute"
+    RECOMPUTE = "recompute"
+    TP_COMM = "tp_comm"
+    PP_COMM = "pp_comm"
+    DP_COMM = "dp_comm"  # ZeRO's waits too
+    OPTIMIZER = "optimizer"
+    BUBBLE = "bubble"
+    OTHER = "other"
+    CP_COMM = "cp_comm"
+    EP_COMM = "ep_comm"
+    # the trace's only, not a share of the breakdown: steady-state periods put back by arithmetic, not simulated
+    EXTRAPOLATED = "extrapolated"
+
+
+# Every result's categories, in the result's order.
+CATEGORIES = (Category.COMPUTE, Category.RECOMPUTE, Category.TP_COMM, Category.PP_COMM, Category.DP_COMM,
+              Category.OPTIMIZER, Category.BUBBLE, Category.OTHER)
 COMM_KINDS = ("tp", "pp", "dp", "zero")
 # Context parallelism's (the result shows them only where cp > 1): the compute stream's waits for the K/V ring,
 # and the ring's own traffic.
-CP_CATEGORY, CP_KIND = "cp_comm", "cp"
+CP_CATEGORY, CP_KIND = Category.CP_COMM, "cp"
 # Expert parallelism's (the result shows them only for a mixture of experts): the exposed all-to-alls, and their
 # traffic.
-EP_CATEGORY, EP_KIND = "ep_comm", "ep"
+EP_CATEGORY, EP_KIND = Category.EP_COMM, "ep"
 ALL_CATEGORIES, ALL_KINDS = (*CATEGORIES, CP_CATEGORY, EP_CATEGORY), (*COMM_KINDS, CP_KIND, EP_KIND)
 
 
@@ -41,7 +63,7 @@ class RankRecord:
 class Span:
     track: str  # e.g. "stage 3 compute"
     name: str
-    category: str
+    category: Category
     start_s: float
     end_s: float
 
@@ -52,6 +74,6 @@ class Recorder:
     ranks: list[RankRecord] = field(default_factory=list)
     spans: list[Span] = field(default_factory=list)
 
-    def span(self, track: str, name: str, category: str, start: float, end: float) -> None:
+    def span(self, track: str, name: str, category: Category, start: float, end: float) -> None:
         if self.keep_spans and end > start:
             self.spans.append(Span(track, name, category, start, end))

@@ -30,7 +30,6 @@ class TensorParallelLinks:
     def __init__(self, clock: Clock, net: FlowNetwork, model: CollectiveModel, placement: Placement,
                  fidelity: Fidelity) -> None:
         self.clock, self.net, self.model, self.placement, self.fidelity = clock, net, model, placement, fidelity
-        self.events = 0
         self._crosses: dict[int, bool] = {}
         self._transfers: dict[tuple[int, int, int, bool], tuple[tuple[FlowPattern, ...], float]] = {}
 
@@ -53,7 +52,7 @@ class TensorParallelLinks:
         if index == len(phases):
             signal.fire(self.clock)
             return
-        self.events += 1
+        self.clock.events += 1
         self.net.start(phases[index], size, lambda: self._phase(phases, index + 1, size, signal))
 
     def _transfer(self, replica: int, rank: int, cost: ChunkCost, forward: bool,

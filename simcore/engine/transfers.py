@@ -10,7 +10,7 @@ from simcore.cost.workload import Workload
 from simcore.domain.placement import Placement
 from simcore.engine.clock import Clock, Signal
 from simcore.engine.flows import FlowNetwork
-from simcore.engine.recorder import RankRecord, Recorder
+from simcore.engine.recorder import Category, RankRecord, Recorder
 
 
 class Arrival(Signal):
@@ -25,13 +25,12 @@ class Arrival(Signal):
 
 
 class PipelineTransfers:
-    """Counts the transfers it starts in `events`."""
+    """Counts the transfers it starts on the clock."""
 
     def __init__(self, clock: Clock, net: FlowNetwork, collectives: CollectiveModel, placement: Placement,
                  workload: Workload, mirrored: bool, free_communication: bool, recorder: Recorder) -> None:
         self.clock, self.net, self.collectives, self.placement = clock, net, collectives, placement
         self.workload, self.mirrored, self.free, self.rec = workload, mirrored, free_communication, recorder
-        self.events = 0
         self._arrivals: dict[tuple[str, int, int, int], Arrival] = {}
         self._patterns: dict[tuple[int, int, int], FlowPattern] = {}
 
@@ -73,9 +72,9 @@ class PipelineTransfers:
         def done() -> None:
             record.comm_busy_s["pp"] += self.clock.now - now
             if self.rec.keep_spans:
-                self.rec.span(f"stage {src_rank} pp", f"{kind} mb{microbatch}", "pp_comm", now, self.clock.now)
+                self.rec.span(f"stage {src_rank} pp", f"{kind} mb{microbatch}", Category.PP_COMM, now, self.clock.now)
             arrival.fire(self.clock)
 
-        self.events += 1
+        self.clock.events += 1
         pattern = self._patterns.get((src_rank, dst_rank, replica))
         self.net.start(pattern if pattern is not None else self._pattern(src_rank, dst_rank, replica), size, done)

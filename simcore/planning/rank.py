@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from simcore.domain.layout import Layout
+from simcore.engine.recorder import Category
 from simcore.simulate import Network, Scenario, simulate
 from simcore.training_plan import TrainingPlan
 from topology.hardware import GIB
@@ -45,8 +46,8 @@ class Evaluation:
     def exposed_communication_s(self) -> dict[str, float]:
         """Communication the critical rank's compute stream waited for, by kind (ZeRO's gathers count as dp)."""
         b = self.time_breakdown_s
-        return {"tp": b["tp_comm"], "pp": b["pp_comm"], "dp": b["dp_comm"],
-                **({"cp": b["cp_comm"]} if "cp_comm" in b else {})}
+        return {"tp": b[Category.TP_COMM], "pp": b[Category.PP_COMM], "dp": b[Category.DP_COMM],
+                **({"cp": b[Category.CP_COMM]} if Category.CP_COMM in b else {})}
 
     @property
     def headroom_gib(self) -> float:

@@ -17,14 +17,13 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from bench_scripts import load_file
+from bench_scripts import load
 
-ROOT = Path(__file__).resolve().parents[2]
 CASES: dict[str, dict[str, Any]] = json.loads((Path(__file__).parent / "golden.json").read_text())
 
 
 def _golden_script() -> ModuleType:
-    module = load_file(ROOT / "bench" / "golden_results.py", "golden_results")
+    module = load("golden_results")
     return module
 
 

@@ -8,25 +8,23 @@ from __future__ import annotations
 import os
 import sys
 import time
-from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 ray = pytest.importorskip("ray")
 
-from bench_scripts import load_file  # noqa: E402
+from bench_scripts import load  # noqa: E402
 
 from service.executors import make_executor  # noqa: E402
 from service.executors.ray_keeper import KeeperError, LocalRay  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads processes from /proc")
-ROOT = Path(__file__).resolve().parents[2]
 GONE_S = 10.0  # generous: the keeper kills at once, but a loaded machine may be slow to schedule it
 
 
 def procs() -> ModuleType:
-    module = load_file(ROOT / "bench" / "orphan_workers.py", "orphan_workers")
+    module = load("orphan_workers")
     return module
 
 

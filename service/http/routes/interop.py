@@ -57,9 +57,13 @@ class CalibrationIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    files: list[MeasurementFileIn] = Field(default_factory=list, max_length=100)
+    files: list[MeasurementFileIn] = Field(default_factory=list, json_schema_extra={"default": []}, max_length=100)
     gemm: MeasurementFileIn | None = None
     gemm_gpu: GpuKindName | None = Field(default=None, description="the catalog GPU the GEMM sweep ran on")
+
+
+BODIES: tuple[type[BaseModel], ...] = (ImportIn, CalibrationIn)
+"""The request bodies of these routes, for the OpenAPI schema (service/http/openapi.py)."""
 
 
 # (400: a body that is not JSON at all, which FastAPI refuses before it reaches the model)

@@ -7,7 +7,7 @@ to the link D * 4 ids on (topology/links.py: GPU g's NVLink up is 2g + 2 * node 
 capacity and latency. The copies' links are then disjoint, the pattern of all the groups is the first domain's
 repeated link by link, and `keep_links` on it can be taken from the first domain's pattern: its own links (the
 first GPU's domain, all kept) and the `extra` most loaded links of all copies, ranked by load over capacity and
-link id as keep_links ranks them. tests/simcore/cost/test_symmetry.py holds this to the pattern built group by
+link id as keep_links ranks them. tests/simcore/cost/comm/test_symmetry.py holds this to the pattern built group by
 group; anything else (mixed GPUs, degraded links, groups across domains, copies that are not exact) is built
 group by group.
 """

@@ -12,7 +12,7 @@ few canonical hops, each at a range of consecutive offsets. A link's load is its
 common weight (added one hop at a time, as LinkLoads adds them: the same float), and the count of the link of
 class c in block b is the number of canonical hops through c at an offset that lands on b: piecewise constant in
 b, so the most loaded links (load over capacity, then id: keep_links's order) and the loads of the primary links
-come from a few pieces. tests/simcore/cost/test_translation.py holds this to the hop-by-hop build; anything else
+come from a few pieces. tests/simcore/cost/comm/test_translation.py holds this to the hop-by-hop build; anything else
 (mixed weights, links added by id, mixed GPUs, degraded links, partial nodes, a cluster of less than two blocks)
 is built hop by hop.
 """

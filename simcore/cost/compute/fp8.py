@@ -41,10 +41,10 @@ from simcore.domain.layout import Fp8Recipe, Layout
 from simcore.domain.model import LayerType, ModelShape
 
 # Fitted (python bench/fit_fp8.py, on the BF16/FP8 step-time ratios of the 8 Nemotron-4-15B pairs of
-# dgxc-benchmarking v24.11.1; tests/simcore/cost/test_fp8_fit.py fails when this is not what the fit gives on the
-# current code; every other FP8 and Blackwell row of the modern reference judges it): the large-GEMM efficiency of
-# an FP8 GEMM, as a fraction of its FP8 peak, over the 16-bit GEMM efficiency of the same generation as a fraction
-# of the 16-bit peak.
+# dgxc-benchmarking v24.11.1; tests/simcore/cost/compute/test_fp8_fit.py fails when this is not what the fit gives
+# on the current code; every other FP8 and Blackwell row of the modern reference judges it): the large-GEMM
+# efficiency of an FP8 GEMM, as a fraction of its FP8 peak, over the 16-bit GEMM efficiency of the same generation
+# as a fraction of the 16-bit peak.
 FP8_GEMM_EFFICIENCY_RATIO = 0.875
 
 # Bytes moved per element of a 16-bit tensor quantized for FP8 GEMMs (module docstring).

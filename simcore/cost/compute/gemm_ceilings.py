@@ -4,7 +4,7 @@ large-GEMM efficiency of a GPU whose own runs were never fitted (Blackwell) from
 Source: simcore/calibration/reference/gemm-ceilings.json (stas00/ml-engineering, compute/accelerator/README.md, the
 maximum achievable matmul FLOPs table, snapshot 744d01e): the best GEMM of a shape sweep, TFLOP/s, as a fraction of
 the GPU's dense peak (read against the catalog's peak). H200 is listed as H100's ("H200 the same"). The test
-tests/simcore/cost/test_gemm_ceilings.py checks these figures against that file.
+tests/simcore/cost/compute/test_gemm_ceilings.py checks these figures against that file.
 
 Why a ceiling ratio for Blackwell: the reference data holds no 16-bit Blackwell run to fit B200's or GB200's GEMM
 efficiency on, and the fitted Hopper one (a fraction of H100's peak) is not Blackwell's: the measured best GEMM

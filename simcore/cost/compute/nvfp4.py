@@ -39,7 +39,7 @@ derived, not measured:
 - ceiling: the FP8 ceiling's share of the FP8 peak (B200's measured row, 3,432.5 of 4,500 TFLOP/s), scaled for
   another GPU by its 16-bit ceiling over B200's (as gemm_ceilings.DERIVED does): `fp4_ceiling_fraction`.
 At 2x the FP8 peak and 0.875 x its efficiency an FP4 GEMM runs 1.75x an FP8 one of the same shape at large sizes,
-never slower at any size (tests/simcore/cost/test_nvfp4.py sweeps shapes).
+never slower at any size (tests/simcore/cost/compute/test_nvfp4.py sweeps shapes).
 """
 
 from __future__ import annotations

@@ -20,14 +20,13 @@ from simcore.engine.flows import FlowNetwork
 
 class DataParallelCollectives:
     """The collectives of the data-parallel groups of each pipeline rank (one group per tensor rank, run at
-    once), on `net`. Counts the events it makes in `events`."""
+    once), on `net`. Counts the events it makes on the clock."""
 
     def __init__(self, clock: Clock, net: FlowNetwork, model: CollectiveModel, placement: Placement,
                  free_communication: bool, sm_share: float = 0.0) -> None:
         self.clock, self.net, self.model, self.placement = clock, net, model, placement
         self.free = free_communication  # what-if: every collective takes no time
         self.sm_share = sm_share  # of an SM, per channel, that compute beside a collective loses
-        self.events = 0
         self._loads: dict[tuple[int, Collective, float], CommLoad] = {}
         self._phases: dict[tuple[Collective, int, float], tuple[FlowPattern, ...]] = {}
         self._instant: dict[tuple[Collective, int], bool] = {}
@@ -86,7 +85,7 @@ class DataParallelCollectives:
         if index == len(phases):
             complete()
             return
-        self.events += 1
+        self.clock.events += 1
         # A phase's end is an event that the next phase waits for: due at the instant the last byte arrives.
         self.net.start(phases[index], size_bytes,
                        lambda: self.clock.call_soon(self._phase, phases, index + 1, size_bytes, complete))

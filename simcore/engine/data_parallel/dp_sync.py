@@ -60,13 +60,12 @@ Gate = Callable[[], Event]  # asking for a gate issues its gather (if any) and r
 
 class GradientSync:
     """The data-parallel collectives of an engine's ranks (`replicas` are the simulated data-parallel ones). It
-    counts the events it makes (the engine adds them to its count)."""
+    counts the events it makes on the clock (`Clock.events`)."""
 
     def __init__(self, clock: Clock, layout: Layout, workload: Workload, collectives: DataParallelCollectives,
                  recorder: Recorder, replicas: list[int]) -> None:
         self.clock, self.workload, self.collectives, self.rec = clock, workload, collectives, recorder
         self.replicas = replicas
-        self.events = 0
         self.dp = layout.dp_cp  # the gradient-reduction group: data-parallel x context-parallel ranks
         self.zero = layout.zero_stage
         self.overlap = layout.overlap_grad_reduce
@@ -238,7 +237,7 @@ class GradientSync:
             now = self.clock.now
             delays = [(job, when - now) for job, when in times]
             self.clock.call_urgently(release_all, self._streams[(replica, rank, "grad")], delays)
-            self.events += len(times)
+            self.clock.events += len(times)
 
     def release_times(self, replica: int, rank: int, index: int, start: float,
                       end: float) -> list[tuple[Job, float]]:
@@ -259,7 +258,7 @@ class GradientSync:
     def release(self, replica: int, rank: int, job: Job) -> None:
         """Make a gradient job ready now (a milestone of the pass that made it, run under interference)."""
         self._streams[(replica, rank, "grad")].release(job)
-        self.events += 1
+        self.clock.events += 1
 
     def gather_after_step(self, replica: int, rank: int, record: RankRecord) -> Event | None:
         """ZeRO 1 and 2 without overlap: gather the updated parameters after the optimizer step."""

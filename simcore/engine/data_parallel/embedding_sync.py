@@ -17,14 +17,13 @@ from simcore.engine.recorder import RankRecord
 
 
 class EmbeddingSync:
-    """Counts its events in `events`. In representative fidelity (`mirrored`) the simulated replica's groups
+    """Counts its events on the clock. In representative fidelity (`mirrored`) the simulated replica's groups
     carry every replica's flows, as the data-parallel collectives do."""
 
     def __init__(self, clock: Clock, collectives: DataParallelCollectives, placement: Placement,
                  workload: Workload, mirrored: bool) -> None:
         self.clock, self.collectives, self.placement, self.workload = clock, collectives, placement, workload
         self.mirrored = mirrored
-        self.events = 0
         self._done: dict[int, Event] = {}
         self._arrived: dict[int, int] = {}
 
@@ -48,6 +47,6 @@ class EmbeddingSync:
                 record.comm_busy_s["pp"] += self.clock.now - started
                 done.succeed()
 
-            self.events += 1
+            self.clock.events += 1
             self.collectives.run_groups(groups, Collective.ALL_REDUCE, size, complete)
         return done

@@ -37,7 +37,7 @@ from simcore.domain.schedules import BACKWARD, Pass
 from simcore.engine.clock import Clock, Event, Process
 from simcore.engine.data_parallel.dp_sync import GradientSync
 from simcore.engine.data_parallel.streams import READY, Job
-from simcore.engine.recorder import RankRecord, Recorder
+from simcore.engine.recorder import Category, RankRecord, Recorder
 
 
 @dataclass(slots=True)
@@ -58,7 +58,6 @@ class ShardedPasses:
                  recorder: Recorder, dp: int, regather: bool) -> None:
         self.clock, self.sync, self.policy, self.units, self.rec = clock, sync, policy, units, recorder
         self.dp, self.regather = dp, regather
-        self.events = 0
         host = dp * policy.host_ops_per_rank * policy.host_op_s if policy.list_collectives else 0.0
         self.host_s = host  # host time to issue one collective
         self.copies_s = dp * KERNEL_OVERHEAD_S if policy.list_collectives else 0.0  # GPU copies after a gather
@@ -106,7 +105,7 @@ class ShardedPasses:
             job = Job(Collective.REDUCE_SCATTER, "grad", float(size * self.grad_bytes), READY, end, self.copies_s)
             st.reductions.append(end)
             self.clock.call_in(when - self.clock.now, stream.put, job)
-            self.events += 1
+            self.clock.events += 1
         st.host_free_s = when
 
     # -- a pass ------------------------------------------------------------------------------------------------
@@ -130,10 +129,10 @@ class ShardedPasses:
             start = self.clock.now
             if visit.backward:
                 self._collect(replica, rank, units[visit.unit], record, st)
-            self.events += 1
+            self.clock.events += 1
             yield visit.compute_s
             self.rec.span(track, f"{'bwd' if visit.backward else 'fwd'} mb{ps.microbatch} unit {visit.unit}",
-                          "compute", start, self.clock.now)
+                          Category.COMPUTE, start, self.clock.now)
             if not visit.keep:
                 st.resident.discard(visit.unit)
         if ps.direction == BACKWARD:  # the epilogue: what is left in the bucket, then wait for every reduction
@@ -164,8 +163,8 @@ class ShardedPasses:
             if self.host_s:
                 start = self.clock.now
                 yield self.host_s
-                record.time_s["dp_comm"] += self.clock.now - start
-                self.rec.span(track, "host: issue all-gather", "dp_comm", start, self.clock.now)
+                record.time_s[Category.DP_COMM] += self.clock.now - start
+                self.rec.span(track, "host: issue all-gather", Category.DP_COMM, start, self.clock.now)
         st.inflight[unit] = events
 
     def _prefetch(self, replica: int, rank: int, visits: tuple[Visit, ...], j: int, units: tuple[Unit, ...],
@@ -197,13 +196,13 @@ class ShardedPasses:
         if st.host_free_s > self.clock.now:
             start = self.clock.now
             yield st.host_free_s - start
-            record.time_s["dp_comm"] += self.clock.now - start
-            self.rec.span(track, "host: issue reduce-scatters", "dp_comm", start, self.clock.now)
+            record.time_s[Category.DP_COMM] += self.clock.now - start
+            self.rec.span(track, "host: issue reduce-scatters", Category.DP_COMM, start, self.clock.now)
 
     def _wait(self, events: list[Event], record: RankRecord, track: str, label: str) -> Process:
         start = self.clock.now
         for event in events:
             if not event.processed:
                 yield event
-        record.time_s["dp_comm"] += self.clock.now - start
-        self.rec.span(track, label, "dp_comm", start, self.clock.now)
+        record.time_s[Category.DP_COMM] += self.clock.now - start
+        self.rec.span(track, label, Category.DP_COMM, start, self.clock.now)

@@ -20,7 +20,7 @@ from simcore.cost.comm.collectives import Collective
 from simcore.cost.comm.interference import CommLoad
 from simcore.engine.clock import Clock, Event
 from simcore.engine.compute import ComputeStream
-from simcore.engine.recorder import RankRecord, Recorder
+from simcore.engine.recorder import Category, RankRecord, Recorder
 
 RunCollective = Callable[[Collective, float, Callable[[], None]], None]  # (kind, bytes, on completion)
 Describe = Callable[[Collective, float], str]  # (kind, bytes) -> how it runs ("tree/LL"), for the trace
@@ -193,7 +193,7 @@ class Stream:
         if self.recorder.keep_spans:
             name = f"{job.kind.value.replace('_', '-')} {job.what}"
             how = self.describe(job.kind, job.size) if self.describe is not None else ""
-            self.recorder.span(self.track, f"{name} ({how})" if how else name, "dp_comm", start, now)
+            self.recorder.span(self.track, f"{name} ({how})" if how else name, Category.DP_COMM, start, now)
         self.job = None
         if job.done is not None:
             job.done.succeed()

@@ -53,7 +53,7 @@ from simcore.domain.layout import Fidelity
 from simcore.engine.context_parallel import CpTotals
 from simcore.engine.pass_work import PassTotals
 from simcore.engine.pipeline import Engine, EngineConfig, EngineResult, Progress
-from simcore.engine.recorder import ALL_CATEGORIES, ALL_KINDS, RankRecord, Span
+from simcore.engine.recorder import ALL_CATEGORIES, ALL_KINDS, Category, RankRecord, Span
 from simcore.engine.steady_state.periods import FULL_EVERY, K_SIDE, Cut, aligned, consistent, plan_cut, schedule_lists
 
 REL_TOLERANCE = 1e-13  # of a figure, what all N put-back periods may add up to in rounding differences
@@ -294,9 +294,9 @@ def _put_back(watch: Watch, result: EngineResult, period: float,
         values = step[5:]
         for k, key in enumerate(ALL_CATEGORIES):
             record.time_s[key] += n * values[k]
-        for k, key in enumerate(ALL_KINDS):
-            record.comm_busy_s[key] += n * values[len(ALL_CATEGORIES) + k]
-            record.comm_bytes[key] += n * values[len(ALL_CATEGORIES) + len(ALL_KINDS) + k]
+        for k, kind in enumerate(ALL_KINDS):
+            record.comm_busy_s[kind] += n * values[len(ALL_CATEGORIES) + k]
+            record.comm_bytes[kind] += n * values[len(ALL_CATEGORIES) + len(ALL_KINDS) + k]
         record.busy_s += n * values[-1]
     for record in result.recorder.ranks:
         record.end_s += iterations * n * period
@@ -344,7 +344,7 @@ def _shift_spans(result: EngineResult, cut_times: dict[tuple[int, int], list[flo
         for k, t in enumerate(times):
             at = t + k * n * period
             shifted.append(Span(f"stage {rank}", f"{n} steady-state periods extrapolated "
-                                f"({period * 1e3:.6g} ms each)", "extrapolated", at, at + n * period))
+                                f"({period * 1e3:.6g} ms each)", Category.EXTRAPOLATED, at, at + n * period))
     result.recorder.spans[:] = shifted
 
 

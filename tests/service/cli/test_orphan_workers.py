@@ -16,14 +16,13 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from bench_scripts import load_file
+from bench_scripts import load
 
-ROOT = Path(__file__).resolve().parents[3]
 GOAL_S = 2.0  # every process the search started is gone this long after the signal
 
 
 def bench() -> ModuleType:
-    module = load_file(ROOT / "bench" / "orphan_workers.py", "orphan_workers")
+    module = load("orphan_workers")
     return module
 
 

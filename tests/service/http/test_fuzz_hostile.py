@@ -10,14 +10,14 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from bench_scripts import load_file
-from conftest import ROOT, Server
+from bench_scripts import load
+from conftest import Server
 
 REQUESTS = 2_000
 
 
 def _fuzz() -> ModuleType:
-    module = load_file(ROOT / "bench" / "fuzz.py", "fuzz")
+    module = load("fuzz")
     return module
 
 

@@ -3,20 +3,16 @@ ZeRO 3 rows, it lies in the source's range, and validate marks the two rows as c
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from bench_scripts import load_file
+from bench_scripts import load
 
 from simcore.calibration.validate import is_calibration_case, load_reference, render_table
 from simcore.cost.sharding import FITTED_ROWS, HOST_OP_2021_S, HOST_OP_RANGE_S
 
-BENCH = Path(__file__).resolve().parents[3] / "bench" / "fit_zero3_host.py"
-
 
 @pytest.mark.slow
 def test_the_constant_is_the_fit() -> None:
-    fit = load_file(BENCH, "fit_zero3_host")
+    fit = load("fit_zero3_host")
     assert HOST_OP_RANGE_S[0] <= HOST_OP_2021_S <= HOST_OP_RANGE_S[1]
     worst = {x: max(abs(e) for e in fit.errors(x)) for x in (HOST_OP_2021_S - 1e-7, HOST_OP_2021_S,
                                                                HOST_OP_2021_S + 1e-7)}

@@ -4,11 +4,10 @@ in their target ranges (bench/zero_bubble.py)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from types import ModuleType
 
 import pytest
-from bench_scripts import load_file
+from bench_scripts import load
 
 from simcore.calibration import zero_bubble
 from simcore.calibration.validate import load_reference, run_validation
@@ -18,11 +17,10 @@ from topology.hardware import GPUS, GpuKind
 
 pytestmark = pytest.mark.slow  # minutes under load: outside the fast lane (pytest -m "not slow")
 
-ROOT = Path(__file__).resolve().parents[3]
 
 
 def bench() -> ModuleType:
-    module = load_file(ROOT / "bench" / "zero_bubble.py", "zero_bubble_bench")
+    module = load("zero_bubble")
     return module
 
 

@@ -30,7 +30,8 @@ pytestmark = pytest.mark.slow  # minutes under load: outside the fast lane (pyte
 H100 = GPUS[GpuKind.H100_80GB]
 LLAMA = model_from_fields(MODEL_PRESETS["llama3-8b"])
 
-# The FP8 recipes a user sets in layout.fp8_recipe (NVFP4 is precision nvfp4's own: tests/simcore/cost/test_nvfp4.py).
+# The FP8 recipes a user sets in layout.fp8_recipe (NVFP4 is precision nvfp4's own:
+# tests/simcore/cost/compute/test_nvfp4.py).
 FP8_RECIPES = [recipe for recipe in Fp8Recipe if recipe is not Fp8Recipe.NVFP4]
 
 

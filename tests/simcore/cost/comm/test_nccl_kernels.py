@@ -17,7 +17,7 @@ from simcore.cost.comm.nccl_tuning import Communicator, NcclAlgorithm
 from simcore.domain.layout import CollectiveAlgorithm
 from topology import NODE_PRESETS, Router, build_cluster, sized
 
-REFERENCE = Path(__file__).parents[3] / "simcore" / "calibration" / "reference" / "collectives.json"
+REFERENCE = Path(__file__).parents[4] / "simcore" / "calibration" / "reference" / "collectives.json"
 AR = Collective.ALL_REDUCE
 KIB, MIB, GIB = 2**10, 2**20, 2**30
 H100_NODE = Communicator(ranks=8, nodes=1, generation="hopper", channels=16, nvls=True)
@@ -111,5 +111,5 @@ def test_the_nvls_tree_runs_as_the_pipeline_plus_the_trees_network_latency() -> 
 
 
 def test_the_docs_quote_the_fitted_constants() -> None:
-    docs = (Path(__file__).parents[3] / "docs" / "model.md").read_text(encoding="utf-8")
+    docs = (Path(__file__).parents[4] / "docs" / "model.md").read_text(encoding="utf-8")
     assert f"Launch ({NVLS_LAUNCH_S * 1e6:.2f} us) and synchronisation ({NVLS_SYNC_S * 1e6:.2f} us)" in docs

@@ -16,7 +16,7 @@ from simcore.cost.parameters import FITTED
 from simcore.domain.layout import Fp8Recipe
 from topology.hardware import GPUS, GpuKind
 
-CEILINGS = Path(__file__).parents[3] / "simcore" / "calibration" / "reference" / "gemm-ceilings.json"
+CEILINGS = Path(__file__).parents[4] / "simcore" / "calibration" / "reference" / "gemm-ceilings.json"
 SHAPED = replace(FITTED, gemm_shape_model=True, gemm_prologue_k=64.0)
 # Efficiencies above every ceiling: what the cap must hold (a refit that drifts high, say)
 OVERFIT = replace(FITTED, gemm_efficiency_ampere=0.95, gemm_efficiency_hopper=0.95)

@@ -29,7 +29,7 @@ from topology.cluster_spec import ClusterSpec
 GIB = 2**30
 GB = 1e9
 DGX_A100 = NODE_PRESETS["dgx-a100"]
-REFERENCE = Path(__file__).parents[3] / "simcore" / "calibration" / "reference" / "collectives.json"
+REFERENCE = Path(__file__).parents[4] / "simcore" / "calibration" / "reference" / "collectives.json"
 
 
 def measured(row_id: str) -> dict[str, Any]:

@@ -3,20 +3,17 @@ here, as the cost model's fitted parameters do in tests/simcore/calibration/test
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from bench_scripts import load_file
+from bench_scripts import load
 
 import simcore.cost.compute.fp8 as fp8
 
 pytestmark = pytest.mark.slow  # minutes under load: outside the fast lane (pytest -m "not slow")
 
-ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_the_shipped_fp8_ratio_is_the_fit_on_the_current_code() -> None:
-    script = load_file(ROOT / "bench" / "fit_fp8.py", "fit_fp8")
+    script = load("fit_fp8")
     shipped = fp8.FP8_GEMM_EFFICIENCY_RATIO
     best, error, pairs = script.fit()
     assert shipped == fp8.FP8_GEMM_EFFICIENCY_RATIO  # the fit puts the constant back
