@@ -21,6 +21,8 @@ it imports its siblings as this package (`from bench.generated import ...`) in b
 - graph_cost.py: what the cluster's networkx graph costs a simulation.
 - hostile_bodies.py: hostile request bodies against a live server.
 - load_test.py: load test of the HTTP service (and its helpers: a server on a free port, percentiles).
+- mlperf_results.py: write the published MLPerf Training LLM runs from the MLCommons results repositories.
+- mlperf_table.py: the documentation's MLPerf table, from the MLPerf part of `clustersim validate`.
 - nccl_curve.py: NCCL's algorithm choice against the measured all-reduce curve of collectives.json.
 - orphan_workers.py: whether a search's worker processes end with it.
 - picture_load.py: pictures of a large job under load.

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
-from doc_sections import ROOT, holding
+if __spec__ is None:  # run as python bench/X.py, not python -m bench.X: the repository root first, as -m does
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.doc_sections import ROOT, holding
 from service.mlperf_table import START_MARKER, current_section, render_markdown, replace_section, run_mlperf_validation
 
 
