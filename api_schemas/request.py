@@ -241,6 +241,16 @@ class LayoutIn(BaseModel):
         "as FP8 parameters, without a 16-bit copy, and all-gather them in FP8 (1 byte a weight; mxfp8's gather stays "
         "16-bit in Megatron-Core): Megatron-LM's --fp8-param-gather, torchtitan's enable_fsdp_float8_all_gather"
     )
+    fp8_attention: StrictBool = Field(
+        default=False, description="precision fp8, mxfp8 or nvfp4 with model.attention flash: run the fused "
+        "attention in FP8 (Transformer Engine's fp8_dpa, cuDNN's FP8 flash attention; NeMo's "
+        "fp8_dot_product_attention): QK^T and PV and their gradients on FP8 operands at the FP8/BF16 GEMM ceiling "
+        "ratio, Q, K and V kept for backward in FP8, the context-parallel ring's K/V sent in FP8 (per-tensor scaling)"
+    )
+    fp8_params: StrictBool = Field(
+        default=False, description="precision fp8 or mxfp8 with model.lora: the frozen base's GEMM weights built as "
+        "FP8 tensors (Transformer Engine's fp8_model_init; NeMo's fp8_params), without their 16-bit copy"
+    )
     ep: Size = Field(default=1, description="expert parallelism (MoE); ep * expert_tp divides tp * dp")
     expert_tp: Size = Field(default=1, description="the experts' tensor parallelism (MoE)")
     elementwise_kernels: Literal["fused", "eager"] | None = Field(

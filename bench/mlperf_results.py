@@ -16,7 +16,9 @@ Per run (a system directory NVIDIA/results/<system>/<benchmark>/):
   implementation's Hydra configs (`${oc.env:VAR,default}`); the global batch is the logged one;
 - the system's GPU, nodes and GPUs per node from NVIDIA/systems/<system>.json, and on NVL72 systems the GPUs of
   the run in one rack's NVLink domain (the run's GPUs over the racks the system's name counts);
-- the parameter all-gather in FP8 (FP8_PARAM_GATHER / FP8_PARAMS through the Hydra configs) and the gradient
+- the parameter all-gather in FP8 (FP8_PARAM_GATHER / FP8_PARAMS through the Hydra configs), attention in FP8
+  (fp8_dot_product_attention: FP8_DPA, unless NVTE_DPA_FP8_RECIPE="F16"), the GEMM weights built as FP8 tensors
+  (NeMo 1's fp8_params, or te.fp8_model_init called in the implementation's Python), and the gradient
   reduction in bf16 (the implementation's pretrain.py `grad_reduce_in_fp32=False`, or its conf/optim
   `grad_sync_dtype: bf16`).
 
@@ -50,7 +52,7 @@ GPUS = (("GB300", "GB300", "gb300-nvl72"), ("GB200", "GB200", "gb200-nvl72"), ("
 YAML_KEYS = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size",
              "virtual_pipeline_model_parallel_size", "micro_batch_size", "sequence_parallel",
              "activations_checkpoint_granularity", "activations_checkpoint_num_layers", "fp8", "fp4",
-             "fp8_params", "fp8_param_gather")
+             "fp8_params", "fp8_param_gather", "fp8_dot_product_attention")
 # "(8x NVIDIA GB200 NVL72)" in a system's name: the NVLink racks the system has (systems/*.json system_name)
 RACKS = re.compile(r"(\d+)x NVIDIA GB\d+ NVL72")
 STEP_KEYS = ("train_step_time", "train_step_timing", "train_step_timing in s")
@@ -239,6 +241,13 @@ def run_row(repo: Repo, version: str, bench: str, system: str) -> dict[str, Any]
                    # the distributed optimizer's parameter all-gather in FP8 (FP8_PARAMS before v5.0's NeMo 2)
                    "fp8_param_gather": _true(hydra.get("fp8_param_gather", hydra.get("fp8_params"))),
                    "grad_reduce_dtype": "bf16" if bf16_grads else None,
+                   # attention in FP8: fp8_dot_product_attention (FP8_DPA), unless NVTE_DPA_FP8_RECIPE sends it to F16
+                   "fp8_attention": precision != "BF16" and _true(hydra.get("fp8_dot_product_attention"))
+                   and env.get("NVTE_DPA_FP8_RECIPE") != "F16",
+                   # GEMM weights built as FP8 tensors: NeMo 1's fp8_params, or te.fp8_model_init in the implementation
+                   "fp8_params": precision == "FP8" and (_true(hydra.get("fp8_params")) or any(
+                       "fp8_model_init(" in repo.show(p) for p in repo.files
+                       if p.startswith(impl + "/") and p.endswith(".py"))),
                    # NeMo's ASYM_PP_EMBED / ASYM_PP_LOSS: the embedding and the loss each take a layer's pipeline slot
                    "embedding_in_pipeline_slot": _true(env.get("ASYM_PP_EMBED")),
                    "loss_in_pipeline_slot": _true(env.get("ASYM_PP_LOSS"))},

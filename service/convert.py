@@ -136,7 +136,7 @@ def to_scenario(request: SimulationRequest, free_communication: bool = False) ->
         optimizer_post_validation=lay.optimizer_post_validation,
         elementwise_kernels=ElementwiseKernels(lay.elementwise_kernels) if lay.elementwise_kernels else None,
         grad_reduce_dtype=_grad_reduce(lay.grad_reduce_dtype, lay.precision, lay.zero_implementation),
-        fp8_param_gather=lay.fp8_param_gather,
+        fp8_param_gather=lay.fp8_param_gather, fp8_attention=lay.fp8_attention, fp8_params=lay.fp8_params,
     )
     opts = request.options
     return Scenario(
@@ -375,4 +375,6 @@ def layout_json(layout: Layout) -> dict[str, Any]:
         **({"elementwise_kernels": str(layout.elementwise_kernels)} if layout.elementwise_kernels else {}),
         **({"grad_reduce_dtype": str(layout.grad_reduce_dtype)} if layout.grad_reduce_dtype else {}),
         **({"fp8_param_gather": True} if layout.fp8_param_gather else {}),
+        **({"fp8_attention": True} if layout.fp8_attention else {}),
+        **({"fp8_params": True} if layout.fp8_params else {}),
     }

@@ -16,7 +16,10 @@ what every run of that kind shares, the same way for every run:
 - the distributed optimizer (ZeRO 1) with the gradient reduction overlapped (config_common.sh:
   USE_DIST_OPTIMIZER, OVERLAP_GRAD_REDUCE) for the pretraining benchmarks; LoRA's few trained weights without.
 - FP8 as Transformer Engine's per-tensor scaling (`tensorwise`: delayed scaling in v3.1-v5.0, current scaling in
-  v5.1); NVFP4 as `nvfp4`. Attention run in FP8 by some configs (NVTE_DPA_FP8_RECIPE) is not modelled.
+  v5.1); NVFP4 as `nvfp4`. Attention in FP8 (`fp8_attention`) where the row says the config runs it
+  (fp8_dot_product_attention from FP8_DPA, not overridden by NVTE_DPA_FP8_RECIPE="F16").
+- LoRA's frozen base as FP8 weights (`fp8_params`) where the FP8 row says the implementation builds the model so
+  (NeMo 1's fp8_params; v5.0/v5.1 custom_llama.py te.fp8_model_init); NVFP4 runs keep a 16-bit base.
 - NeMo's ASYM_PP_EMBED / ASYM_PP_LOSS (Llama 3.1 405B, 126 layers over PP x VP = 64 model chunks): the embedding
   and the loss each take one layer's place, so the first and last chunks hold one layer fewer (`stage_layers`).
 - the cluster preset of the system's GPU (`gb200-nvl72`, `dgx-h100`, ...) at the run's GPU count, with the
@@ -113,6 +116,10 @@ def request_for(run: dict[str, Any]) -> dict[str, Any]:
             layout["grad_reduce_dtype"] = lay["grad_reduce_dtype"]
         if lay.get("fp8_param_gather") and layout["precision"] == "fp8":
             layout["fp8_param_gather"] = True
+    if lay.get("fp8_attention"):  # the configs' FP8_DPA (simcore/cost/compute/fp8_attention.py)
+        layout["fp8_attention"] = True
+    if lora and lay.get("fp8_params") and layout["precision"] == "fp8":  # the frozen base built in FP8
+        layout["fp8_params"] = True
     vp = lay.get("virtual_pipeline")
     if pp > 1 and vp:
         layout.update(schedule="interleaved_1f1b", virtual_stages=int(vp))

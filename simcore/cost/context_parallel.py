@@ -29,7 +29,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from simcore.cost.comm.collectives import Collective
-from simcore.cost.compute.kernels import ATTENTION_CORE, BYTES, Op, flash_attention_op, ops_time
+from simcore.cost.compute.fp8_attention import fp8_flash, ring_element_bytes
+from simcore.cost.compute.kernels import ATTENTION_CORE, Op, flash_attention_op, ops_time
 from simcore.cost.parameters import CostParameters
 from simcore.domain.layout import CpComm, Layout, Recompute
 from simcore.domain.model import LayerType, ModelShape
@@ -131,9 +132,10 @@ def split_at_attention(ops: tuple[Op, ...]) -> tuple[tuple[Op, ...], tuple[Op, .
 
 def kv_block_bytes(model: ModelShape, layout: Layout) -> float:
     """Bytes of the K and V one rank holds for one microbatch: 2 x b x s/cp x g x d x 2 (g: its tensor rank's
-    key/value heads, all of them replicated when tp exceeds them)."""
+    key/value heads, all of them replicated when tp exceeds them); x 1 with FP8 attention's FP8 ring."""
     g = max(model.num_kv_heads / layout.tp, 1.0)
-    return 2.0 * layout.microbatch_size * (model.seq_length / layout.cp) * g * model.head_dim * BYTES
+    tokens = layout.microbatch_size * (model.seq_length / layout.cp)
+    return 2.0 * tokens * g * model.head_dim * ring_element_bytes(layout)
 
 
 def attention_ring(model: ModelShape, layer: LayerType, layout: Layout, gpu: GpuSpec,
@@ -146,7 +148,7 @@ def attention_ring(model: ModelShape, layer: LayerType, layout: Layout, gpu: Gpu
     kv = kv_block_bytes(model, layout)
 
     def block(s_q: float, s_kv: float, computed: float) -> tuple[float, float]:
-        op = flash_attention_op("flash_attention", b, a, g, d, s_q, s_kv, computed)
+        op = fp8_flash(flash_attention_op("flash_attention", b, a, g, d, s_q, s_kv, computed), layout)
         return ops_time((op,), gpu, params), ops_time((op.backward(),), gpu, params)
 
     if layout.cp_comm is CpComm.ALL_GATHER:

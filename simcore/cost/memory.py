@@ -14,11 +14,11 @@ gradients (4 + 4 + 8 moments = the same 16 bytes as 2 + 2 + 12); DeepSpeed keeps
 partitions beside its fp32 master weights and moments. LoRA's frozen base weights (simcore/cost/compute/lora.py) hold
 their 2 bytes only: gradients and optimizer states are the adapters'. ZeRO 1 divides the optimizer states by dp, ZeRO 2
 the gradients too, ZeRO 3 the weights too. FP8 training adds, to the weights, the FP8 copies of the GEMM weights
-that its recipe keeps over an iteration (simcore/cost/compute/fp8.py); with `fp8_param_gather` and Megatron-Core those
-FP8 tensors are the parameters themselves, so the GEMM weights' 2 bytes go (simcore/domain/fp8_params.py), and
+that its recipe keeps over an iteration (simcore/cost/compute/fp8.py); with `fp8_param_gather` and Megatron-Core
+(or LoRA's `fp8_params`) those FP8 tensors are the parameters, so the GEMM weights' 2 bytes go (fp8_params.py), and
 ZeRO 3's gathered layers hold them in FP8 (FSDP's too: torchao's float8 all-gather). Its activations are counted
 at 16 bits as in BF16 training (Transformer Engine keeps some GEMM inputs as FP8 copies instead, which is not
-modelled: an upper bound).
+modelled: an upper bound); FP8 attention keeps Q, K and V in FP8 (simcore/cost/compute/fp8_attention.py).
 
 Activations per transformer layer per microbatch (Korthikanti et al. 2022, §4, 16-bit activations, 1-byte
 dropout masks), written out per stored tensor so that GQA, gated MLPs and ffn != 4h are counted:
@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from simcore.cost.compute.fp8 import FP8_WEIGHT_COPY_BYTES, fp8_weight_elements, parameter_gather_bytes
+from simcore.cost.compute.fp8_attention import saved_qkv_saving
 from simcore.cost.context_parallel import kv_buffer_bytes, local_model
 from simcore.cost.moe import mla_attention_activation_elements, moe_activation_bytes
 from simcore.cost.workload import ChunkCost, Workload
@@ -299,7 +300,7 @@ def rank_holdings(model: ModelShape, layout: Layout, shape: MemoryShape) -> tupl
     model = local_model(model, layout.cp)
     kinds = {layer.kind: layer for layer, _ in model.layer_stacks()}
     per_layer = {kind: layer_activation_bytes(model, b, t, sp, layout.recompute, layer, layout.expert_tp)
-                 for kind, layer in kinds.items()}
+                 - saved_qkv_saving(model, layout, layer) for kind, layer in kinds.items()}  # FP8 attention's Q, K, V
     deferred_layer = {kind: weight_gradient_bytes(model, b, t, sp, layer) for kind, layer in kinds.items()}
     full = layout.recompute is Recompute.FULL
     # with full recomputation, the layer being recomputed keeps all its activations
@@ -356,8 +357,8 @@ def sharded(holdings: tuple[RankHolding, ...], layout: Layout) -> tuple[StageMem
     dp, zero = layout.dp_cp, layout.zero_stage
     edp = layout.expert_dp
     grad_bytes = gradient_bytes(layout)
-    # Megatron-Core with fp8_param_gather: the FP8 GEMM weights are the parameters (no 16-bit copy).
-    fp8_params = layout.fp8_param_gather and layout.zero_implementation is ZeroImplementation.MEGATRON
+    # Megatron-Core's fp8_param_gather, LoRA's fp8_params: the FP8 GEMM weights are the parameters (no 16-bit copy).
+    fp8_params = layout.fp8_params or layout.fp8_param_gather and layout.zero_implementation == "megatron"
 
     def states(per_parameter: float, h: RankHolding, stage: int) -> float:
         if stage < 3 and h.frozen_parameters:  # gradients and optimizer states of what trains (LoRA's adapters)

@@ -22,6 +22,7 @@ from simcore.cost.comm.groups import tensor_parallel_groups
 from simcore.cost.comm.interference import comm_load, slowdown
 from simcore.cost.comm.tp_time import collective_s, tp_collectives_s, tp_ring_bytes
 from simcore.cost.compute.fp8 import WEIGHT_QUANTIZE_BYTES, fp8_gemm_weights
+from simcore.cost.compute.fp8_attention import fp8_attention_ops
 from simcore.cost.compute.kernels import (
     ATTENTION_CORE,
     BYTES,
@@ -115,6 +116,7 @@ def layer_kernels(model: ModelShape, layer: LayerType, layout: Layout, gpu: GpuS
     block replace the dense ones where the model has them (simcore/cost/compute/moe_kernels.py)."""
     ops = transformer_layer_ops(model, layout.microbatch_size, layout.tp, layout.sequence_parallel, layer,
                                 layout.fp8, layout.ep, layout.expert_tp, layout.eager)
+    ops = fp8_attention_ops(ops, layout)  # the fused attention in FP8 where the layout asks for it
     gemm_forward = ops_time(tuple(op for op in ops if op.name in PROJECTIONS), gpu, params)
     gemm_backward = ops_time(tuple(op.backward() for op in ops if op.name in PROJECTIONS), gpu, params)
     backward = ops_time(backward_ops(ops), gpu, params)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from simcore.domain.fp8_params import validate_fp8_param_gather
+from simcore.domain.fp8_params import validate_fp8_options, validate_fp8_param_gather
 from simcore.domain.grad_reduce import (
     GRAD_REDUCE_BYTES,
     GRAD_REDUCE_DTYPE_BYTES,
@@ -123,6 +123,8 @@ class Layout:
     grad_reduce_dtype: GradReduce | None = None
     # FP8 GEMM weights kept without a 16-bit copy and all-gathered in FP8 (simcore/domain/fp8_params.py).
     fp8_param_gather: bool = False
+    fp8_attention: bool = False  # the fused attention in FP8 (simcore/cost/compute/fp8_attention.py)
+    fp8_params: bool = False  # LoRA's frozen GEMM weights built as FP8 tensors (simcore/domain/fp8_params.py)
 
     @property
     def shape(self) -> PipelineShape:
@@ -201,6 +203,7 @@ def validate_layout(layout: Layout, model: ModelShape, num_gpus: int) -> None:
                         f"must be divisible by dp*microbatch_size = {per_replica} (microbatches must divide the batch)")
     _validate_encoder_decoder(layout, model)
     validate_context_parallel(layout, model)
+    validate_fp8_options(layout.fp8_attention, layout.fp8_params, layout.precision, layout.fp8_recipe, model)
     chunks = layout.pp * layout.virtual_stages
     if chunks > model.num_layers:
         raise SpecError("layout.pp", f"pp*virtual_stages = {chunks} exceeds num_layers ({model.num_layers})")

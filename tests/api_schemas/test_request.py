@@ -83,6 +83,8 @@ FULL_REQUEST: dict[str, Any] = {
         "precision": "bf16",
         "zero_implementation": "fsdp",
         "fp8_param_gather": False,
+        "fp8_attention": False,
+        "fp8_params": False,
         "ep": 1,
         "expert_tp": 1,
         "optimizer_post_validation": False,

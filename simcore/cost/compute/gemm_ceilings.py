@@ -28,8 +28,8 @@ from __future__ import annotations
 
 from topology.hardware import GPUS, GpuKind, GpuSpec
 
-__all__ = ["CEILING_FLOPS_PER_S", "DERIVED", "REFERENCE_GPU", "REFERENCE_NAMES", "ceiling_basis", "ceiling_fraction",
-           "large_gemm_efficiency"]
+__all__ = ["CEILING_FLOPS_PER_S", "DERIVED", "FP8_OVER_BF16_CEILING", "REFERENCE_GPU", "REFERENCE_NAMES",
+           "ceiling_basis", "ceiling_fraction", "fp8_over_bf16_ceiling", "large_gemm_efficiency"]
 
 # Best measured GEMM, FLOP/s, per GPU kind and dtype ("bf16", "fp8"): the best row of that GPU and dtype in
 # gemm-ceilings.json. As a fraction it is read against the catalog's peak (topology/hardware.py), which for GB200
@@ -47,6 +47,11 @@ REFERENCE_NAMES = {"b300": "b300-288gb"}
 # GPUs without a measured row whose ceiling is derived (module docstring): kind -> (like, as, to): its fraction is
 # like's x (to's / as's), where all three are measured in the dtype.
 DERIVED: dict[str, tuple[str, str, str]] = {"gb300-288gb": ("b300-288gb", "b200-180gb", "gb200-186gb")}
+# The best FP8 (e4m3) GEMM over the best BF16 GEMM of one GPU, for the two GPUs of the file measured in both: GH200
+# (Hopper: 1,535 / 828.6 TFLOP/s) and B200 (Blackwell: 3,432.5 / 1,745). What FP8 attention runs at relative to
+# 16-bit attention (simcore/cost/compute/fp8_attention.py); Ada, with no such pair, takes Hopper's.
+FP8_OVER_BF16_CEILING: dict[str, tuple[str, float, float]] = {"hopper": ("gh200", 1535e12, 828.6e12),
+                                                              "blackwell": ("b200-180gb", 3432.5e12, 1745e12)}
 # The GPU of each fitted generation whose ceiling the fitted efficiency is read against.
 REFERENCE_GPU = {"hopper": "h100-80gb"}
 
@@ -84,3 +89,9 @@ def large_gemm_efficiency(fitted: float, gpu: GpuSpec, fitted_generation: str) -
         if reference is not None:
             efficiency = fitted * own / ceiling_fraction(GPUS[GpuKind(reference)], "bf16")  # type: ignore[operator]
     return min(efficiency, own) if own is not None else efficiency
+
+
+def fp8_over_bf16_ceiling(gpu: GpuSpec) -> float:
+    """The measured FP8-over-BF16 GEMM ceiling ratio of the GPU's generation (FP8_OVER_BF16_CEILING)."""
+    _name, fp8, bf16 = FP8_OVER_BF16_CEILING["blackwell" if gpu.generation == "blackwell" else "hopper"]
+    return fp8 / bf16

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from simcore.cost.compute.fp8 import OPERAND_BYTES, QUANTIZE_BYTES, fp8_gemm_efficiency, scale_update_bytes
-from simcore.cost.compute.gemm_ceilings import ceiling_fraction, large_gemm_efficiency
+from simcore.cost.compute.gemm_ceilings import ceiling_fraction, fp8_over_bf16_ceiling, large_gemm_efficiency
 from simcore.cost.compute.gemm_shape import MAIN_GRAD_BYTES, Product, gradient_products, stream_ramps, tiled_compute_s
 from simcore.cost.compute.measured_gemm import slowdown
 from simcore.cost.compute.nvfp4 import fp4_ceiling_fraction, fp4_gemm_efficiency
@@ -315,6 +315,8 @@ def _gemm_peak(op: Op, gpu: GpuSpec, params: CostParameters) -> tuple[float, flo
     dtype's ceiling), and the generation whose fitted parameters apply."""
     generation = FITTED_GENERATION.get(gpu.generation, gpu.generation)
     efficiency = large_gemm_efficiency(params.gemm_efficiency(generation), gpu, generation)
+    if op.kind is OpKind.FLASH and op.fp8:  # FP8 attention: the 16-bit kernel's rate x the FP8/BF16 GEMM ceilings
+        return gpu.peak_flops_per_s * fp8_over_bf16_ceiling(gpu), efficiency, generation
     if op.fp8 or op.fp4:
         fp8 = fp8_gemm_efficiency(efficiency)
         ceiling = ceiling_fraction(gpu, "fp8")
