@@ -44,9 +44,11 @@ def render_markdown(report: dict[str, Any]) -> str:
     for case in report["cases"]:
         lines.append(f"| `{case['id']}` | {case['measured_s']:.3f} | {case['predicted_s']:.3f} | "
                      f"{case['error_pct']:+.1f} | {'yes' if case['calibration'] else 'no'} |")
-    if report["skipped"]:
-        lines += ["", "Skipped: " + ", ".join(f"`{s['id']}`" for s in report["skipped"])
-                  + " (no iteration time follows from what they publish)."]
+    if report["skipped"]:  # rows grouped by their reason, in the report's order
+        reasons: dict[str, list[str]] = {}
+        for skipped in report["skipped"]:
+            reasons.setdefault(skipped["reason"], []).append(f"`{skipped['id']}`")
+        lines += ["", "Skipped:"] + [f"- {', '.join(ids)}: {reason.rstrip('.')}." for reason, ids in reasons.items()]
     return "\n".join(lines)
 
 

@@ -66,7 +66,7 @@ from dataclasses import dataclass, replace
 from importlib import resources
 from typing import Any
 
-from simcore.calibration import launch_scripts, modern, zero_bubble
+from simcore.calibration import launch_scripts, modern, sharded_rows, zero_bubble
 from simcore.cost.parameters import FITTED, FITTED_SOURCES, CostParameters
 from simcore.cost.sharding import FITTED_ROWS
 from simcore.domain.layout import Layout, Precision, Recompute, Schedule, ZeroImplementation
@@ -150,6 +150,8 @@ def scenario_for(case: dict[str, Any]) -> Scenario:
         return modern.scenario_for(case)
     if zero_bubble.handles(case):  # the Zero Bubble paper's 1F1B rows (simcore/calibration/zero_bubble.py)
         return zero_bubble.scenario_for(case)
+    if sharded_rows.handles(case):  # FSDP and DeepSpeed ZeRO 3 rows (simcore/calibration/sharded_rows.py)
+        return sharded_rows.scenario_for(case)
     source = source_of(str(case.get("id", "")))
     if source is None:
         raise ValueError("no rule for this source's unstated settings")
@@ -227,6 +229,8 @@ def tokens_per_sample(case: dict[str, Any]) -> int:
 
 def measured_time(case: dict[str, Any]) -> float | None:
     """The row's iteration time: published or derived, else from its tokens/s and global batch; None if none."""
+    if sharded_rows.handles(case):  # tokens/s per GPU or TFLOP/s per GPU (simcore/calibration/sharded_rows.py)
+        return sharded_rows.measured_time(case)
     for section in ("measured", "derived"):
         value = (case.get(section) or {}).get("iteration_time_s")
         if value is not None:
@@ -254,10 +258,10 @@ def is_calibration_case(case: dict[str, Any]) -> bool:
 def run_validation(path: str | None = None, params: CostParameters = FITTED) -> dict[str, Any]:
     """Every expressible row against its prediction: the contract's keys, plus per case its `reference` file and
     source `group`, the `fitted_sources`, and the errors summarised `by_reference`, `by_source` and `by_group`
-    (see `summarise`). Without `path`, both shipped files are read (training-runs.json and the modern reference,
-    simcore/calibration/modern.py)."""
+    (see `summarise`). Without `path`, the shipped files are read (training-runs.json, the modern reference,
+    simcore/calibration/modern.py, and the sharded data-parallel one, simcore/calibration/sharded_rows.py)."""
     files = [(os.path.basename(path), load_reference(path))] if path else [
-        (name, load_reference(None, name)) for name in (DEFAULT_REFERENCE, modern.REFERENCE)]
+        (name, load_reference(None, name)) for name in (DEFAULT_REFERENCE, modern.REFERENCE, sharded_rows.REFERENCE)]
     cases, skipped = [], []
     for name, case in ((name, case) for name, rows in files for case in rows):
         if not isinstance(case, dict) or case.get("kind", "training") != "training":

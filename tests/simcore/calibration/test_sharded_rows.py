@@ -1,0 +1,96 @@
+"""The sharded data-parallel reference (reference/sharded-dp.json): PyTorch FSDP rows on the FSDP path, DeepSpeed
+ZeRO-3 rows on DeepSpeed's, ZeRO++'s rows and fms-fsdp's block-level selective checkpointing skipped with their
+reasons, and the published throughputs converted to step times (simcore/calibration/sharded_rows.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from simcore.calibration import sharded_rows
+from simcore.calibration.validate import load_reference, measured_time, run_validation, scenario_for
+from simcore.domain.layout import ElementwiseKernels, Precision, Recompute, ZeroImplementation
+
+SHIPPED = Path(sharded_rows.__file__).resolve().parent / "reference" / sharded_rows.REFERENCE
+PROJECT_COPY = Path(__file__).resolve().parents[4] / "shared" / "reference" / sharded_rows.REFERENCE
+GBIT = 1e9 / 8
+
+
+def rows() -> dict[str, dict]:
+    return {str(c["id"]): c for c in load_reference(None, sharded_rows.REFERENCE)}
+
+
+def test_the_shipped_copy_is_the_projects_reference() -> None:
+    if not PROJECT_COPY.exists():
+        pytest.skip("the project's shared reference is not beside this checkout")
+    assert json.loads(SHIPPED.read_text(encoding="utf-8")) == json.loads(PROJECT_COPY.read_text(encoding="utf-8"))
+
+
+def test_an_fsdp_row_runs_pytorch_fsdp_on_the_rows_network() -> None:
+    scenario = scenario_for(rows()["ibm-fsdp-llama2-70b-128xa100"])
+    lay, cluster, model = scenario.layout, scenario.cluster, scenario.model
+    assert (lay.dp, lay.tp, lay.pp, lay.microbatch_size, lay.global_batch_size) == (128, 1, 1, 2, 256)
+    assert lay.zero_stage == 3 and lay.zero_implementation is ZeroImplementation.FSDP
+    assert lay.recompute is Recompute.FULL and lay.precision is Precision.BF16
+    assert lay.elementwise_kernels is ElementwiseKernels.EAGER  # no torch.compile in the blog's runs
+    assert cluster.num_gpus == 128 and cluster.gpus_per_node == 8
+    # 400 Gbit/s per node over the DGX A100's 8 NICs
+    assert cluster.nics_per_node * cluster.nic_bandwidth_bytes_per_s == pytest.approx(400 * GBIT)
+    assert (model.num_layers, model.hidden_size, model.num_kv_heads, model.ffn_hidden_size) == (80, 8192, 8, 28672)
+    assert model.gated_mlp
+
+
+def test_a_zero3_row_runs_deepspeed_with_the_rows_infiniband_links() -> None:
+    scenario = scenario_for(rows()["zeropp-blog-zero3-18b-1ktok-ib4-384xv100"])
+    lay, cluster, model = scenario.layout, scenario.cluster, scenario.model
+    assert lay.zero_implementation is ZeroImplementation.DEEPSPEED and lay.zero_stage == 3
+    assert (lay.dp, lay.microbatch_size, lay.global_batch_size) == (384, 1, 384)
+    assert lay.recompute is Recompute.FULL and lay.precision is Precision.FP16
+    assert (cluster.gpus_per_node, cluster.nics_per_node) == (16, 4)
+    assert cluster.nic_bandwidth_bytes_per_s == pytest.approx(100 * GBIT)
+    assert (model.num_layers, model.hidden_size, model.seq_length) == (40, 6144, 1024)
+    eight = scenario_for(rows()["zeropp-blog-zero3-138b-2ktok-800gbps-384xv100"]).cluster
+    assert eight.nics_per_node == 8 and eight.nic_bandwidth_bytes_per_s == pytest.approx(100 * GBIT)
+
+
+@pytest.mark.parametrize(("params_b", "shape"), [(18.0, (40, 6144)), (49.0, (48, 9216)), (91.0, (60, 11264)),
+                                                  (138.0, (80, 12032))])
+def test_zeropp_shapes_follow_the_megatron_family_rule(params_b: float, shape: tuple[int, int]) -> None:
+    layers, hidden = sharded_rows.zeropp_shape(params_b)
+    assert (layers, hidden) == shape
+    assert 12 * layers * hidden**2 == pytest.approx(params_b * 1e9, rel=0.02)
+
+
+def test_published_throughputs_become_step_times() -> None:
+    table = rows()
+    # tokens/s per GPU: microbatch x sequence / rate
+    assert measured_time(table["ibm-fsdp-llama2-7b-128xa100"]) == pytest.approx(2 * 4096 / 3700)
+    # TFLOP/s per GPU, Megatron-DeepSpeed's count with checkpointing: 96 B s L h^2 (1 + s/6h + V/16Lh)
+    s, layers, h, v = 1024, 40, 6144, 50304
+    flops = 96 * s * layers * h**2 * (1 + s / (6 * h) + v / (16 * layers * h))
+    assert measured_time(table["zeropp-blog-zero3-18b-1ktok-ib4-384xv100"]) == pytest.approx(flops / 25e12)
+
+
+def test_rows_without_a_mechanism_are_skipped_with_the_reason() -> None:
+    table = rows()
+    with pytest.raises(ValueError, match="ZeRO\\+\\+"):
+        scenario_for(table["zeropp-blog-zeropp-18b-1ktok-ib4-384xv100"])
+    with pytest.raises(ValueError, match="selective"):
+        scenario_for(table["ibm-fsdp-llama2-13b-128xa100"])
+    with pytest.raises(ValueError, match="network"):
+        sharded_rows.node_bandwidth_gbit("InfiniBand")
+
+
+def test_validate_reports_the_sharded_rows_as_their_own_groups_never_fitted() -> None:
+    report = run_validation(str(SHIPPED))
+    ids = {c["id"] for c in report["cases"]}
+    skipped = {s["id"] for s in report["skipped"]}
+    assert ids | skipped == set(rows())
+    assert not ids & skipped
+    assert all(not c["calibration"] for c in report["cases"])
+    assert set(report["by_group"]) == {"ibm-fsdp", "zeropp-blog"}
+    assert all("zeropp" not in i.split("-")[2] for i in ids)  # ZeRO-3 baselines only
+    assert {i for i in skipped if i.startswith("ibm-fsdp-")} == {"ibm-fsdp-llama2-13b-128xa100",
+                                                                 "ibm-fsdp-llama2-13b-96xh100"}
