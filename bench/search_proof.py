@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import resource
 import statistics
@@ -47,6 +46,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+if __spec__ is None:  # run as python bench/X.py, not python -m bench.X: the repository root first, as -m does
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from api_schemas.search import search_request_from
 from service import convert as adapters
@@ -114,57 +116,28 @@ def _rss_bytes(pid: int) -> int:
     return 0
 
 
-def _tree(pid: int) -> list[int]:
-    """`pid` and every process below it (from /proc)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                text = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            children.setdefault(int(text[text.rindex(")") + 2:].split()[1]), []).append(int(entry))
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        todo.extend(children.get(p, []))
-    return out
-
-
 def run_http(case: str) -> tuple[dict[str, Any], float, int]:
     """The case as a search job of a fresh `clustersim serve`: its result, wall seconds from the POST to the
     result, and the peak resident memory of any one server process meanwhile."""
     import httpx
 
+    from bench.load_test import free_port, start_server
+    from bench.orphan_workers import descendants
+
     request, limit = CASES[case]
     body = {**request, "bounds": {**request.get("bounds", {}), **({"time_limit_s": limit} if limit else {})}}
     with tempfile.TemporaryDirectory() as tmp:
-        import socket
-
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        env = {**os.environ, "CLUSTERSIM_DATABASE": str(Path(tmp) / "jobs.db")}
-        server = subprocess.Popen([sys.executable, "-m", "service.cli.main", "serve", "--host", "127.0.0.1",
-                                   "--port", str(port)], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL)
+        port = free_port()
+        server = start_server(port, 1, Path(tmp) / "jobs.db", Path(tmp) / "server.log")
         url = f"http://127.0.0.1:{port}"
         try:
-            for _ in range(300):
-                try:
-                    if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                time.sleep(0.2)
             started = time.perf_counter()
             posted = httpx.post(f"{url}/v1/searches", json=body, timeout=60)
             posted.raise_for_status()
             job = posted.json()["id"]
             peak = 0
             while True:
-                peak = max([peak, *(_rss_bytes(p) for p in _tree(server.pid))])
+                peak = max([peak, _rss_bytes(server.pid), *(_rss_bytes(p.pid) for p in descendants(server.pid))])
                 status = httpx.get(f"{url}/v1/jobs/{job}", timeout=10).json()
                 if status["status"] not in ("queued", "running"):
                     break
