@@ -153,6 +153,17 @@ class ModelIn(BaseModel):
         "`architectures` picks the mapping, interop/hf.py); fields given beside it override it")
 
 
+class Bf16LayersIn(BaseModel):
+    """Transformer layers kept in BF16 under a low precision (Megatron-LM's --first-last-layers-bf16)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    first: Annotated[StrictInt, Field(ge=0, le=10_000)] = Field(
+        default=0, description="the model's first layers in BF16 (--num-layers-at-start-in-bf16)")
+    last: Annotated[StrictInt, Field(ge=0, le=10_000)] = Field(
+        default=0, description="the model's last layers in BF16 (--num-layers-at-end-in-bf16)")
+
+
 class LayoutIn(BaseModel):
     """The parallel layout: DP/TP/PP degrees, batch, pipeline schedule, ZeRO, recompute and placement."""
 
@@ -250,6 +261,12 @@ class LayoutIn(BaseModel):
     fp8_params: StrictBool = Field(
         default=False, description="precision fp8 or mxfp8 with model.lora: the frozen base's GEMM weights built as "
         "FP8 tensors (Transformer Engine's fp8_model_init; NeMo's fp8_params), without their 16-bit copy"
+    )
+    bf16_layers: Bf16LayersIn | None = Field(
+        default=None, description="precision fp8, mxfp8 or nvfp4, single-stack models: the first and last "
+        "transformer layers run as BF16 training runs them (their GEMMs and attention in BF16, no FP8/FP4 weight "
+        "copies), Megatron-LM's --first-last-layers-bf16; first + last at most the model's layers; default none: "
+        "every layer in layout.precision"
     )
     ep: Size = Field(default=1, description="expert parallelism (MoE); ep * expert_tp divides tp * dp")
     expert_tp: Size = Field(default=1, description="the experts' tensor parallelism (MoE)")

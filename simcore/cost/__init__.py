@@ -10,6 +10,7 @@ Beside them, what puts the rooms together:
 - partition.py: how the layers are cut into pipeline stages (model chunks).
 - chunk.py: the records of what a model chunk's passes cost, send and hold.
 - workload.py: the work of one iteration per model chunk, built from both rooms.
+- bf16_layers.py: the layers layout.bf16_layers keeps in BF16: where they sit and what they run with.
 - per_gpu.py: per-GPU workloads on a heterogeneous cluster: every rank computes with its own GPU.
 - tp_async.py: how much backward tensor-parallel time Megatron's asynchronous collectives hide under GEMMs.
 - context_parallel.py: context parallelism's attention per layer: the blocks it computes and what it sends.

@@ -71,6 +71,8 @@ class ChunkCost:
     # Of `parameters`, the weights of its FP8 GEMMs (FP8 training; simcore/cost/compute/fp8.py): what
     # layout.fp8_param_gather keeps and all-gathers as FP8.
     fp8_parameters: float = 0.0
+    # Under a low precision, the GEMM weights of its layers kept in BF16 (layout.bf16_layers): no FP8/FP4 copies.
+    bf16_gemm_weights: float = 0.0
 
     @property
     def reduced_parameters(self) -> int:

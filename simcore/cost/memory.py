@@ -242,6 +242,7 @@ class RankChunks:
     has_logits: bool
     expert_parameters: int = 0  # of `parameters`: the experts it holds (sharded by ZeRO over expert dp)
     frozen_parameters: int = 0  # of `parameters`: frozen base weights (LoRA): no gradients, no optimizer states
+    bf16_gemm_weights: float = 0.0  # its BF16 layers' GEMM weights (layout.bf16_layers): no FP8/FP4 copies
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,10 +266,10 @@ def memory_shape(workload: Workload, pp: int) -> MemoryShape:
         parameters=sum(c.parameters for c in chunks),
         largest_layer_parameters=max((c.parameters / max(c.layers, 1) for c in chunks), default=0.0),
         embeds_tokens=any(c.virtual_stage == 0 or (c.has_embedding and not c.embeds_target) for c in chunks),
-        embeds_target=any(c.embeds_target for c in chunks),
-        has_logits=any(c.has_logits for c in chunks),
+        embeds_target=any(c.embeds_target for c in chunks), has_logits=any(c.has_logits for c in chunks),
         expert_parameters=sum(c.expert_parameters for c in chunks),
         frozen_parameters=sum(c.frozen_parameters for c in chunks),
+        bf16_gemm_weights=sum(c.bf16_gemm_weights for c in chunks),
     ) for chunks in of_rank)
     return MemoryShape(ranks, max((c.input_bytes for c in workload.chunks), default=0.0))
 
@@ -327,7 +328,7 @@ def rank_holdings(model: ModelShape, layout: Layout, shape: MemoryShape) -> tupl
         fp8_copies = fp8_elements = 0.0
         if layout.fp8 is not None:  # the FP8 copies (and transposes) of the GEMM weights the recipe keeps
             fp8_elements = sum(n * fp8_weight_elements(model, kinds[kind], t) for _chunk, counts, _decoder in r.chunks
-                               for kind, n in counts)
+                               for kind, n in counts) - r.bf16_gemm_weights  # BF16 layers: no FP8 copies
             fp8_copies = FP8_WEIGHT_COPY_BYTES[layout.fp8] * fp8_elements
             fp8_elements = min(fp8_elements, float(r.parameters))
         if r.expert_parameters:  # the dispatch and combine buffers of one layer: the routed copies, sent and received

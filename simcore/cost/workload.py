@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from simcore.cost.bf16_layers import bf16_layout, bf16_weight_elements, layer_counts, mark_bf16_layers
 from simcore.cost.chunk import ChunkCost, Workload
 from simcore.cost.comm.collectives import Collective, CollectiveModel
 from simcore.cost.comm.groups import tensor_parallel_groups
@@ -231,11 +232,16 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
             return []
         return tensor_parallel_groups(placement, rank, range(layout.dp))
 
+    layers_of, encoder_stages = layer_partition(model, layout, gpu, params)
+    layers_of = mark_bf16_layers(layers_of, *layout.bf16_layers, model.mtp_layers)  # with a low precision only
+    types = dict.fromkeys([*(layer for layer, _ in model.layer_stacks()), *(x for r in layers_of for x, _ in r)])
+    sixteen = bf16_layout(layout)  # what the BF16 layers run with (simcore/cost/bf16_layers.py)
+    run_with = {layer: sixteen if layer.bf16 else layout for layer in types}
     # Kernel times once per layer type; tensor-parallel time per rank, on its real groups (cached by the model).
-    kernels = {layer: layer_kernels(model, layer, layout, gpu, params) for layer, _ in model.layer_stacks()}
+    kernels = {layer: layer_kernels(model, layer, run_with[layer], gpu, params) for layer in types}
     rank_costs = [{layer: _layer_cost(model, layer, layout, k, collectives, tp_groups(r), free, gpu, params)
                    for layer, k in kernels.items()} for r in range(p)]
-    splits = {layer: dispatch_split(transformer_layer_ops(model, b, t, sp, layer, layout.fp8, layout.ep,
+    splits = {layer: dispatch_split(transformer_layer_ops(model, b, t, sp, layer, run_with[layer].fp8, layout.ep,
                                                           layout.expert_tp, layout.eager), gpu, params)
               for layer in kernels if layer.moe}
     for r, costs in enumerate(rank_costs):
@@ -243,7 +249,6 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
             if layer.moe:
                 comm = expert_comm(model, layout, placement, collectives, r, free, params.comm_sm_share)
                 costs[layer] = _moe_layer_cost(costs[layer], model, layer, layout, comm, splits[layer], gpu)
-    layers_of, encoder_stages = layer_partition(model, layout, gpu, params)
     emb_message = b * model.seq_length * h * BYTES
     dec_emb_message = b * model.decoder_seq_length * h * BYTES
     out_message = b * model.output_seq_length * h * BYTES
@@ -318,7 +323,7 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
                 recompute_s + backward_compute_s + backward_tp_s + backward_ep_s)
         chunks.append(ChunkCost(
             virtual_stage=vs, rank=rank, chunk=chunk, layers=sum(n for _, n in runs),
-            layer_counts=tuple((layer.kind, n) for layer, n in runs),
+            layer_counts=layer_counts(runs),
             has_embedding=first or decoder_embeds, embeds_target=decoder_embeds, has_logits=last,
             forward_compute_s=forward_compute_s, forward_tp_s=forward_tp_s,
             backward_compute_s=backward_compute_s, backward_tp_s=backward_tp_s, recompute_s=recompute_s,
@@ -342,8 +347,9 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
             ep_bytes_forward=sum(n * costs[layer].ep.bytes_forward for layer, n in runs),
             ep_bytes_backward=sum(n * costs[layer].ep.bytes_backward * (2 if full else 1) for layer, n in runs),
             expert_parameters=sum(n * costs[layer].expert_parameters for layer, n in runs),
-            fp8_parameters=(fp8_gemm_weights(model, [(layer.kind, n) for layer, n in runs], t)
+            fp8_parameters=(fp8_gemm_weights(model, [(layer.kind, n) for layer, n in runs if not layer.bf16], t)
                             if layout.fp8 is not None else 0.0),
+            bf16_gemm_weights=bf16_weight_elements(model, runs, t) if layout.fp8 is not None else 0.0,
             expert_reduce_ratio=expert_reduce_ratio(layout),
             moe_layers=sum(n for layer, n in runs if layer.moe),
             moe_forward_s=(sum(n * costs[layer].moe("forward", 0) for layer, n in runs if layer.moe),
@@ -368,7 +374,10 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
     if recipe is not None:
         # FP8: each rank quantizes its GEMM weights once per iteration (cached over the microbatches).
         counts = [[k for c in chunks if c.rank == r for k in c.layer_counts] for r in range(p)]
-        optimizer = tuple(seconds + fp8_gemm_weights(model, counts[r], t) * WEIGHT_QUANTIZE_BYTES[recipe]
+        # (not the BF16 layers': they have no FP8 or FP4 copy)
+        low = [fp8_gemm_weights(model, counts[r], t) - sum(c.bf16_gemm_weights for c in chunks if c.rank == r)
+               for r in range(p)]
+        optimizer = tuple(seconds + low[r] * WEIGHT_QUANTIZE_BYTES[recipe]
                           / (gpu.hbm_bandwidth_bytes_per_s * params.memory_efficiency)
                           for r, seconds in enumerate(optimizer))
     grads = tuple(float(n * layout.grad_reduce_bytes) if layout.dp_cp > 1 else 0.0 for n in params_per_rank)

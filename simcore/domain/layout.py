@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from simcore.domain.fp8_params import validate_fp8_options, validate_fp8_param_gather
+from simcore.domain.bf16_layers import validate_model_precision
+from simcore.domain.fp8_params import validate_fp8_param_gather
 from simcore.domain.grad_reduce import (
     GRAD_REDUCE_BYTES,
     GRAD_REDUCE_DTYPE_BYTES,
@@ -119,12 +120,12 @@ class Layout:
     # the global checks (gradient norm, inf/nan) are validated afterwards, instead of a barrier before the step.
     optimizer_post_validation: bool = False
     elementwise_kernels: ElementwiseKernels | None = None  # None: fused
-    # The data-parallel gradient reduction's dtype; None: the precision's default (GRAD_REDUCE_BYTES).
-    grad_reduce_dtype: GradReduce | None = None
+    grad_reduce_dtype: GradReduce | None = None  # the DP gradient reduction's dtype; None: GRAD_REDUCE_BYTES's
     # FP8 GEMM weights kept without a 16-bit copy and all-gathered in FP8 (simcore/domain/fp8_params.py).
     fp8_param_gather: bool = False
     fp8_attention: bool = False  # the fused attention in FP8 (simcore/cost/compute/fp8_attention.py)
     fp8_params: bool = False  # LoRA's frozen GEMM weights built as FP8 tensors (simcore/domain/fp8_params.py)
+    bf16_layers: tuple[int, int] = (0, 0)  # (first, last) layers kept in BF16 (simcore/domain/bf16_layers.py)
 
     @property
     def shape(self) -> PipelineShape:
@@ -203,7 +204,7 @@ def validate_layout(layout: Layout, model: ModelShape, num_gpus: int) -> None:
                         f"must be divisible by dp*microbatch_size = {per_replica} (microbatches must divide the batch)")
     _validate_encoder_decoder(layout, model)
     validate_context_parallel(layout, model)
-    validate_fp8_options(layout.fp8_attention, layout.fp8_params, layout.precision, layout.fp8_recipe, model)
+    validate_model_precision(layout, model)  # fp8_attention, fp8_params, bf16_layers
     chunks = layout.pp * layout.virtual_stages
     if chunks > model.num_layers:
         raise SpecError("layout.pp", f"pp*virtual_stages = {chunks} exceeds num_layers ({model.num_layers})")
@@ -281,8 +282,7 @@ def validate_context_parallel(layout: Layout, model: ModelShape) -> None:
         raise SpecError("layout.cp", "context parallelism needs model.attention flash (Transformer Engine runs "
                         "the ring's attention blocks with fused attention kernels)")
     if layout.sequence_parallel and (model.seq_length // cp) % layout.tp:
-        raise SpecError("layout.sequence_parallel",
-                        f"needs tp to divide seq_length / cp ({model.seq_length // cp})")
+        raise SpecError("layout.sequence_parallel", f"needs tp to divide seq_length / cp ({model.seq_length // cp})")
 
 
 def validate_precision(layout: Layout, gpu: GpuSpec) -> None:

@@ -47,6 +47,7 @@ class LayerType:
     causal: bool
     cross_seq: int = 0
     moe: bool = False  # its MLP is the model's mixture of experts (simcore/domain/moe.py)
+    bf16: bool = False  # its GEMMs run in BF16 whatever the layout's precision (layout.bf16_layers)
 
 
 @dataclass(frozen=True, slots=True)
