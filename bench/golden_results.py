@@ -23,8 +23,7 @@ import json
 import math
 import sys
 import time
-from dataclasses import fields, replace
-from enum import StrEnum
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -186,17 +185,6 @@ def _describe(layout: Layout) -> str:
             f" ovl{int(layout.overlap_grad_reduce)} {layout.placement}")
 
 
-def _layout_document(layout: Layout) -> dict[str, Any]:
-    """The request's `layout` section for a domain layout (its fields carry the same names; enums as strings,
-    unset optional fields left out)."""
-    out: dict[str, Any] = {}
-    for field in fields(layout):
-        value = getattr(layout, field.name)
-        if value is not None:
-            out[field.name] = str(value) if isinstance(value, StrEnum) else value
-    return out
-
-
 def documents() -> list[tuple[str, dict[str, Any]]]:
     """Every request of the set as (name, request document). Each document is checked to give the same
     scenario as the file or layout it stands for."""
@@ -208,7 +196,9 @@ def documents() -> list[tuple[str, dict[str, Any]]]:
     out += list(EXTRA.items())
     search = _search_document()
     for name, layout in search_candidates():
-        body = {"model": search["model"], "cluster": search["cluster"], "layout": _layout_document(layout)}
+        body = {"model": search["model"], "cluster": search["cluster"], "layout": adapters.layout_json(layout)}
+        if adapters.to_scenario(SimulationRequest.model_validate(body)).layout != layout:
+            raise AssertionError(f"the document {body} does not give the layout it stands for: {layout}")
         out.append((name, body))
     return out
 
