@@ -8,7 +8,7 @@ it imports its siblings as this package (`from bench.generated import ...`) in b
 - accuracy_table.py: the documentation's accuracy table, from `clustersim validate --json`.
 - admission.py: how true the service's admission estimate is on generated requests.
 - compiled_engine.py: what compiling the event engine with mypyc would buy.
-- doc_sections.py: where the documentation (README.md, docs/) keeps a section or a generated block.
+- doc_sections.py: where the documentation (README.md, docs/) keeps a section or a generated block, and writing one.
 - dp_scaling_speed.py: simulation cost against the data-parallel size.
 - engine_ab.py: A/B speed of two source trees on the same requests.
 - fit_cost_model.py: fit the cost model's free parameters and write simcore/cost/fitted.py.

@@ -8,6 +8,7 @@ section that moves from one file to another needs no change to them.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -61,3 +62,19 @@ def all_text() -> str:
     """Every documentation file's text, one after another, with runs of white space (line breaks included) read
     as one space: what a quoted phrase is looked for in."""
     return " ".join(" ".join(path.read_text(encoding="utf-8").split()) for path in doc_files())
+
+
+def write_or_check(marker: str, table: str, current: Callable[[str], str], replace: Callable[[str, str], str],
+                   what: str, check: bool) -> int:
+    """Write `table` (a generated block, `what` names it) into the documentation file holding `marker`, or with
+    `check` write nothing and return 1 if the file does not carry it; `current` reads the block from a file's text,
+    `replace` puts one in."""
+    path = holding(marker)
+    name, text = path.relative_to(ROOT), path.read_text(encoding="utf-8")
+    if check:
+        fresh = current(text) == table
+        print(f"{name} carries the current {what}" if fresh else f"{name}'s {what} is stale")
+        return 0 if fresh else 1
+    path.write_text(replace(text, table), encoding="utf-8")
+    print(f"wrote the {what} into {name}")
+    return 0

@@ -125,7 +125,7 @@ class Watch:
                                       f"({before!r} s, then {newest!r} s): no steady state repeats to the bit")
             raise NotPeriodic(f"record {key[1]}: the steady state was not reached {SETTLING}")
 
-    def _tolerances(self, vector: list[float], step: float, length: int, events: float = 0.0) -> list[float]:
+    def _tolerances(self, vector: list[float], step: float, length: int, events: float) -> list[float]:
         """How far the steps of each quantity of `vector` (a period start's on a rank with `length` passes a
         period, `events` engine events a period) may differ between periods to be taken as equal: what the check
         allows, bounded from below before the run's end is known (the iteration taken as `now` and N periods,
