@@ -2,12 +2,13 @@
 Megatron-Bridge 25.11 H100 MoE rows (the calibration rows named in simcore/calibration/moe_rows.py).
 
 After the dropless dispatcher's host synchronisation the host issues the rest of the layer while the GPU waits,
-so a layer whose MoE kernels are shorter than that host time is host-bound. With the local experts in one grouped
-GEMM (TE GroupedLinear) neither calibration row is: Qwen3-30B-A3B's layer issues about a dozen MoE calls a
-microbatch, each longer than its host time, and GPT-OSS-120B's are longer still. Prints the value on a 5 us grid,
-within the 5-25 us that issuing one eager PyTorch call costs, that minimises the mean |error| of the calibration
-rows' iteration times, and each row at that value (the Megatron-Bridge Qwen3 H100 row stays far below its
-measured time at any host time in that range: what makes it slow is not modelled).
+so a layer whose MoE kernels are shorter than their host time is host-bound. With the local experts in one grouped
+GEMM (TE GroupedLinear: one call, then one cuBLAS launch an expert, kernels.issue_s) neither calibration row is:
+Qwen3-30B-A3B's layer issues about a dozen MoE calls and 32 expert launches a microbatch forward, shorter than its
+kernels, and GPT-OSS-120B's are longer still. Prints the value on a 5 us grid, within the 5-25 us that issuing one
+eager PyTorch call costs, that minimises the mean |error| of the calibration rows' iteration times, and each row at
+that value (both rows stay far below their measured times at any host time in that range: what makes them slow,
+the 25.11 alltoall dispatcher's software state, is not modelled; simcore/calibration/moe_rows.py says why).
 
 Run:  python bench/fit_moe.py
 """

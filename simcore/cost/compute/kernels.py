@@ -373,13 +373,24 @@ def weight_gradient_time(op: Op, gpu: GpuSpec, params: CostParameters) -> float:
     return op_time(op, gpu, params) / 2
 
 
+def issue_s(op: Op) -> float:
+    """Host seconds to issue a kernel: its framework call (HOST_DISPATCH_S, or the kernel's own host_s; none for
+    one issued inside the call before it) and, for a grouped GEMM, one cuBLAS launch a product: Transformer
+    Engine's GroupedLinear hands its products to multi_stream_cublas_gemm, which launches them one by one from C++
+    (transformer_engine/common/gemm/cublaslt_gemm.cu:941-964 @ v2.9, 70f5366), HOST_DISPATCH_S each (a launch, no
+    Python). A grouped GEMM's backward is two such calls, the input gradients and the weight gradients."""
+    if op.fused_host:
+        return 0.0
+    call = HOST_DISPATCH_S if op.host_s is None else op.host_s
+    if op.group <= 1:
+        return call
+    return (2 if op.gradient else 1) * (call + op.group * HOST_DISPATCH_S)
+
+
 def ops_time(ops: tuple[Op, ...], gpu: GpuSpec, params: CostParameters) -> float:
     """Seconds for a sequence of kernels issued by the host one after another: their GPU time, or, where the
-    GPU outruns the host, the host's time to issue them (HOST_DISPATCH_S each, or the kernel's own host_s)."""
-    issued = [op for op in ops if not op.fused_host]
-    default = sum(1 for op in issued if op.host_s is None)
-    host = default * HOST_DISPATCH_S + sum(op.host_s for op in issued if op.host_s is not None)
-    return max(sum(op_time(op, gpu, params) for op in ops), host)
+    GPU outruns the host, the host's time to issue them (`issue_s` each)."""
+    return max(sum(op_time(op, gpu, params) for op in ops), sum(issue_s(op) for op in ops))
 
 
 def ops_flops(ops: tuple[Op, ...]) -> float:

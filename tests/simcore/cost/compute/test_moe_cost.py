@@ -13,9 +13,9 @@ from simcore.calibration.moe_rows import MOE_CALIBRATION_ROWS
 from simcore.calibration.validate import load_reference
 from simcore.cost.compute.flops import layer_forward_matmul_flops
 from simcore.cost.compute.gemm_shape import GROUPED_GEMM_STREAMS, stream_ramps
-from simcore.cost.compute.kernels import Op, gemm_op, layer_forward_ops, op_time
+from simcore.cost.compute.kernels import Op, gemm_op, issue_s, layer_forward_ops, op_time, ops_time
 from simcore.cost.compute.moe_kernels import sequence_time, transformer_layer_ops
-from simcore.cost.parameters import FITTED
+from simcore.cost.parameters import FITTED, HOST_DISPATCH_S
 from simcore.domain.model import model_from_fields
 from simcore.domain.moe import MoeShape
 from simcore.domain.presets import MODEL_PRESETS
@@ -53,6 +53,23 @@ def test_local_experts_run_as_one_grouped_gemm() -> None:
     assert stream_ramps(grouped.group) == 128 // GROUPED_GEMM_STREAMS and stream_ramps(single.group) == 1
     # its backward is two grouped GEMMs (input and weight gradients), each with the same ramps
     assert op_time(grouped.backward(), H100, FITTED) > 2 * op_time(one_kernel, H100, FITTED)
+
+
+def test_a_grouped_gemm_issues_one_launch_an_expert() -> None:
+    """Transformer Engine launches a grouped GEMM's products one by one (multi_stream_cublas_gemm): the host issues
+    one call and 128 launches for 128 local experts, twice in backward. With one token a sample the 128 experts'
+    GEMMs are shorter than their launches: the pass is host-bound."""
+    model = model_from_fields(MODEL_PRESETS["qwen3-30b-a3b"])
+    layer = model.layer_stacks()[-1][0]
+    fc1 = next(op for op in transformer_layer_ops(model, 1, 1, False, layer, ep=1) if op.name == "expert_fc1")
+    call = moe_kernels.MOE_HOST_KERNEL_S
+    assert issue_s(fc1) == pytest.approx(call + 128 * HOST_DISPATCH_S)
+    assert issue_s(fc1.backward()) == pytest.approx(2 * (call + 128 * HOST_DISPATCH_S))
+    short = dataclasses.replace(model, seq_length=1)
+    ops = tuple(op for op in transformer_layer_ops(short, 1, 1, False, short.layer_stacks()[-1][0], ep=1)
+                if op.name.startswith("expert_fc"))
+    assert ops_time(ops, H100, FITTED) == pytest.approx(sum(issue_s(op) for op in ops))
+    assert ops_time(ops, H100, FITTED) > sum(op_time(op, H100, FITTED) for op in ops)
 
 
 def test_dropless_layers_pay_the_host_synchronisation() -> None:
