@@ -38,7 +38,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from simcore.calibration.moe_rows import MOE_CALIBRATION_ROWS, moe_model_fields
+from simcore.calibration.moe_rows import MOE_CALIBRATION_ROWS, moe_model_fields, recipe_batching
 from simcore.domain.layout import (
     ElementwiseKernels,
     Fp8Recipe,
@@ -141,15 +141,19 @@ def scenario_for(case: dict[str, Any]) -> Scenario:
     microbatch = lay.get("microbatch_size", MICROBATCH_BY_SOURCE.get(source))
     if microbatch is None or lay.get("global_batch") is None:
         raise ValueError("the microbatch or global batch size is not published")
+    # A row that publishes virtual pipeline stages ran Megatron's interleaved 1F1B with them (its `schedule` says
+    # so); without them, plain 1F1B. A Megatron-Bridge row runs its recipe preset's micro batch and virtual stages
+    # (simcore/calibration/moe_rows.py's RECIPE_BATCHING, where its page prints another row's).
+    chunks = int(lay.get("virtual_stages") or 1)
+    batching = recipe_batching(source, case)
+    if batching is not None:
+        microbatch, chunks = batching
     recompute, zero = SOURCES[source]
     if int(lay.get("fsdp") or 0) > 0:
         zero = 3
     precision, recipe = precision_of(lay)
     tp = int(lay["tp"])
     eager = source in EAGER_UNLESS_COMPILED and not lay.get("torch_compile", False)
-    # A row that publishes virtual pipeline stages ran Megatron's interleaved 1F1B with them (its `schedule` says
-    # so); without them, plain 1F1B.
-    chunks = int(lay.get("virtual_stages") or 1)
     layout = Layout(dp=int(lay["dp"]), tp=tp, pp=int(lay["pp"]), microbatch_size=int(microbatch),
                     global_batch_size=int(lay["global_batch"]), recompute=Recompute(recompute),
                     sequence_parallel=tp > 1, tp_comm_overlap=tp > 1, overlap_grad_reduce=True, zero_stage=zero,

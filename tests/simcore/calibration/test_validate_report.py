@@ -119,11 +119,17 @@ def test_cli_json_carries_the_summaries(small_report: dict[str, Any], tmp_path: 
 
 
 def test_a_modern_row_that_publishes_virtual_stages_runs_interleaved() -> None:
+    """A row that publishes virtual pipeline stages runs interleaved 1F1B with them, or with its Megatron-Bridge
+    recipe preset's (simcore/calibration/moe_rows.py's RECIPE_BATCHING)."""
     from simcore.calibration import modern
+    from simcore.calibration.moe_rows import recipe_batching
     from simcore.domain.layout import Schedule
 
     rows = [c for c in load_reference(shipped="training-runs-modern.json") if modern.handles(c)]
     chunks = {c["id"]: int(c["layout"].get("virtual_stages") or 1) for c in rows}
+    for c in rows:
+        preset = recipe_batching(modern.source_of(c), c)
+        chunks[c["id"]] = preset[1] if preset is not None else chunks[c["id"]]
     assert any(v > 1 for v in chunks.values()) and any(v == 1 for v in chunks.values())
     for case in rows:
         try:
