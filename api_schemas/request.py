@@ -176,9 +176,11 @@ class LayoutIn(BaseModel):
         default=1, description="context parallelism: each sample's sequence split over cp GPUs (Megatron-Core's "
         "--context-parallel-size); dp * tp * pp * cp = GPUs; seq_length divisible by 2 * cp"
     )
-    cp_comm: Literal["p2p", "all_gather"] = Field(
+    cp_comm: Literal["p2p", "all_gather", "a2a"] = Field(
         default="p2p", description="how context-parallel ranks exchange keys and values: p2p = a ring of K/V sends "
-        "overlapped with attention (Megatron-Core), all_gather = K/V all-gathered before attention (Llama 3)"
+        "overlapped with attention (Megatron-Core), all_gather = K/V all-gathered before attention (Llama 3), a2a = "
+        "all-to-alls trading sequence for heads around whole-sequence attention (DeepSpeed-Ulysses; Megatron-LM "
+        "--cp-comm-type a2a; needs cp to divide a tensor rank's attention and key/value heads)"
     )
     virtual_stages: Size = Field(
         default=1, description="model chunks per pipeline rank; > 1 only with interleaved_1f1b"

@@ -109,7 +109,7 @@ class SearchSpaceIn(BaseModel):
     cp: list[SpaceSize] | None = _choices(
         "context parallelism; default: for a flash-attention model that is not encoder-decoder, the divisors of "
         "GPUs / tp that keep seq_length / (2 cp) whole; else 1")
-    cp_comm: list[Literal["p2p", "all_gather"]] = Field(
+    cp_comm: list[Literal["p2p", "all_gather", "a2a"]] = Field(
         default=["p2p"], min_length=1, description="how K/V are exchanged, tried where cp > 1")
     overlap_grad_reduce: list[StrictBool] = Field(default=[True], min_length=1)
     tp_comm_overlap: list[StrictBool] = Field(default=[False], min_length=1)

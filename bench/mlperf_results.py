@@ -17,7 +17,10 @@ Per run (a system directory NVIDIA/results/<system>/<benchmark>/):
 - the system's GPU, nodes and GPUs per node from NVIDIA/systems/<system>.json, and on NVL72 systems the GPUs of
   the run in one rack's NVLink domain (the run's GPUs over the racks the system's name counts);
 - the parameter all-gather in FP8 (FP8_PARAM_GATHER / FP8_PARAMS through the Hydra configs), attention in FP8
-  (fp8_dot_product_attention: FP8_DPA, unless NVTE_DPA_FP8_RECIPE="F16"), the GEMM weights built as FP8 tensors
+  (fp8_dot_product_attention: FP8_DPA, unless NVTE_DPA_FP8_RECIPE="F16", or, with context parallelism, unless the
+  implementation's Dockerfile builds a Transformer Engine before v1.10, which runs CP attention in 16 bits), the
+  context-parallel exchange (cp_comm_type, CP_COMM_TYPE; Megatron-Core's p2p where unset), the GEMM weights built
+  as FP8 tensors
   (NeMo 1's fp8_params, or te.fp8_model_init called in the implementation's Python), and the gradient
   reduction in bf16 (the implementation's pretrain.py `grad_reduce_in_fp32=False`, or its conf/optim
   `grad_sync_dtype: bf16`).
@@ -52,10 +55,17 @@ GPUS = (("GB300", "GB300", "gb300-nvl72"), ("GB200", "GB200", "gb200-nvl72"), ("
 YAML_KEYS = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size",
              "virtual_pipeline_model_parallel_size", "micro_batch_size", "sequence_parallel",
              "activations_checkpoint_granularity", "activations_checkpoint_num_layers", "fp8", "fp4",
-             "fp8_params", "fp8_param_gather", "fp8_dot_product_attention")
+             "fp8_params", "fp8_param_gather", "fp8_dot_product_attention", "cp_comm_type")
 # "(8x NVIDIA GB200 NVL72)" in a system's name: the NVLink racks the system has (systems/*.json system_name)
 RACKS = re.compile(r"(\d+)x NVIDIA GB\d+ NVL72")
 STEP_KEYS = ("train_step_time", "train_step_timing", "train_step_timing in s")
+# cp_comm_type (Megatron-Core's TransformerConfig, Transformer Engine's attention) -> the request's layout.cp_comm
+CP_COMM = {"p2p": "p2p", "a2a": "a2a", "all_gather": "all_gather", "allgather": "all_gather"}
+# Transformer Engine runs FP8 attention under context parallelism from v1.10 (attn_forward_func_with_cp takes
+# fp8 and fp8_meta from TransformerEngine v1.10 transformer_engine/pytorch/attention.py on); before, FusedAttention's
+# context-parallel branch calls it without them (v1.6rc2 attention.py line 2820, `if context_parallel:`), so the
+# attention of a CP run is 16-bit whatever fp8_dpa says.
+TE_FP8_CONTEXT_PARALLEL = (1, 10)
 
 
 class Repo:
@@ -133,6 +143,14 @@ def _int(value: Any, default: int | None) -> int | None:
 
 def _true(value: Any) -> bool:
     return str(value).strip().lower() in ("1", "true", "yes")
+
+
+def te_version(repo: Repo, impl: str) -> tuple[int, int] | None:
+    """The Transformer Engine release the implementation's Dockerfile checks out (`ARG TE_REVISION=v1.6rc2`), or
+    None: none named (SKIP: the base container's, or no Dockerfile)."""
+    path = f"{impl}/Dockerfile"
+    m = re.search(r"^ARG\s+TE_REVISION=v?(\d+)\.(\d+)", repo.show(path), re.M) if path in repo.files else None
+    return (int(m[1]), int(m[2])) if m else None
 
 
 def parse_log(text: str) -> dict[str, Any]:
@@ -220,6 +238,13 @@ def run_row(repo: Repo, version: str, bench: str, system: str) -> dict[str, Any]
         "FP8" if _true(env.get("FP8", hydra.get("fp8"))) else "BF16")
     recompute = hydra.get("activations_checkpoint_granularity")
     racks = RACKS.search(str(desc.get("system_name", "")))
+    cp_comm = hydra.get("cp_comm_type", "").strip("'\"")
+    te = te_version(repo, impl)
+    # FP8 attention as the run had it: the config's FP8_DPA, unless NVTE_DPA_FP8_RECIPE sends it to F16 or the
+    # run's Transformer Engine predates FP8 under context parallelism
+    fp8_dpa = (precision != "BF16" and _true(hydra.get("fp8_dot_product_attention"))
+               and env.get("NVTE_DPA_FP8_RECIPE") != "F16"
+               and not (cp > 1 and te is not None and te < TE_FP8_CONTEXT_PARALLEL))
     pretrain = f"{impl}/pretrain.py"
     # Gradients reduced in bf16: NeMo 2's pretrain.py builds DistributedDataParallelConfig(grad_reduce_in_fp32=False);
     # NeMo 1's Apex distributed Adam takes optim.grad_sync_dtype.
@@ -242,8 +267,11 @@ def run_row(repo: Repo, version: str, bench: str, system: str) -> dict[str, Any]
                    "fp8_param_gather": _true(hydra.get("fp8_param_gather", hydra.get("fp8_params"))),
                    "grad_reduce_dtype": "bf16" if bf16_grads else None,
                    # attention in FP8: fp8_dot_product_attention (FP8_DPA), unless NVTE_DPA_FP8_RECIPE sends it to F16
-                   "fp8_attention": precision != "BF16" and _true(hydra.get("fp8_dot_product_attention"))
-                   and env.get("NVTE_DPA_FP8_RECIPE") != "F16",
+                   # or the Dockerfile's Transformer Engine runs CP attention in 16 bits (TE_FP8_CONTEXT_PARALLEL)
+                   "fp8_attention": fp8_dpa,
+                   # context parallelism's exchange: the config's cp_comm_type (Megatron-Core's default p2p)
+                   "cp_comm": CP_COMM.get(cp_comm, cp_comm) if cp > 1 and cp_comm not in ("", "null") else
+                   ("p2p" if cp > 1 else None),
                    # GEMM weights built as FP8 tensors: NeMo 1's fp8_params, or te.fp8_model_init in the implementation
                    "fp8_params": precision == "FP8" and (_true(hydra.get("fp8_params")) or any(
                        "fp8_model_init(" in repo.show(p) for p in repo.files

@@ -17,6 +17,9 @@ from interop.megatron_args import megatron_flags
 __all__ = ["megatron_command"]
 
 _RECIPES = {"tensorwise": "tensorwise", "mxfp8": "mxfp8", "blockwise": "blockwise"}
+# layout.cp_comm -> Megatron-LM's --cp-comm-type (NVIDIA/Megatron-LM megatron/training/arguments.py: "p2p, a2a,
+# allgather or a2a+p2p"; Transformer Engine's AttnFuncWithCPAndKVP2P, ...QKVOA2A, ...KVAllGather)
+_CP_COMM_TYPES = {"p2p": "p2p", "a2a": "a2a", "all_gather": "allgather"}
 _SCHEDULES_ELSEWHERE = {
     "gpipe": "torchtitan can (pipeline_parallel_schedule = \"GPipe\")",
     "zb_h1": "torchtitan can (pipeline_parallel_schedule = \"ZBVZeroBubble\" is zb_v; ZB-H1 is in the zero-bubble "
@@ -94,11 +97,10 @@ def _layout_flags(request: SimulationRequest) -> list[str]:
     if lay.stage_layers is not None or lay.pipeline_partition == "balanced":
         raise _refuse("layout.stage_layers", "uneven pipeline stages beyond the first and last are set by "
                       "--pipeline-model-parallel-layout, which this export does not write")
-    if lay.cp_comm != "p2p":
-        raise _refuse("layout.cp_comm", "all_gather context parallelism (Llama 3's) is torchtitan's; "
-                      "Megatron-Core's is p2p (--cp-comm-type p2p)")
     flags = [f"--tensor-model-parallel-size {lay.tp}", f"--pipeline-model-parallel-size {lay.pp}",
              f"--context-parallel-size {lay.cp}"]
+    if lay.cp > 1 and lay.cp_comm != "p2p":  # megatron/training/arguments.py --cp-comm-type: p2p (default), a2a, ...
+        flags.append(f"--cp-comm-type {_CP_COMM_TYPES[lay.cp_comm]}")
     if request.model.num_experts or lay.ep > 1 or lay.expert_tp > 1:
         flags += [f"--expert-model-parallel-size {lay.ep}", f"--expert-tensor-parallel-size {lay.expert_tp}"]
     if lay.schedule == "interleaved_1f1b" and lay.virtual_stages > 1:

@@ -44,6 +44,8 @@ _UNSUPPORTED_IF_SET = {
 }
 _FP8_RECIPES = {"delayed": "tensorwise", "tensorwise": "tensorwise", "mxfp8": "mxfp8", "blockwise": "blockwise"}
 _FALSE = {"False", "false", "None", ""}
+# --cp-comm-type (megatron/training/arguments.py: p2p, a2a, allgather or a2a+p2p, one for all layers or one a layer)
+_CP_COMM = {"p2p": "p2p", "a2a": "a2a", "allgather": "all_gather"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,6 +233,14 @@ def request_from_megatron(args: MegatronArgs, *, cluster_preset: str, gpus_per_n
     }
     if not model.get("num_experts"):
         layout.pop("ep"), layout.pop("expert_tp")
+    comm = a.text("cp_comm_type")
+    if comm is not None and cp > 1:
+        kinds = set(comm.strip("[]").replace(",", " ").replace("'", "").replace('"', "").split())
+        kind = kinds.pop() if len(kinds) == 1 else ""
+        if kind not in _CP_COMM:
+            raise a.error("cp_comm_type", f"must be one of {', '.join(_CP_COMM)}, the same for every layer (given "
+                          f"{comm!r}): the simulator runs one exchange, and a2a+p2p is not modelled")
+        layout["cp_comm"] = _CP_COMM[kind]
     a.text("bf16")
     fmt = a.text("fp8_format") or a.text("fp8")  # the log names it fp8
     if fmt is not None:

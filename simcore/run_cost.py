@@ -200,11 +200,13 @@ def _tp_crossing_ranks(scenario: Scenario) -> int:
 
 def _ring_per_layer(layout: Layout) -> tuple[int, int]:
     """Context parallelism's engine events and flows of one layer in a forward and a backward pass together
-    (simcore.cost.context_parallel: p2p's ring steps and sends, all_gather's exchanges and blocks; the backward
-    pass recomputes the forward or its attention first)."""
+    (simcore.cost.context_parallel: p2p's ring steps and sends, all_gather's exchanges and blocks, a2a's
+    all-to-alls around its kernel; the backward pass recomputes the forward or its attention first)."""
     cp = layout.cp
     if layout.cp_comm is CpComm.ALL_GATHER:
         forward, backward, attention = (5, 1), (6, 2), (3, 1)
+    elif layout.cp_comm is CpComm.A2A:  # compute, all-to-all, kernel, all-to-all, compute: each way
+        forward, backward, attention = (5, 2), (5, 2), (3, 2)
     else:  # the layer's compute around the attention (2), its steps, a send each but the forward's last
         forward, backward, attention = (2 + 2 * cp - 1, cp - 1), (2 + 2 * cp, cp), (2 * cp - 1, cp - 1)
     again = forward if layout.recompute is Recompute.FULL else attention if \

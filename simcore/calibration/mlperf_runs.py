@@ -15,9 +15,13 @@ what every run of that kind shares, the same way for every run:
   megatron_gpt_peft_tuning_config.yaml the same). Transformer Engine's fused (flash) attention everywhere.
 - the distributed optimizer (ZeRO 1) with the gradient reduction overlapped (config_common.sh:
   USE_DIST_OPTIMIZER, OVERLAP_GRAD_REDUCE) for the pretraining benchmarks; LoRA's few trained weights without.
+- context parallelism's exchange as the config's cp_comm_type gives it (`cp_comm`): the LoRA implementations of
+  v4.1's B200 preview and v5.0/v5.1 default it to a2a (megatron_gpt_peft_tuning_config.yaml `cp_comm_type:
+  ${oc.decode:${oc.env:CP_COMM_TYPE,'a2a'}}`), every other run leaves Megatron-Core's p2p.
 - FP8 as Transformer Engine's per-tensor scaling (`tensorwise`: delayed scaling in v3.1-v5.0, current scaling in
-  v5.1); NVFP4 as `nvfp4`. Attention in FP8 (`fp8_attention`) where the row says the config runs it
-  (fp8_dot_product_attention from FP8_DPA, not overridden by NVTE_DPA_FP8_RECIPE="F16").
+  v5.1); NVFP4 as `nvfp4`. Attention in FP8 (`fp8_attention`) where the row says the run had it
+  (fp8_dot_product_attention from FP8_DPA, not overridden by NVTE_DPA_FP8_RECIPE="F16", and not under context
+  parallelism on a Transformer Engine before v1.10: v4.0's Dockerfile builds v1.6rc2, whose CP attention is 16-bit).
 - LoRA's frozen base as FP8 weights (`fp8_params`) where the FP8 row says the implementation builds the model so
   (NeMo 1's fp8_params; v5.0/v5.1 custom_llama.py te.fp8_model_init); NVFP4 runs keep a 16-bit base.
 - NeMo's ASYM_PP_EMBED / ASYM_PP_LOSS (Llama 3.1 405B, 126 layers over PP x VP = 64 model chunks): the embedding
@@ -116,6 +120,8 @@ def request_for(run: dict[str, Any]) -> dict[str, Any]:
             layout["grad_reduce_dtype"] = lay["grad_reduce_dtype"]
         if lay.get("fp8_param_gather") and layout["precision"] == "fp8":
             layout["fp8_param_gather"] = True
+    if int(lay["cp"]) > 1 and lay.get("cp_comm"):  # the config's cp_comm_type (simcore/cost/context_parallel.py)
+        layout["cp_comm"] = lay["cp_comm"]
     if lay.get("fp8_attention"):  # the configs' FP8_DPA (simcore/cost/compute/fp8_attention.py)
         layout["fp8_attention"] = True
     if lora and lay.get("fp8_params") and layout["precision"] == "fp8":  # the frozen base built in FP8

@@ -19,9 +19,19 @@ attention core works on the rank's s/cp tokens alone; the core needs every earli
   are all-gathered before attention, then the rank's two query chunks run against the key prefix each needs (a
   bottom-right causal mask); backward all-gathers K and V again, runs both chunks' backward and reduce-scatters
   dK and dV.
+- `a2a` (AttnFuncWithCPAndQKVOA2A, "like Ulysses, applying A2A to QKVO", DeepSpeed-Ulysses, Jacobs et al. 2023;
+  Megatron-LM's --cp-comm-type a2a): an all-to-all over the CP group trades the rank's s/cp tokens of every head for
+  all s tokens of 1/cp of the heads (flash_attn_a2a_communicate, before_attn: Q, K and V one after another), one
+  fused kernel then attends the whole (causal) sequence with a/cp query and g/cp key/value heads, and a second
+  all-to-all returns the output to the sequence split (O). Backward: dO all-to-all, the kernel's backward, then
+  dQ, dK and dV all-to-all. Each all-to-all sends (cp-1)/cp of the rank's buffer; the compute stream waits for it
+  (the collectives run on cp_stream and the function ends with current_stream().wait_stream(cp_stream)). With
+  per-tensor FP8 attention Q, K, V (quantized before the exchange), O and dO travel as FP8 bytes (uint8), as do dQ,
+  dK and dV under delayed scaling (current scaling sends them in 16 bits: not told apart here, as for the ring).
 
 What each step exposes is what its attention block cannot hide: max(0, send - block). The engine runs the steps
-as events (simcore/engine/context_parallel.py); the sends are flows on the real links of the ring.
+as events (simcore/engine/context_parallel.py); the sends are flows on the real links of the ring, the all-to-alls
+flows between every pair of the CP group.
 """
 
 from __future__ import annotations
@@ -36,8 +46,8 @@ from simcore.domain.layout import CpComm, Layout, Recompute
 from simcore.domain.model import LayerType, ModelShape
 from topology.hardware import GpuSpec
 
-__all__ = ["AttentionRing", "CpPass", "Exchange", "RingStep", "Segment", "attention_ring", "kv_buffer_bytes",
-           "local_model", "pass_plans", "split_at_attention"]
+__all__ = ["AllToAll", "AttentionRing", "CpPass", "Exchange", "RingStep", "Segment", "attention_ring",
+           "kv_buffer_bytes", "local_model", "pass_plans", "split_at_attention"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +68,15 @@ class Exchange:
     size_bytes: float
 
 
-Segment = float | RingStep | Exchange  # a float: compute with no communication (s)
+@dataclass(frozen=True, slots=True)
+class AllToAll:
+    """An all-to-all over the context-parallel group that the compute stream waits for (a2a's Q/K/V, O, dO and
+    dQ/dK/dV exchanges): each rank's buffer of `size_bytes`, (cp-1)/cp of it sent to the other ranks."""
+
+    size_bytes: float
+
+
+Segment = float | RingStep | Exchange | AllToAll  # a float: compute with no communication (s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +128,7 @@ class CpPass:
 
 
 def _compute(segments: tuple[Segment, ...]) -> float:
-    return sum(s if isinstance(s, float) else s.compute_s for s in segments if not isinstance(s, Exchange))
+    return sum(s if isinstance(s, float) else s.compute_s for s in segments if isinstance(s, float | RingStep))
 
 
 def _sent(segments: tuple[Segment, ...]) -> float:
@@ -141,7 +159,7 @@ def kv_block_bytes(model: ModelShape, layout: Layout) -> float:
 def attention_ring(model: ModelShape, layer: LayerType, layout: Layout, gpu: GpuSpec,
                    params: CostParameters) -> AttentionRing:
     """The attention core of one layer on context-parallel rank 0 (every rank does the same work): its blocks and
-    sends (p2p) or its blocks and collectives (all_gather)."""
+    sends (p2p), its blocks and collectives (all_gather), or its kernel between all-to-alls (a2a)."""
     b, cp = layout.microbatch_size, layout.cp
     a, g, d = model.num_attention_heads / layout.tp, max(model.num_kv_heads / layout.tp, 1.0), model.head_dim
     c = model.seq_length / (2 * cp)
@@ -151,6 +169,15 @@ def attention_ring(model: ModelShape, layer: LayerType, layout: Layout, gpu: Gpu
         op = fp8_flash(flash_attention_op("flash_attention", b, a, g, d, s_q, s_kv, computed), layout)
         return ops_time((op,), gpu, params), ops_time((op.backward(),), gpu, params)
 
+    if layout.cp_comm is CpComm.A2A:
+        # the whole sequence (2cp chunks of c) for a/cp query and g/cp key/value heads (the validated split)
+        op = fp8_flash(flash_attention_op("flash_attention", b, a / cp, g / cp, d, 2 * cp * c, 2 * cp * c,
+                                          0.5 if layer.causal else 1.0), layout)
+        forward_s, backward_s = ops_time((op,), gpu, params), ops_time((op.backward(),), gpu, params)
+        q = b * (model.seq_length / cp) * a * d * ring_element_bytes(layout)  # the rank's Q (and O, dO, dQ)
+        qkv = q + kv
+        return AttentionRing(forward=(AllToAll(qkv), RingStep(forward_s, 0.0), AllToAll(q)),
+                             backward=(AllToAll(q), RingStep(backward_s, 0.0), AllToAll(qkv)))
     if layout.cp_comm is CpComm.ALL_GATHER:
         # Chunk r = 0 runs against keys [0, c), chunk 2cp-1 against all 2cp*c keys, causal from the bottom right
         # (a c x n block keeps c*n - c*c/2 pairs); without a mask each chunk sees all keys.
@@ -194,10 +221,15 @@ def pass_plans(ring: AttentionRing, pre: tuple[float, float], post: tuple[float,
 def kv_buffer_bytes(model: ModelShape, layout: Layout) -> float:
     """Transient bytes of K/V in flight while one layer's attention runs (per GPU): p2p's forward keeps every
     step's received block until the layer's output is corrected (cp blocks), its backward two double buffers of
-    K/V and dK/dV (4 blocks); all_gather holds the gathered K/V, and in backward dK/dV of the whole sequence too."""
+    K/V and dK/dV (4 blocks); all_gather holds the gathered K/V, and in backward dK/dV of the whole sequence too;
+    a2a the reordered copies of the rank's Q, K and V beside them (the all-to-all's input and output)."""
     if layout.cp == 1:
         return 0.0
     kv = kv_block_bytes(model, layout)
+    if layout.cp_comm is CpComm.A2A:
+        q = layout.microbatch_size * (model.seq_length / layout.cp) * model.num_attention_heads / layout.tp \
+            * model.head_dim * ring_element_bytes(layout)
+        return 2.0 * (q + kv)
     if layout.cp_comm is CpComm.ALL_GATHER:
         return 2.0 * layout.cp * kv
     return max(layout.cp, 4) * kv

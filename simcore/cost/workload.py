@@ -371,7 +371,12 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
     fp16 = layout.precision is Precision.FP16
     optimizer = tuple(optimizer_step_s(n, gpu, params, fp16) for n in updated)
     recipe = layout.fp8
-    if recipe is not None:
+    # A frozen base built as FP8 tensors (`fp8_params`) is never quantized again: Transformer Engine takes a weight
+    # that is already a QuantizedTensor as it is (TransformerEngine @d0067d0 transformer_engine/pytorch/module/
+    # base.py quantize_weight, "Already-quantized weight (primary FP8 parameters)": update_usage only), and the
+    # transpose Hopper's dgrad needs is made once and stays valid while the weight does not change (tensor/storage/
+    # float8_tensor_storage.py update_usage -> _create_transpose; Blackwell needs none: is_non_tn_fp8_gemm_supported).
+    if recipe is not None and not layout.fp8_params:
         # FP8: each rank quantizes its GEMM weights once per iteration (cached over the microbatches).
         counts = [[k for c in chunks if c.rank == r for k in c.layer_counts] for r in range(p)]
         # (not the BF16 layers': they have no FP8 or FP4 copy)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from simcore.domain.bf16_layers import validate_model_precision
+from simcore.domain.context_parallel import CpComm, validate_context_parallel
 from simcore.domain.fp8_params import validate_fp8_param_gather
 from simcore.domain.grad_reduce import (
     GRAD_REDUCE_BYTES,
@@ -56,13 +57,6 @@ class ElementwiseKernels(StrEnum):
 
     FUSED = "fused"  # one kernel each: Transformer Engine's fused kernels, or what torch.compile generates
     EAGER = "eager"  # PyTorch eager: every elementwise op of the model's Python code is its own kernel
-
-
-class CpComm(StrEnum):
-    """How context-parallel ranks exchange keys and values (simcore/cost/context_parallel.py)."""
-
-    P2P = "p2p"  # Megatron-Core / Transformer Engine's ring: K/V blocks passed to the next rank, under attention
-    ALL_GATHER = "all_gather"  # Llama 3: K/V all-gathered before attention, their gradients reduce-scattered
 
 
 class ZeroImplementation(StrEnum):
@@ -263,26 +257,6 @@ def gpu_product(layout: Layout) -> str:
     """The GPU count a layout asks for, written out: "dp*tp*pp = 2*8*8 = 128" (with cp when cp > 1)."""
     names = ("dp", "tp", "pp", "cp") if layout.cp > 1 else ("dp", "tp", "pp")
     return f"{'*'.join(names)} = {'*'.join(str(getattr(layout, n)) for n in names)} = {layout.num_gpus}"
-
-
-def validate_context_parallel(layout: Layout, model: ModelShape) -> None:
-    """Context parallelism's rules (Megatron-Core and Transformer Engine's): the sequence splits into 2*cp equal
-    chunks (each rank takes chunks r and 2cp-1-r, which balances causal attention); the ring runs fused
-    attention kernels; encoder-decoder models are not split (Megatron-Core supports CP for GPT models only)."""
-    cp = layout.cp
-    if cp == 1:
-        return
-    if model.encoder_decoder:
-        raise SpecError("layout.cp", "context parallelism (cp > 1) is not supported for encoder_decoder models "
-                        "(Megatron-Core splits only decoder-only and encoder-only sequences)")
-    if model.seq_length % (2 * cp):
-        raise SpecError("layout.cp", f"seq_length ({model.seq_length}) must be divisible by 2*cp = {2 * cp} "
-                        "(each rank holds two of 2*cp equal chunks, for causal load balancing)")
-    if model.attention.value != "flash":
-        raise SpecError("layout.cp", "context parallelism needs model.attention flash (Transformer Engine runs "
-                        "the ring's attention blocks with fused attention kernels)")
-    if layout.sequence_parallel and (model.seq_length // cp) % layout.tp:
-        raise SpecError("layout.sequence_parallel", f"needs tp to divide seq_length / cp ({model.seq_length // cp})")
 
 
 def validate_precision(layout: Layout, gpu: GpuSpec) -> None:

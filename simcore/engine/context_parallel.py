@@ -1,12 +1,12 @@
 """Context parallelism's passes as events: each layer's attention ring steps, their K/V sends as flows on the ring's
-links, and all_gather's collectives on the context-parallel groups.
+links, all_gather's collectives and a2a's all-to-alls on the context-parallel groups.
 
 A pass of a model chunk with cp > 1 runs its segments (simcore/cost/context_parallel.py) in order: compute is a
 timer; a ring step starts its send on the flow network, computes its attention block, and waits for the send
-(what the block could not hide is the step's exposed `cp_comm`); an exchange (all_gather) is a collective the
-compute stream waits for entirely. In representative fidelity a send carries the flows of every context-parallel
-rank, tensor rank and data-parallel replica of the pipeline rank (they run the same step at the same time), so
-link sharing counts every real flow; in full fidelity each replica sends its own.
+(what the block could not hide is the step's exposed `cp_comm`); an exchange (all_gather) or an all-to-all (a2a)
+is communication the compute stream waits for entirely. In representative fidelity a send carries the flows of
+every context-parallel rank, tensor rank and data-parallel replica of the pipeline rank (they run the same step at
+the same time), so link sharing counts every real flow; in full fidelity each replica sends its own.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 from simcore.cost.comm.collectives import Collective, CollectiveModel, ring_factor
 from simcore.cost.comm.patterns import FlowPattern
-from simcore.cost.context_parallel import CpPass, RingStep
+from simcore.cost.context_parallel import AllToAll, CpPass, RingStep
+from simcore.cost.moe import all_to_all_pattern
 from simcore.domain.placement import Placement
 from simcore.engine.clock import Clock, Event, Process, Signal
 from simcore.engine.flows import FlowNetwork
@@ -58,6 +59,7 @@ class ContextRing:
         self.rec = recorder
         self._sends: dict[tuple[int, int], FlowPattern] = {}
         self._phases: dict[tuple[Collective, int, int, float], tuple[FlowPattern, ...]] = {}
+        self._all_to_all: dict[tuple[int, int], FlowPattern] = {}
 
     def _replicas(self, replica: int) -> list[int]:
         return list(range(self.placement.dp)) if self.representative else [replica]
@@ -77,6 +79,17 @@ class ContextRing:
             found = self._phases[key] = self.collectives.context_parallel_phases(
                 kind, self.placement, rank, self._replicas(replica), size)
         return found
+
+    def _all_to_all_pattern(self, replica: int, rank: int) -> tuple[FlowPattern, ...]:
+        """An all-to-all on the context-parallel groups of pipeline rank `rank` (every tensor rank of each replica
+        at once; MoE's all-to-all pattern: one send to every peer, all in flight together)."""
+        key = (replica, rank)
+        found = self._all_to_all.get(key)
+        if found is None:
+            placement = self.placement
+            groups = [placement.cp_group(d, t, rank) for d in self._replicas(replica) for t in range(placement.tp)]
+            found = self._all_to_all[key] = all_to_all_pattern(self.collectives, groups)
+        return (found,)
 
     def _transfer(self, patterns: tuple[FlowPattern, ...], size: float) -> _Done:
         """Run `patterns` one after another on `size` units; the signal fires when the last ends."""
@@ -124,6 +137,11 @@ class ContextRing:
                     self.clock.events += 1
                     yield segment.compute_s
                     name = f"kv send L{layer}"
+                elif isinstance(segment, AllToAll):  # a2a's exchange of Q/K/V, O or their gradients, waited for
+                    done = self._transfer(self._all_to_all_pattern(replica, rank), segment.size_bytes)
+                    cp = self.placement.cp
+                    totals.bytes += (cp - 1) / cp * segment.size_bytes
+                    name = f"all-to-all L{layer}"
                 else:  # an exchange: all_gather's collective, waited for entirely
                     done = self._transfer(self._exchange_phases(segment.kind, replica, rank, segment.size_bytes),
                                           segment.size_bytes)

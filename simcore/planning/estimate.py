@@ -26,7 +26,7 @@ from simcore.cost.comm.collectives import Collective, CollectiveAlgorithm, nccl_
 from simcore.cost.comm.grad_buckets import gradient_buckets
 from simcore.cost.compute.kernels import BYTES
 from simcore.cost.compute.optimizer import optimizer_step_s
-from simcore.cost.context_parallel import AttentionRing, Exchange, RingStep, Segment, local_model
+from simcore.cost.context_parallel import AllToAll, AttentionRing, Exchange, RingStep, Segment, local_model
 from simcore.cost.parameters import FITTED, CostParameters
 from simcore.cost.partition import StageCosts, partition, stage_costs
 from simcore.cost.workload import layer_kernels
@@ -214,12 +214,13 @@ class Estimator:
         cannot hide and all it sends, the embedding's and the logits' compute (cached). The kernels are the engine's
         (simcore.cost.workload.layer_kernels): MoE, MLA and FP8 kernels where the layout has them, and with
         context parallelism the rank's s/cp tokens with the attention core as its ring's blocks."""
-        # A p2p ring step goes at its slowest hop's rate: one NIC's share once the ring leaves the node; all_gather's
-        # collectives at the group's (_bandwidth).
+        # A p2p ring step goes at its slowest hop's rate: one NIC's share once the ring leaves the node, and so does
+        # a2a's all-to-all (most of a rank's buffer then crosses its NIC); all_gather's collectives at the group's
+        # (_bandwidth).
         cp_bandwidth = 0.0
         if layout.cp > 1:
             cp_bandwidth = self._bandwidth(layout, "cp")
-            if layout.cp_comm is CpComm.P2P and self._leaves_node(layout, "cp"):
+            if layout.cp_comm is not CpComm.ALL_GATHER and self._leaves_node(layout, "cp"):
                 cp_bandwidth = self.network_bytes_per_s
         key = (layout.microbatch_size, layout.tp, layout.sequence_parallel, layout.recompute, layout.cp,
                layout.cp_comm, layout.fp8, layout.ep, layout.expert_tp, cp_bandwidth)
@@ -246,7 +247,8 @@ class Estimator:
 
     def _ring_exposed(self, ring: AttentionRing, layout: Layout, bandwidth: float) -> tuple[float, float]:
         """What one layer's context-parallel exchange adds to its compute (each ring step's send beyond its
-        attention block (p2p), or all_gather's collectives whole) and the seconds of all it sends, at `bandwidth`;
+        attention block (p2p), all_gather's collectives or a2a's all-to-alls whole) and the seconds of all it sends,
+        at `bandwidth`;
         recomputation runs the forward ring again."""
 
         def exposed(segments: tuple[Segment, ...]) -> tuple[float, float]:
@@ -258,6 +260,10 @@ class Estimator:
                     sent += send
                 elif isinstance(segment, Exchange):
                     send = ring_factor(segment.kind, layout.cp) * segment.size_bytes / bandwidth
+                    seconds += send
+                    sent += send
+                elif isinstance(segment, AllToAll):  # a2a: (cp-1)/cp of the buffer, waited for
+                    send = (layout.cp - 1) / layout.cp * segment.size_bytes / bandwidth
                     seconds += send
                     sent += send
             return seconds, sent

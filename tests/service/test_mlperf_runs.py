@@ -68,6 +68,20 @@ def test_nvl72_runs_are_trays_in_rack_domains_with_the_configs_data_parallel_dty
     assert "nvlink_domain_gpus" not in request_for(by_id["v5.0-llama31_405b-eos-dfw_n64"])["cluster"]
 
 
+def test_context_parallel_exchange_and_fp8_attention_as_the_runs_had_them() -> None:
+    """The LoRA configs of v5.x default cp_comm_type to a2a; the others leave Megatron-Core's p2p. v4.0's LoRA
+    implementation builds Transformer Engine v1.6rc2, whose context-parallel attention is 16-bit, so its CP runs
+    have no FP8 attention although FP8_DPA=1; its one-node run (no CP) keeps it."""
+    by_id = {r["id"]: r for r in runs()}
+    for name in ("v5.0-llama2_70b_lora-tyche_ngpu72", "v5.1-llama2_70b_lora-theia_ngpu512"):
+        assert request_for(by_id[name])["layout"]["cp_comm"] == "a2a"
+    assert request_for(by_id["v5.1-llama31_8b-tyche_ngpu512"])["layout"]["cp_comm"] == "p2p"
+    assert "cp_comm" not in request_for(by_id["v5.0-llama2_70b_lora-tyche_ngpu8"])["layout"]  # cp 1
+    assert by_id["v4.0-llama2_70b_lora-eos_n8"]["layout"]["fp8_attention"] is False
+    assert by_id["v4.0-llama2_70b_lora-eos"]["layout"]["fp8_attention"] is True
+    assert by_id["v5.1-llama2_70b_lora-tyche_ngpu72"]["layout"]["fp8_attention"] is True
+
+
 def test_validate_prints_the_mlperf_table_and_the_docs_carry_it() -> None:
     report = run_mlperf_validation()
     assert report["refused"] == [] and len(report["cases"]) == len(runs())

@@ -8,12 +8,14 @@ context_parallel.py AttnFuncWithCPAndKVP2P).
   quantizer), and the four of the backward, dP = dO V^T, dV = P^T dO, dQ = dS K and dK = dS^T Q (dO in FP8, E5M2
   in the HYBRID format; dS quantized inside the kernel with the dP quantizer). The softmax, its running max and
   sum and the output rescaling stay in fp32 inside the kernel; the 16-bit tensors around it are unchanged.
-- Rate. The kernel keeps the 16-bit fused kernel's efficiency (kernels.FLASH_RELATIVE_EFFICIENCY of a GEMM's)
-  against the 16-bit peak times the measured FP8-over-BF16 GEMM ceiling ratio of its generation
-  (gemm_ceilings.FP8_OVER_BF16_CEILING, ../shared/reference/gemm-ceilings.json: 1,535 / 828.6 = 1.853 on Hopper
-  from GH200, 3,432.5 / 1,745 = 1.967 on Blackwell from B200): the same tensor cores running the same products on
-  FP8 operands. A large kernel approaches that factor; the fixed ramp time (the fitted half-time) keeps a small
-  one below it. The kernel reads and writes 1-byte Q, K, V and O (MXFP8: plus one scale a 32 elements).
+- Rate. Where cuDNN's FP8 attention was measured (H100/H200, B200, GB200, GB300/B300) a large kernel runs at the
+  measured rate, forward and backward apart (simcore/cost/compute/attention_kernels.py: the softmax does not get
+  faster in FP8, so the kernel gains far less than a GEMM). Elsewhere it keeps the 16-bit fused kernel's efficiency
+  (kernels.FLASH_RELATIVE_EFFICIENCY of a GEMM's) against the 16-bit peak times the measured FP8-over-BF16 GEMM
+  ceiling ratio of its generation (gemm_ceilings.FP8_OVER_BF16_CEILING, ../shared/reference/gemm-ceilings.json:
+  1,535 / 828.6 = 1.853 on Hopper from GH200, 3,432.5 / 1,745 = 1.967 on Blackwell from B200). Either way the fixed
+  ramp time (the fitted half-time) keeps a small kernel below the large-kernel rate. The kernel reads and writes
+  1-byte Q, K, V and O (MXFP8: plus one scale a 32 elements).
 - Added kernels. Q, K and V are quantized before the kernel (combine_and_quantize: read 2 bytes, write 1) and O is
   dequantized after it for the output projection (read 1, write 2); backward quantizes dO and dequantizes dQ, dK
   and dV: 3 bytes an element of Q, K, V and O each way (`fp8_attention_cast`). With per-tensor delayed scaling
@@ -23,8 +25,8 @@ context_parallel.py AttnFuncWithCPAndKVP2P).
   (delayed scaling; MXFP8 keeps it 16-bit) and the projection its own FP8 copy of its input, about the 2 bytes the
   memory model counts for it (simcore/cost/memory.py counts FP8 GEMM inputs at 16 bits).
 - Context parallelism. With per-tensor scaling the p2p ring sends K/V, and in backward K/V and dK/dV, as FP8 bytes
-  (uint8 communication buffers); with MXFP8 the ring stays 16-bit (its CP path keeps Q, K, V in the nominal
-  dtype and quantizes per step).
+  (uint8 communication buffers), and a2a exchanges Q, K, V, O and their gradients so; with MXFP8 they stay 16-bit
+  (its CP path keeps Q, K, V in the nominal dtype and quantizes per step).
 The scaling the attention uses: per-tensor for fp8 (tensorwise, blockwise) and nvfp4 (NVIDIA's NVFP4 configs set
 NVTE_DPA_FP8_RECIPE=DelayedScaling for attention), microscaling for mxfp8.
 """

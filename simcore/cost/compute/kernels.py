@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
+from simcore.cost.compute.attention_kernels import fp8_attention_efficiency
 from simcore.cost.compute.fp8 import OPERAND_BYTES, QUANTIZE_BYTES, fp8_gemm_efficiency, scale_update_bytes
 from simcore.cost.compute.gemm_ceilings import ceiling_fraction, fp8_over_bf16_ceiling, large_gemm_efficiency
 from simcore.cost.compute.gemm_shape import MAIN_GRAD_BYTES, Product, gradient_products, stream_ramps, tiled_compute_s
@@ -77,16 +78,18 @@ class Op:
     fused_host: bool = False  # issued inside the preceding kernel's framework call: no host time of its own
     # by a frozen weight (LoRA, simcore/cost/compute/lora.py): its backward is the input gradient only
     frozen: bool = False
+    backward_pass: bool = False  # a backward kernel (what `backward()` returns)
 
     def backward(self) -> Op:
         if self.frozen:  # dX = dY W^T alone: the forward's FLOPs, one product of its own shape, no weight gradient
             shape = gradient_products(self.shape)[0] if self.shape is not None else None
             return Op(self.name + "_bwd", self.kind, self.flops, self.bytes, fp8=self.fp8, fp4=self.fp4,
-                      host_s=self.host_s, shape=shape, group=self.group, fused_host=self.fused_host, frozen=True)
+                      host_s=self.host_s, shape=shape, group=self.group, fused_host=self.fused_host, frozen=True,
+                      backward_pass=True)
         factor = FLASH_BACKWARD_FACTOR if self.kind is OpKind.FLASH else 2.0
         return Op(self.name + "_bwd", self.kind, self.flops * factor, self.bytes * self.backward_bytes,
                   fp8=self.fp8, fp4=self.fp4, host_s=self.host_s, shape=self.shape, gradient=self.shape is not None,
-                  weight=self.weight, group=self.group, fused_host=self.fused_host)
+                  weight=self.weight, group=self.group, fused_host=self.fused_host, backward_pass=True)
 
 
 # Backward traffic over forward traffic of the memory-bound kernels, from what each kernel reads and writes:
@@ -304,7 +307,7 @@ def _model_op_time(op: Op, gpu: GpuSpec, params: CostParameters) -> float:
     ramps = stream_ramps(op.group)
     half_flops = ramps * peak * peak_efficiency * params.gemm_half_time_s(generation)
     efficiency = peak_efficiency * op.flops / (op.flops + half_flops)
-    if op.kind is OpKind.FLASH:
+    if op.kind is OpKind.FLASH and not _measured_fp8_attention(op, gpu):
         efficiency *= FLASH_RELATIVE_EFFICIENCY
     compute_s = op.flops / (peak * efficiency) if op.flops > 0 else 0.0
     return max(compute_s, memory_s) + ramps * KERNEL_OVERHEAD_S
@@ -315,7 +318,11 @@ def _gemm_peak(op: Op, gpu: GpuSpec, params: CostParameters) -> tuple[float, flo
     dtype's ceiling), and the generation whose fitted parameters apply."""
     generation = FITTED_GENERATION.get(gpu.generation, gpu.generation)
     efficiency = large_gemm_efficiency(params.gemm_efficiency(generation), gpu, generation)
-    if op.kind is OpKind.FLASH and op.fp8:  # FP8 attention: the 16-bit kernel's rate x the FP8/BF16 GEMM ceilings
+    if op.kind is OpKind.FLASH and op.fp8:
+        measured = fp8_attention_efficiency(gpu, op.backward_pass)  # FP8 attention where measured (attention_kernels)
+        if measured is not None:
+            return gpu.peak_fp8_flops_per_s, measured, generation
+        # elsewhere the 16-bit kernel's rate x the FP8/BF16 GEMM ceilings
         return gpu.peak_flops_per_s * fp8_over_bf16_ceiling(gpu), efficiency, generation
     if op.fp8 or op.fp4:
         fp8 = fp8_gemm_efficiency(efficiency)
@@ -326,6 +333,12 @@ def _gemm_peak(op: Op, gpu: GpuSpec, params: CostParameters) -> tuple[float, flo
         fp4, ceiling = fp4_gemm_efficiency(fp8), fp4_ceiling_fraction(gpu)
         return gpu.peak_fp4_flops_per_s, fp4 if ceiling is None else min(fp4, ceiling), generation
     return gpu.peak_flops_per_s, efficiency, generation
+
+
+def _measured_fp8_attention(op: Op, gpu: GpuSpec) -> bool:
+    """An FP8 attention kernel on a GPU where its rate was measured: that rate is the kernel's own (no
+    FLASH_RELATIVE_EFFICIENCY on top of it)."""
+    return op.fp8 and fp8_attention_efficiency(gpu, op.backward_pass) is not None
 
 
 def gemm_dtype(op: Op) -> str:
