@@ -20,8 +20,9 @@ gradient reductions, with the defaults read from the frameworks' sources (the `f
   sub-modules' hooks again and re-gathers; a parameter is kept if it is used again within
   stage3_max_reuse_distance (1e9) elements; gradients reduce-scattered coalesced in buckets of
   reduce_bucket_size (5e8) elements. The coalesced reduce-scatter is built on the host, rank by rank
-  (runtime/comm/coalesced_collectives.py, reduce_scatter_coalesced, @v0.8.3 f1e4fb0b8 through v0.9.5 fc9e1ee0,
-  the releases of the ZeRO++ evaluation's time): a Python slice per rank of every gradient in the bucket (then,
+  (runtime/comm/coalesced_collectives.py, reduce_scatter_coalesced: @v0.8.3 f1e4fb0b8 and v0.9.5 fc9e1ee0, the
+  releases of the ZeRO++ evaluation's time, and unchanged @edaa7221 of 2025): a Python slice per rank of every
+  gradient in the bucket (then,
   unless the bucket is one gradient the group divides, an interleave of those slices into one torch.cat), and
   torch.chunk's view per rank of the flat buffer: one eager op per rank per gradient, one more per rank, at
   HOST_DISPATCH_S each (the interleave's appends and the cat's per-input work taken within that floor).
