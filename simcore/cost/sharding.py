@@ -22,10 +22,10 @@ gradient reductions, with the defaults read from the frameworks' sources (the `f
   reduce_bucket_size (5e8) elements. The coalesced reduce-scatter is built on the host, rank by rank
   (runtime/comm/coalesced_collectives.py, reduce_scatter_coalesced: @v0.8.3 f1e4fb0b8 and v0.9.5 fc9e1ee0, the
   releases of the ZeRO++ evaluation's time, and unchanged @edaa7221 of 2025): a Python slice per rank of every
-  gradient in the bucket (then,
-  unless the bucket is one gradient the group divides, an interleave of those slices into one torch.cat), and
-  torch.chunk's view per rank of the flat buffer: one eager op per rank per gradient, one more per rank, at
-  HOST_DISPATCH_S each (the interleave's appends and the cat's per-input work taken within that floor).
+  gradient in the bucket (then, unless the bucket is one gradient the group divides, an interleave of those
+  slices into one torch.cat), and torch.chunk's view per rank of the flat buffer: one eager op per rank per
+  gradient, one more per rank, at HOST_DISPATCH_S each (the interleave's appends and the cat's per-input work
+  taken within that floor).
 - deepspeed_2021 (DeepSpeed v0.3-v0.4; tag v0.4.0, commit 2d302d6a, stage3.py and partition_parameters.py): one
   all-gather per parameter (`_allgather_param`), each preceded by a device-wide torch.cuda.synchronize(); after a
   sub-module's fetch `_synchronize_communication` waits for the handles, the comm stream and the device; the
