@@ -35,5 +35,6 @@ it imports its siblings as this package (`from bench.generated import ...`) in b
 - search_speed.py: simulated search candidates per minute.
 - speed_1t.py: wall time, CPU time and event count of the 1T GPT on 3072 A100s.
 - startup.py: whole-process speed of the command line.
+- zero3_bounds.py: how far DeepSpeed's gather schedule can explain the ZeRO++ sweep's ZeRO-3 rows.
 - zero_bubble.py: the Zero Bubble paper's setups against the simulated per-stage times.
 """

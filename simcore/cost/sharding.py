@@ -19,7 +19,13 @@ gradient reductions, with the defaults read from the frameworks' sources (the `f
   stage3_param_persistence_threshold (1e5) elements stay gathered; the recomputed forward fires the
   sub-modules' hooks again and re-gathers; a parameter is kept if it is used again within
   stage3_max_reuse_distance (1e9) elements; gradients reduce-scattered coalesced in buckets of
-  reduce_bucket_size (5e8) elements.
+  reduce_bucket_size (5e8) elements. The coalesced reduce-scatter is built on the host, rank by rank
+  (runtime/comm/coalesced_collectives.py, reduce_scatter_coalesced: @v0.8.3 f1e4fb0b8 and v0.9.5 fc9e1ee0, the
+  releases of the ZeRO++ evaluation's time, and unchanged @edaa7221 of 2025): a Python slice per rank of every
+  gradient in the bucket (then, unless the bucket is one gradient the group divides, an interleave of those
+  slices into one torch.cat), and torch.chunk's view per rank of the flat buffer: one eager op per rank per
+  gradient, one more per rank, at HOST_DISPATCH_S each (the interleave's appends and the cat's per-input work
+  taken within that floor).
 - deepspeed_2021 (DeepSpeed v0.3-v0.4; tag v0.4.0, commit 2d302d6a, stage3.py and partition_parameters.py): one
   all-gather per parameter (`_allgather_param`), each preceded by a device-wide torch.cuda.synchronize(); after a
   sub-module's fetch `_synchronize_communication` waits for the handles, the comm stream and the device; the
@@ -35,6 +41,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from simcore.cost.parameters import HOST_DISPATCH_S
 from simcore.cost.workload import Workload
 from simcore.domain.layout import Layout, ZeroImplementation
 from simcore.domain.model import LayerType, ModelShape
@@ -68,6 +75,15 @@ class ShardingPolicy:
     host_ops_per_rank: int  # host ops per rank of a list collective (a narrow view, a copy)
     host_op_s: float  # host time of one such op
     reduce_bucket_elements: int  # gradients reduce when a bucket this large overflows (0: per unit)
+    host_built_reduce: bool = False  # a coalesced reduce-scatter is built on the host rank by rank (reduce_host_s)
+
+    def reduce_host_s(self, gradients: list[int], ranks: int) -> float:
+        """Host time to build one coalesced reduce-scatter of `gradients` (elements each) over `ranks` ranks
+        (DeepSpeed 2023, the module docstring): per rank, a slice of each gradient and a view of the flat buffer;
+        0 for the policies that build none."""
+        if not self.host_built_reduce or ranks < 2:
+            return 0.0
+        return ranks * (len(gradients) + 1) * HOST_DISPATCH_S
 
 
 POLICIES: dict[ZeroImplementation, ShardingPolicy] = {
@@ -80,7 +96,7 @@ POLICIES: dict[ZeroImplementation, ShardingPolicy] = {
         per_submodule=True, per_parameter=False, forward_depth=2, backward_depth=2, prefetch_elements=50_000_000,
         persistence_threshold=100_000, reuse_distance_elements=1_000_000_000, regather_on_recompute=True,
         device_sync=False, prefetch_when_idle=False, list_collectives=False, host_ops_per_rank=0, host_op_s=0.0,
-        reduce_bucket_elements=500_000_000),
+        reduce_bucket_elements=500_000_000, host_built_reduce=True),
     ZeroImplementation.DEEPSPEED_2021: ShardingPolicy(
         per_submodule=True, per_parameter=True, forward_depth=1, backward_depth=1, prefetch_elements=50_000_000,
         persistence_threshold=100_000, reuse_distance_elements=1_000_000_000, regather_on_recompute=True,

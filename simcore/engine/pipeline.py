@@ -219,7 +219,7 @@ class Engine:
                 gates = sync.pass_gates(replica, rank, ps, cost.layers, reduced[vs], record)
             plan = cost.cp_forward if forward else cost.cp_backward
             if self.sharded:  # sub-module by sub-module, behind their gathers and synchronisations
-                yield from self.sharded.run(replica, rank, ps, cost, record, track)
+                yield from self.sharded.run(replica, rank, ps, cost, record, track, gpu, share)
             elif gates:  # the pass runs slice by slice, each behind its parameter gather
                 if plan is None:
                     slowed = yield from self._gated_pass(gates, duration, t, track, ps,

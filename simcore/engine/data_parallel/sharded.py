@@ -15,11 +15,13 @@ For each visit, in order:
    `host_ops_per_rank` ops per rank of the group (DeepSpeed's `narrow` per rank, ProcessGroupNCCL's copy of each
    rank's part) at HOST_DISPATCH_S each, during which the compute stream has nothing to run; on the GPU the
    copies follow the NCCL kernel, one kernel (KERNEL_OVERHEAD_S at least) per rank.
-4. Compute: the visit's share of the pass.
+4. Compute: the visit's share of the pass (under interference, when the engine models it, beside the gathers
+   and reductions in flight).
 5. Gradients (backward visits): each parameter's gradient goes into the reduce bucket; when the next one would
-   overflow it, the bucket is reduce-scattered: deepspeed one coalesced collective; deepspeed_2021 one per
-   parameter, each list-based (the host flattens the per-rank inputs: the same host ops per rank), issued by the
-   host one after another while the compute runs. The end of the backward pass reduces what is left and waits
+   overflow it, the bucket is reduce-scattered: deepspeed one coalesced collective, which the host first builds
+   rank by rank (ShardingPolicy.reduce_host_s); deepspeed_2021 one per parameter, each list-based (the host
+   flattens the per-rank inputs: the same host ops per rank), issued by the host one after another while the
+   compute runs. The end of the backward pass reduces what is left and waits
    for every reduction (DeepSpeed's epilogue synchronises the reduction stream).
 The host cannot launch the next visit before it has issued the reductions; the time the compute stream waits,
 for gathers, the device or the host's issuing, is `dp_comm`.
@@ -35,6 +37,7 @@ from simcore.cost.sharding import ShardingPolicy, Unit, Visit, pass_visits
 from simcore.cost.workload import ChunkCost
 from simcore.domain.schedules import BACKWARD, Pass
 from simcore.engine.clock import Clock, Event, Process
+from simcore.engine.compute import ComputeStream
 from simcore.engine.data_parallel.dp_sync import GradientSync
 from simcore.engine.data_parallel.streams import READY, Job
 from simcore.engine.recorder import Category, RankRecord, Recorder
@@ -98,7 +101,8 @@ class ShardedPasses:
         after another (each once the host has done its per-rank ops)."""
         sizes = elements if self.policy.per_parameter else [sum(elements)]
         stream = self.sync.stream(replica, rank, "gather", record)  # one process group: one NCCL stream
-        when = max(self.clock.now, st.host_free_s)
+        # (deepspeed: the host first builds the coalesced collective rank by rank, ShardingPolicy.reduce_host_s)
+        when = max(self.clock.now, st.host_free_s) + self.policy.reduce_host_s(elements, self.dp)
         for size in sizes:
             when += self.host_s
             end = Event(self.clock)
@@ -109,8 +113,10 @@ class ShardedPasses:
         st.host_free_s = when
 
     # -- a pass ------------------------------------------------------------------------------------------------
-    def run(self, replica: int, rank: int, ps: Pass, cost: ChunkCost, record: RankRecord, track: str) -> Process:
-        """Run one pass's visits (a process); waits are added to the record's `dp_comm`."""
+    def run(self, replica: int, rank: int, ps: Pass, cost: ChunkCost, record: RankRecord, track: str,
+            gpu: ComputeStream | None = None, share: float = 0.0) -> Process:
+        """Run one pass's visits (a process); waits are added to the record's `dp_comm`. With `gpu` (interference
+        modelled) each visit's compute runs on it, `share` of it slowed by the collectives in flight."""
         st = self._states.setdefault((replica, rank), _RankState())
         forward, backward = self.visits(cost)
         visits = backward if ps.direction == BACKWARD else forward
@@ -130,7 +136,10 @@ class ShardedPasses:
             if visit.backward:
                 self._collect(replica, rank, units[visit.unit], record, st)
             self.clock.events += 1
-            yield visit.compute_s
+            if gpu is None:
+                yield visit.compute_s
+            else:  # the gathers and reductions in flight take SMs and HBM from it (interference.py)
+                yield gpu.run(visit.compute_s, share, cost.gemm_fraction)
             self.rec.span(track, f"{'bwd' if visit.backward else 'fwd'} mb{ps.microbatch} unit {visit.unit}",
                           Category.COMPUTE, start, self.clock.now)
             if not visit.keep:

@@ -1,5 +1,5 @@
 """`zero_implementation` deepspeed and deepspeed_2021: sub-module units, per-parameter list collectives with
-device-wide synchronisations (2021), coalesced ones (today), as events."""
+device-wide synchronisations (2021), coalesced ones built rank by rank on the host (2023), as events."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from collections import Counter
 
 import pytest
 
+from simcore.cost.parameters import FITTED, HOST_DISPATCH_S
 from simcore.cost.sharding import (
     HOST_OP_2021_S,
     POLICIES,
@@ -107,20 +108,54 @@ def test_megatron_and_fsdp_do_not_take_the_sub_module_path() -> None:
         assert collectives(outcome(impl))["all-gather param"] == 2 * 2 * 2  # a gather per layer per pass
 
 
-def test_with_free_communication_only_the_2021_host_issue_remains() -> None:
-    # Collectives take no time: megatron, fsdp and deepspeed run the compute alone; deepspeed_2021 adds its host
-    # issue: every all-gather's dp x 2 ops before the compute is launched (2 microbatches x 24 gathers), and at
-    # most every reduce-scatter's (those the compute does not cover).
-    def run(impl: str) -> float:
-        layout = dataclasses.replace(LAYOUT, zero_implementation=ZeroImplementation(impl))
-        out = simulate(Scenario(TWO_LAYERS, sized(NODE_PRESETS["dgx-a100"], 16), layout, free_communication=True))
-        assert sum(out.metrics.time_breakdown_s.values()) == pytest.approx(out.metrics.iteration_time_s)
-        return out.metrics.iteration_time_s
+def free_run(impl: str, dp: int = 16) -> float:
+    layout = dataclasses.replace(LAYOUT, dp=dp, global_batch_size=2 * dp, zero_implementation=ZeroImplementation(impl))
+    out = simulate(Scenario(TWO_LAYERS, sized(NODE_PRESETS["dgx-a100"], dp), layout, free_communication=True))
+    assert sum(out.metrics.time_breakdown_s.values()) == pytest.approx(out.metrics.iteration_time_s)
+    return out.metrics.iteration_time_s
 
-    compute = run("megatron")
-    assert run("fsdp") == pytest.approx(compute) and run("deepspeed") == pytest.approx(compute)
+
+def test_with_free_communication_only_the_host_work_remains() -> None:
+    # Collectives take no time: megatron and fsdp run the compute alone; deepspeed_2021 adds its host issue:
+    # every all-gather's dp x 2 ops before the compute is launched (2 microbatches x 24 gathers), and at most
+    # every reduce-scatter's (those the compute does not cover). deepspeed's host builds each bucket's
+    # reduce-scatter beside the compute; only the last one of each backward pass shows (below).
+    compute = free_run("megatron")
+    assert free_run("fsdp") == pytest.approx(compute)
+    assert compute < free_run("deepspeed") < compute + 1e-3
     host = 16 * 2 * HOST_OP_2021_S
-    assert compute + 48 * host - 1e-9 <= run("deepspeed_2021") <= compute + (48 + 50) * host
+    assert compute + 48 * host - 1e-9 <= free_run("deepspeed_2021") <= compute + (48 + 50) * host
+
+
+def test_a_2023_reduce_scatter_is_built_rank_by_rank() -> None:
+    # reduce_scatter_coalesced (DeepSpeed v0.8.3-v0.9.5): a slice per rank of each gradient, a view per rank
+    built = POLICIES[ZeroImplementation.DEEPSPEED].reduce_host_s
+    assert built([10**6, 4096, 4096], 384) == pytest.approx(384 * 4 * HOST_DISPATCH_S)
+    assert built([10**6], 16) == pytest.approx(16 * 2 * HOST_DISPATCH_S)
+    assert built([10**6], 1) == 0.0  # no group, no collective
+    for other in (ZeroImplementation.DEEPSPEED_2021, ZeroImplementation.FSDP):
+        assert POLICIES[other].reduce_host_s([10**6, 4096], 384) == 0.0
+
+
+@pytest.mark.parametrize("dp", [16, 64])
+def test_the_last_bucket_s_build_is_exposed_and_grows_with_the_group(dp: int) -> None:
+    # The backward pass ends with the embedding's gradient alone in the bucket: its build (dp x 2 ops) follows
+    # the last compute, once per microbatch (2); every earlier build hides under the next sub-module's compute.
+    assert free_run("deepspeed", dp) == pytest.approx(free_run("megatron", dp) + 2 * dp * 2 * HOST_DISPATCH_S,
+                                                      rel=1e-9)
+
+
+def test_interference_slows_the_sub_module_compute() -> None:
+    # With the engine's interference on (an SM per NCCL channel in flight), each visit's compute runs slower
+    # beside the gathers and reduce-scatters it overlaps.
+    layout = dataclasses.replace(LAYOUT, zero_implementation=ZeroImplementation.DEEPSPEED)
+    cluster = sized(NODE_PRESETS["dgx-a100"], 16)
+    def visits_s(share: float) -> float:
+        out = simulate(Scenario(TWO_LAYERS, cluster, layout, keep_spans=True,
+                                cost_parameters=dataclasses.replace(FITTED, comm_sm_share=share)))
+        return sum(s.end_s - s.start_s for s in out.spans if s.track == "stage 0" and " unit " in s.name)
+
+    assert visits_s(1.0) > 1.01 * visits_s(0.0)
 
 
 @pytest.mark.parametrize("implementation", ["deepspeed", "deepspeed_2021", "fsdp"])
