@@ -98,3 +98,35 @@ def test_zero_bubble_speedups_lie_in_the_issue_ranges(figures: ModuleType) -> No
     for row in found:
         for name, (low, high) in figures.SPEEDUP_RANGES.items():
             assert low <= row["speedup"][name] <= high, (row["id"], name, row["speedup"][name])
+
+
+def test_the_simulated_w_is_the_projections_weight_gradients_alone(figures: ModuleType) -> None:
+    """As the paper's code splits a backward pass (bench/zero_bubble.py: WeightGradStore holds the four
+    projections' weight-gradient GEMMs; their bias gradients and every elementwise backward run in B), W is the
+    projections' weight-gradient products alone: one product of its forward's FLOPs each, so about its forward's
+    time at the same rate, and no other kernel has any W."""
+    kernels = figures.layer_kernels(next(c for c in figures.pass_time_rows() if c["id"] == figures.KERNEL_ROW))
+    weighted = {k["kernel"] for k in kernels if k["W_ms"] > 0}
+    assert weighted == {"qkv", "attention_output", "mlp_up", "mlp_down"} <= set(PROJECTIONS)
+    for k in kernels:
+        assert k["B_ms"] > 0, k
+        if k["kernel"] in weighted:
+            assert k["W_ms"] == pytest.approx(k["F_ms"], rel=0.05), k
+
+
+def test_what_f_and_b_hold_beyond_the_projections_grows_with_tokens_times_hidden(figures: ModuleType) -> None:
+    """docs/accuracy.md (weight-gradient passes): with the projections of F and B at the rate the paper's W pass
+    gives its GEMMs, F holds about twice what the model gives its other kernels; the excess is about the same per
+    element of the layer's tokens x hidden activation on all four models, not per attention score (the 1.5B
+    model, with the most scores per element, has the least per score), and B's is well under F's."""
+    by_model = {r["id"].split("-m")[0]: r for r in figures.decomposition()}
+    assert len(by_model) == 4
+    forward = [r["forward"] for r in by_model.values()]
+    per_element = [f["excess_ps_per_token_hidden"] for f in forward]
+    per_score = [f["excess_ps_per_score"] for f in forward]
+    assert max(per_element) / min(per_element) < 1.25 < max(per_score) / min(per_score)
+    assert min(per_score) == by_model["zb-t9-1.5b"]["forward"]["excess_ps_per_score"]
+    for row in by_model.values():
+        assert 1.7 < row["forward"]["beyond_projections_ms"] / row["forward"]["modelled_ms"] < 2.3, row
+        backward = row["backward_input"]["excess_ps_per_token_hidden"]
+        assert 0 < backward < 0.7 * row["forward"]["excess_ps_per_token_hidden"], row
