@@ -61,7 +61,8 @@ GPUS = (("GB300", "GB300", "gb300-nvl72"), ("GB200", "GB200", "gb200-nvl72"), ("
 YAML_KEYS = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size",
              "virtual_pipeline_model_parallel_size", "micro_batch_size", "sequence_parallel",
              "activations_checkpoint_granularity", "activations_checkpoint_num_layers", "fp8", "fp4",
-             "fp8_params", "fp8_param_gather", "fp8_dot_product_attention", "cp_comm_type")
+             "fp8_params", "fp8_param_gather", "fp8_dot_product_attention", "cp_comm_type",
+             "disable_parameter_transpose_cache")
 # "(8x NVIDIA GB200 NVL72)" in a system's name: the NVLink racks the system has (systems/*.json system_name)
 RACKS = re.compile(r"(\d+)x NVIDIA GB\d+ NVL72")
 STEP_KEYS = ("train_step_time", "train_step_timing", "train_step_timing in s")
@@ -261,6 +262,10 @@ def run_row(repo: Repo, version: str, bench: str, system: str) -> dict[str, Any]
                    "fp8_params": precision == "FP8" and (_true(hydra.get("fp8_params")) or any(
                        "fp8_model_init(" in repo.show(p) for p in repo.files
                        if p.startswith(impl + "/") and p.endswith(".py"))),
+                   # Megatron-Core's disable_parameter_transpose_cache (NeMo 1's Hydra configs): TE keeps no FP8
+                   # weight across microbatches (simcore/cost/compute/weight_cache.py)
+                   "fp8_weight_cache": not (precision != "BF16"
+                                            and _true(hydra.get("disable_parameter_transpose_cache"))),
                    # NeMo's ASYM_PP_EMBED / ASYM_PP_LOSS: the embedding and the loss each take a layer's pipeline slot
                    "embedding_in_pipeline_slot": _true(env.get("ASYM_PP_EMBED")),
                    "loss_in_pipeline_slot": _true(env.get("ASYM_PP_LOSS"))},
