@@ -264,6 +264,12 @@ class LayoutIn(BaseModel):
         default=False, description="precision fp8 or mxfp8 with model.lora: the frozen base's GEMM weights built as "
         "FP8 tensors (Transformer Engine's fp8_model_init; NeMo's fp8_params), without their 16-bit copy"
     )
+    fp8_weight_cache: StrictBool = Field(
+        default=True, description="precision fp8, mxfp8 or nvfp4: Transformer Engine keeps each weight's FP8 copy "
+        "(and the transpose the backward GEMM needs) across a step's microbatches; false: Megatron-Core's "
+        "disable_parameter_transpose_cache, the copies quantized (FP8 weights: transposed, Transformer Engine 1.x) "
+        "again every microbatch"
+    )
     bf16_layers: Bf16LayersIn | None = Field(
         default=None, description="precision fp8, mxfp8 or nvfp4, single-stack models: the first and last "
         "transformer layers run as BF16 training runs them (their GEMMs and attention in BF16, no FP8/FP4 weight "

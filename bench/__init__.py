@@ -33,6 +33,7 @@ it imports its siblings as this package (`from bench.generated import ...`) in b
 - search_proof.py: how fast the search proves its answer, and whether it is the exhaustive one.
 - search_quality.py: how good the search's screen is.
 - search_speed.py: simulated search candidates per minute.
+- shell_config.py: the variables a submission's config script sets, its simple `if` conditions evaluated.
 - speed_1t.py: wall time, CPU time and event count of the 1T GPT on 3072 A100s.
 - startup.py: whole-process speed of the command line.
 - zero3_bounds.py: how far DeepSpeed's gather schedule can explain the ZeRO++ sweep's ZeRO-3 rows.

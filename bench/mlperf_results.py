@@ -12,8 +12,9 @@ Per run (a system directory NVIDIA/results/<system>/<benchmark>/):
   logged), none where the logs give none;
 - the layout from the submission's config script: the one its README-<system>.md names, else (v3.1) the only
   config_<GPU>_<nodes>x*.sh of the benchmark for the system's node count; its variables evaluated as the script
-  sets them (following `source`; `if` blocks skipped), and what it leaves unset from the defaults of the
-  implementation's Hydra configs (`${oc.env:VAR,default}`); the global batch is the logged one;
+  sets them (bench/shell_config.py: following `source`, taking `if` blocks by their conditions where simple), and
+  what it leaves unset from the defaults of the implementation's Hydra configs (`${oc.env:VAR,default}`); the
+  global batch is the logged one;
 - the system's GPU, nodes and GPUs per node from NVIDIA/systems/<system>.json, and on NVL72 systems the GPUs of
   the run in one rack's NVLink domain (the run's GPUs over the racks the system's name counts);
 - the parameter all-gather in FP8 (FP8_PARAM_GATHER / FP8_PARAMS through the Hydra configs), attention in FP8
@@ -44,6 +45,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+if __spec__ is None:  # run as python bench/X.py, not python -m bench.X: the repository root first, as -m does
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench import shell_config
+
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "simcore" / "calibration" / "reference" / "mlperf-results.json"
 VERSIONS = ("3.1", "4.0", "4.1", "5.0", "5.1")
@@ -55,7 +61,8 @@ GPUS = (("GB300", "GB300", "gb300-nvl72"), ("GB200", "GB200", "gb200-nvl72"), ("
 YAML_KEYS = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size",
              "virtual_pipeline_model_parallel_size", "micro_batch_size", "sequence_parallel",
              "activations_checkpoint_granularity", "activations_checkpoint_num_layers", "fp8", "fp4",
-             "fp8_params", "fp8_param_gather", "fp8_dot_product_attention", "cp_comm_type")
+             "fp8_params", "fp8_param_gather", "fp8_dot_product_attention", "cp_comm_type",
+             "disable_parameter_transpose_cache")
 # "(8x NVIDIA GB200 NVL72)" in a system's name: the NVLink racks the system has (systems/*.json system_name)
 RACKS = re.compile(r"(\d+)x NVIDIA GB\d+ NVL72")
 STEP_KEYS = ("train_step_time", "train_step_timing", "train_step_timing in s")
@@ -85,35 +92,14 @@ class Repo:
         return f"{self.name} @{self.commit[:12]} {path}"
 
 
-def shell_env(repo: Repo, path: str, env: dict[str, str] | None = None) -> dict[str, str]:
-    """The variables a config script sets: assignments in order, `source`d files followed, `if` blocks skipped."""
-    env = {} if env is None else env
-    depth = 0
-    for raw in repo.show(path).split("\n"):
-        line = raw.split(" #")[0].strip()
-        if re.match(r"^if\b", line):
-            depth += 1
-        elif line == "fi" or line.startswith("fi "):
-            depth -= 1
-        if depth or not line or line.startswith("#"):
-            continue
-        if m := re.match(r"^(?:source|\.)\s+.*/([\w.]+\.sh)$", line):
-            # beside the script, else in its implementation's configs/ (v4.1's per-system copies)
-            here = path.rsplit("/", 1)[0]
-            included = next((p for p in (f"{here}/{m[1]}", f"{here}/configs/{m[1]}") if p in repo.files), None)
-            if included is not None:
-                shell_env(repo, included, env)
-        elif m := re.match(r'^:\s+"?\$\{(\w+):=([^}]*)\}"?$', line):
-            env.setdefault(m[1], m[2])
-        elif m := re.match(r"^(?:export\s+)?(\w+)=(.*)$", line):
-            env[m[1]] = _expand(m[2].strip().strip("\"'"), env)
-    return env
-
-
-def _expand(value: str, env: dict[str, str]) -> str:
-    def sub(m: re.Match[str]) -> str:
-        return env.get(m[1], m[3] if m[3] is not None else m[0])
-    return re.sub(r"\$\{(\w+)(:[-=](.*?))?\}", sub, value)
+def shell_env(repo: Repo, path: str) -> dict[str, str]:
+    """The variables a config script sets (bench/shell_config.py: assignments in order, `source`d files followed,
+    `if` blocks by their conditions where simple, else skipped)."""
+    def include(script: str, name: str) -> str | None:
+        # beside the script, else in its implementation's configs/ (v4.1's per-system copies)
+        here = script.rsplit("/", 1)[0]
+        return next((p for p in (f"{here}/{name}", f"{here}/configs/{name}") if p in repo.files), None)
+    return shell_config.shell_env(lambda p: repo.show(p) if p in repo.files else None, path, include=include)
 
 
 def yaml_defaults(repo: Repo, impl: str, env: dict[str, str]) -> dict[str, str]:
@@ -276,6 +262,10 @@ def run_row(repo: Repo, version: str, bench: str, system: str) -> dict[str, Any]
                    "fp8_params": precision == "FP8" and (_true(hydra.get("fp8_params")) or any(
                        "fp8_model_init(" in repo.show(p) for p in repo.files
                        if p.startswith(impl + "/") and p.endswith(".py"))),
+                   # Megatron-Core's disable_parameter_transpose_cache (NeMo 1's Hydra configs): TE keeps no FP8
+                   # weight across microbatches (simcore/cost/compute/weight_cache.py)
+                   "fp8_weight_cache": not (precision != "BF16"
+                                            and _true(hydra.get("disable_parameter_transpose_cache"))),
                    # NeMo's ASYM_PP_EMBED / ASYM_PP_LOSS: the embedding and the loss each take a layer's pipeline slot
                    "embedding_in_pipeline_slot": _true(env.get("ASYM_PP_EMBED")),
                    "loss_in_pipeline_slot": _true(env.get("ASYM_PP_LOSS"))},

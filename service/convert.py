@@ -137,6 +137,7 @@ def to_scenario(request: SimulationRequest, free_communication: bool = False) ->
         elementwise_kernels=ElementwiseKernels(lay.elementwise_kernels) if lay.elementwise_kernels else None,
         grad_reduce_dtype=_grad_reduce(lay.grad_reduce_dtype, lay.precision, lay.zero_implementation),
         fp8_param_gather=lay.fp8_param_gather, fp8_attention=lay.fp8_attention, fp8_params=lay.fp8_params,
+        fp8_weight_cache=lay.fp8_weight_cache,
         bf16_layers=(lay.bf16_layers.first, lay.bf16_layers.last) if lay.bf16_layers else (0, 0),
     )
     opts = request.options
@@ -378,5 +379,6 @@ def layout_json(layout: Layout) -> dict[str, Any]:
         **({"fp8_param_gather": True} if layout.fp8_param_gather else {}),
         **({"fp8_attention": True} if layout.fp8_attention else {}),
         **({"fp8_params": True} if layout.fp8_params else {}),
+        **({"fp8_weight_cache": False} if not layout.fp8_weight_cache else {}),
         **({"bf16_layers": dict(zip(("first", "last"), layout.bf16_layers))} if any(layout.bf16_layers) else {}),
     }

@@ -209,7 +209,8 @@ def simulate(scenario: Scenario, network: Network | None = None, progress: Progr
                         "the pipeline never fills")
     bench = None if scenario.training is None else scenario.training.mlperf
     evaluation_s = 0.0 if bench is None else eval_time_s(
-        [st.forward_s for st in metrics.stages], layout.dp * layout.microbatch_size, layout.pp, bench.eval_samples)
+        [st.forward_s for st in metrics.stages], layout.dp * layout.microbatch_size, layout.pp, bench.eval_samples,
+        layout.global_batch_size, layout.virtual_stages)
     training = None if scenario.training is None else plan_training(
         scenario.training, tokens_per_s=metrics.tokens_per_s,
         tokens_per_iteration=metrics.tokens_per_s * metrics.iteration_time_s, parameters=model.total_parameters(),

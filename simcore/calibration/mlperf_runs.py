@@ -24,6 +24,10 @@ what every run of that kind shares, the same way for every run:
   parallelism on a Transformer Engine before v1.10: v4.0's Dockerfile builds v1.6rc2, whose CP attention is 16-bit).
 - LoRA's frozen base as FP8 weights (`fp8_params`) where the FP8 row says the implementation builds the model so
   (NeMo 1's fp8_params; v5.0/v5.1 custom_llama.py te.fp8_model_init); NVFP4 runs keep a 16-bit base.
+- no FP8 weight cache (`fp8_weight_cache: false`) where the implementation's Hydra config sets Megatron-Core's
+  `disable_parameter_transpose_cache` (NeMo 1's LoRA in v4.0 and v4.1, megatron_gpt_peft_tuning_config.yaml; v5.0
+  and v5.1 pass False): the frozen FP8 weights' transposes made again every microbatch (simcore/cost/compute/
+  weight_cache.py).
 - NeMo's ASYM_PP_EMBED / ASYM_PP_LOSS (Llama 3.1 405B, 126 layers over PP x VP = 64 model chunks): the embedding
   and the loss each take one layer's place, so the first and last chunks hold one layer fewer (`stage_layers`).
 - the cluster preset of the system's GPU (`gb200-nvl72`, `dgx-h100`, ...) at the run's GPU count, with the
@@ -126,6 +130,8 @@ def request_for(run: dict[str, Any]) -> dict[str, Any]:
         layout["fp8_attention"] = True
     if lora and lay.get("fp8_params") and layout["precision"] == "fp8":  # the frozen base built in FP8
         layout["fp8_params"] = True
+    if lay.get("fp8_weight_cache") is False and layout["precision"] != "bf16":  # disable_parameter_transpose_cache
+        layout["fp8_weight_cache"] = False
     vp = lay.get("virtual_pipeline")
     if pp > 1 and vp:
         layout.update(schedule="interleaved_1f1b", virtual_stages=int(vp))

@@ -36,6 +36,7 @@ from simcore.cost.compute.kernels import (
 from simcore.cost.compute.lora import frozen_ops, lora_chunks, trained
 from simcore.cost.compute.moe_kernels import backward_ops, dispatch_split, sequence_time, transformer_layer_ops
 from simcore.cost.compute.optimizer import OPTIMIZER_BYTES_PER_PARAMETER, optimizer_step_s
+from simcore.cost.compute.weight_cache import weight_recasts
 from simcore.cost.compute.weight_gradients import weight_share
 from simcore.cost.context_parallel import (
     AttentionRing,
@@ -118,21 +119,22 @@ def layer_kernels(model: ModelShape, layer: LayerType, layout: Layout, gpu: GpuS
     ops = transformer_layer_ops(model, layout.microbatch_size, layout.tp, layout.sequence_parallel, layer,
                                 layout.fp8, layout.ep, layout.expert_tp, layout.eager)
     ops = fp8_attention_ops(ops, layout)  # the fused attention in FP8 where the layout asks for it
+    recast_fwd, recast_bwd = weight_recasts(ops, layout)  # FP8 weights made every microbatch (weight_cache.py)
     gemm_forward = ops_time(tuple(op for op in ops if op.name in PROJECTIONS), gpu, params)
     gemm_backward = ops_time(tuple(op.backward() for op in ops if op.name in PROJECTIONS), gpu, params)
-    backward = ops_time(backward_ops(ops), gpu, params)
+    backward = ops_time(backward_ops(ops) + recast_bwd, gpu, params)
     # The weight-gradient GEMMs run outside the attention core: the same with or without a ring.
     backward_weight = weight_share(backward_ops(ops), gpu, params) * backward
     column = column_weight_gradients(ops, gpu, params) if layout.async_tensor_model_parallel_allreduce else ()
     if layout.cp == 1:
         return LayerKernels(
-            forward=sequence_time(ops, gpu, params), backward=backward, backward_weight=backward_weight,
+            forward=sequence_time(ops + recast_fwd, gpu, params), backward=backward, backward_weight=backward_weight,
             core=ops_time(tuple(op for op in ops if op.name in ATTENTION_CORE), gpu, params),
             gemm_forward=gemm_forward, gemm_backward=gemm_backward, column_wgrad=column)
     whole = replace(layer, seq=layer.seq * layout.cp)
     ring = attention_ring(replace(model, seq_length=whole.seq), whole, layout, gpu, params)
     before, after = split_at_attention(ops)
-    pre = (sequence_time(before, gpu, params), ops_time(backward_ops(before), gpu, params))
+    pre = (sequence_time(before + recast_fwd, gpu, params), ops_time(backward_ops(before) + recast_bwd, gpu, params))
     post = (sequence_time(after, gpu, params), ops_time(backward_ops(after), gpu, params))
     return LayerKernels(forward=pre[0] + ring.forward_s + post[0], backward=pre[1] + ring.backward_s + post[1],
                     backward_weight=backward_weight, core=ring.forward_s, gemm_forward=gemm_forward,
@@ -376,7 +378,7 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
     # base.py quantize_weight, "Already-quantized weight (primary FP8 parameters)": update_usage only), and the
     # transpose Hopper's dgrad needs is made once and stays valid while the weight does not change (tensor/storage/
     # float8_tensor_storage.py update_usage -> _create_transpose; Blackwell needs none: is_non_tn_fp8_gemm_supported).
-    if recipe is not None and not layout.fp8_params:
+    if recipe is not None and not layout.fp8_params and layout.fp8_weight_cache:  # else per microbatch (above)
         # FP8: each rank quantizes its GEMM weights once per iteration (cached over the microbatches).
         counts = [[k for c in chunks if c.rank == r for k in c.layer_counts] for r in range(p)]
         # (not the BF16 layers': they have no FP8 or FP4 copy)

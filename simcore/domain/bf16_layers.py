@@ -29,6 +29,8 @@ class _PrecisionOptions(Protocol):
     @property
     def fp8_params(self) -> bool: ...
     @property
+    def fp8_weight_cache(self) -> bool: ...
+    @property
     def bf16_layers(self) -> tuple[int, int]: ...
 
 __all__ = ["LOW_PRECISIONS", "validate_bf16_layers", "validate_model_precision"]
@@ -58,6 +60,9 @@ def validate_bf16_layers(bf16_layers: tuple[int, int], precision: str, model: Mo
 
 def validate_model_precision(layout: _PrecisionOptions, model: ModelShape) -> None:
     """The low-precision options whose rules read the model: `fp8_attention`, `fp8_params` (fp8_params.py) and
-    `bf16_layers`."""
+    `bf16_layers`; and `fp8_weight_cache`, which needs a low-precision recipe."""
     validate_fp8_options(layout.fp8_attention, layout.fp8_params, layout.precision, layout.fp8_recipe, model)
+    if not layout.fp8_weight_cache and layout.precision not in LOW_PRECISIONS:
+        raise SpecError("layout.fp8_weight_cache", f"false needs precision fp8, mxfp8 or nvfp4 (it re-makes the "
+                        f"low-precision weight copies every microbatch); this layout is {layout.precision}")
     validate_bf16_layers(layout.bf16_layers, layout.precision, model)

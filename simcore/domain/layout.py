@@ -119,6 +119,7 @@ class Layout:
     fp8_param_gather: bool = False
     fp8_attention: bool = False  # the fused attention in FP8 (simcore/cost/compute/fp8_attention.py)
     fp8_params: bool = False  # LoRA's frozen GEMM weights built as FP8 tensors (simcore/domain/fp8_params.py)
+    fp8_weight_cache: bool = True  # off: FP8 weights made again every microbatch (simcore/cost/compute/weight_cache.py)
     bf16_layers: tuple[int, int] = (0, 0)  # (first, last) layers kept in BF16 (simcore/domain/bf16_layers.py)
 
     @property

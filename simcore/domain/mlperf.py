@@ -19,9 +19,16 @@ evaluation interval in samples, E the evaluation samples and K the evaluations t
 - evaluations = max(0, ceil(steps / k) - K): the last one is the one that reaches the target;
 - time_to_train = steps x step_time + evaluations x eval_time;
 - eval_time: forward passes only (no backward, no gradient reduction, no optimizer step) over E samples, in
-  microbatches of the training's size on every data-parallel replica at once, through the pipeline: with n =
-  ceil(E / (dp x microbatch)) microbatches a replica and p stages, (n + p - 1) x the slowest stage's forward time
-  of one microbatch (a forward-only pipeline fills and drains once).
+  evaluation steps of the training's global batch B, each a forward-only pipeline of its own: Megatron-LM's
+  evaluate() runs eval_iters iterations of forward_backward_func(forward_only=True) over eval_global_batch_size /
+  (eval_micro_batch_size x dp) microbatches, both sizes the training's unless set (NVIDIA/Megatron-LM
+  @d98e8a64ddf34856e74b24714e3bedb2f5a39553 megatron/training/training.py evaluate(), arguments.py
+  eval_global_batch_size = global_batch_size), and a last partial batch is a whole step (NVIDIA's v3.1 gpt3 logs:
+  three validation_step_timing of 4.1-4.5 s each for 5,660 samples at B = 2,048, mlcommons/training_results_v3.1
+  NVIDIA/results/eos_n64_ngc23.09_nemo/gpt3/result_0.txt). With m = B / (dp x microbatch) microbatches a replica
+  and p stages of v model chunks, a step takes (m + (p - 1) / v) x the slowest stage's forward time of one
+  microbatch (the pipeline fills and drains once a step, one model chunk at a time), and an evaluation
+  ceil(E / B) steps.
 The data and their sources: simcore/calibration/reference/mlperf-rcps.json, read by
 simcore/calibration/mlperf_rcps.py.
 """
@@ -127,8 +134,10 @@ def plan(benchmark: MlperfBenchmark, global_batch_size: int, step_time_s: float,
                       evaluations, step_time_s, eval_time_s, steps * step_time_s + evaluations * eval_time_s)
 
 
-def eval_time_s(stage_forward_s: list[float], samples_per_microbatch_round: int, pp: int, eval_samples: int) -> float:
+def eval_time_s(stage_forward_s: list[float], samples_per_microbatch_round: int, pp: int, eval_samples: int,
+                global_batch_size: int, virtual_stages: int = 1) -> float:
     """One evaluation's seconds (module docstring): `stage_forward_s` each stage's forward time of one microbatch,
-    `samples_per_microbatch_round` dp x microbatch_size."""
-    microbatches = math.ceil(eval_samples / samples_per_microbatch_round)
-    return (microbatches + pp - 1) * max(stage_forward_s)
+    `samples_per_microbatch_round` dp x microbatch_size, evaluation steps of `global_batch_size` samples."""
+    steps = math.ceil(eval_samples / global_batch_size)
+    microbatches = math.ceil(global_batch_size / samples_per_microbatch_round)
+    return steps * (microbatches + (pp - 1) / virtual_stages) * max(stage_forward_s)

@@ -85,6 +85,7 @@ FULL_REQUEST: dict[str, Any] = {
         "fp8_param_gather": False,
         "fp8_attention": False,
         "fp8_params": False,
+        "fp8_weight_cache": True,
         "ep": 1,
         "expert_tp": 1,
         "optimizer_post_validation": False,

@@ -82,6 +82,19 @@ def test_context_parallel_exchange_and_fp8_attention_as_the_runs_had_them() -> N
     assert by_id["v5.1-llama2_70b_lora-tyche_ngpu72"]["layout"]["fp8_attention"] is True
 
 
+def test_config_conditions_and_the_fp8_weight_cache_as_the_runs_had_them() -> None:
+    """v4.x gpt3 configs source config_common.sh in the else of an MLPERF_VERSION test: its FP8_PARAMS=True is read.
+    NeMo 1's LoRA configs (v4.0, v4.1) set disable_parameter_transpose_cache: their rows run without the FP8 weight
+    cache; v5.x's LoRA and every pretraining row keep it."""
+    by_id = {r["id"]: r for r in runs()}
+    for name in ("v4.0-gpt3-eos_n64", "v4.1-gpt3-eos_n32", "v4.1-gpt3-eos-dfw_n1452"):
+        assert request_for(by_id[name])["layout"]["fp8_param_gather"] is True
+    assert "fp8_param_gather" not in request_for(by_id["v3.1-gpt3-eos_n64"])["layout"]  # v3.1: no FP8_PARAMS
+    uncached = {r["id"] for r in runs() if request_for(r)["layout"].get("fp8_weight_cache") is False}
+    assert uncached == {r["id"] for r in runs() if r["benchmark"] == "llama2_70b_lora" and r["version"] in ("4.0",
+                                                                                                          "4.1")}
+
+
 def test_validate_prints_the_mlperf_table_and_the_docs_carry_it() -> None:
     report = run_mlperf_validation()
     assert report["refused"] == [] and len(report["cases"]) == len(runs())

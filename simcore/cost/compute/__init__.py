@@ -11,6 +11,7 @@
 - attention_kernels.py: the measured rate of the fused FP8 attention kernel, forward and backward, per GPU.
 - nvfp4.py: NVFP4 training: which GEMMs run in FP4, the quantization kernels, the FP4 GEMM's rate.
 - moe_kernels.py: a layer's kernels with multi-head latent attention or a mixture of experts.
+- weight_cache.py: FP8 weights quantized (or transposed) again every microbatch, without TE's weight cache.
 - lora.py: the kernels of a LoRA step: frozen base projections, the adapters' GEMMs beside them.
 - weight_gradients.py: which part of a backward pass computes weight gradients and which input gradients.
 - optimizer.py: the optimizer step's kernels (mixed-precision Adam at HBM bandwidth).

@@ -98,7 +98,13 @@ def test_every_benchmark_has_versions_and_bad_names_are_refused() -> None:
     assert err.value.field == "training.mlperf.version" and "5.1" in err.value.rule
 
 
-def test_an_evaluation_is_a_forward_only_pipeline_over_its_samples() -> None:
-    # 1,024 samples on 8 replicas of 2 per microbatch: 64 microbatches through 4 stages, the slowest 0.1 s
-    assert eval_time_s([0.05, 0.1, 0.08, 0.07], 16, 4, 1024) == pytest.approx((64 + 3) * 0.1)
-    assert eval_time_s([0.2], 16, 1, 173) == pytest.approx(11 * 0.2)  # ceil(173 / 16) microbatches
+def test_an_evaluation_is_forward_only_pipelines_of_whole_global_batches() -> None:
+    # 1,024 samples in steps of the global batch 64 on 8 replicas of 2 per microbatch: 16 steps of 4 microbatches,
+    # each step filling and draining the 4 stages, the slowest 0.1 s
+    assert eval_time_s([0.05, 0.1, 0.08, 0.07], 16, 4, 1024, 64) == pytest.approx(16 * (4 + 3) * 0.1)
+    # with 2 model chunks a stage the fill takes half a stage's forward per stage
+    assert eval_time_s([0.05, 0.1, 0.08, 0.07], 16, 4, 1024, 64, 2) == pytest.approx(16 * (4 + 1.5) * 0.1)
+    # 173 samples at a global batch of 16: 11 steps of one microbatch (the last one a whole step)
+    assert eval_time_s([0.2], 16, 1, 173, 16) == pytest.approx(11 * 0.2)
+    # gpt3's 5,660 samples at a global batch of 2,048 on 16 replicas: 3 steps of 128 microbatches through 8 stages
+    assert eval_time_s([1.0] * 8, 16, 8, 5660, 2048) == pytest.approx(3 * (128 + 7) * 1.0)
