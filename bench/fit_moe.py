@@ -3,7 +3,7 @@ Megatron-Bridge 25.11 H100 MoE rows (the calibration rows named in simcore/calib
 
 After the dropless dispatcher's host synchronisation the host issues the rest of the layer while the GPU waits,
 so a layer whose MoE kernels are shorter than their host time is host-bound. With the local experts in one grouped
-GEMM (TE GroupedLinear: one call, then one cuBLAS launch an expert, kernels.issue_s) neither calibration row is:
+GEMM (TE GroupedLinear: one call, then one cuBLAS launch an expert, kernel_time.issue_s) neither calibration row is:
 Qwen3-30B-A3B's layer issues about a dozen MoE calls and 32 expert launches a microbatch forward, shorter than its
 kernels, and GPT-OSS-120B's are longer still. Prints the value on a 5 us grid, within the 5-25 us that issuing one
 eager PyTorch call costs, that minimises the mean |error| of the calibration rows' iteration times, and each row at

@@ -32,7 +32,8 @@ from typing import Any
 
 from simcore.calibration import zero_bubble
 from simcore.calibration.validate import load_reference
-from simcore.cost.compute.kernels import PROJECTIONS, op_time, weight_gradient_time
+from simcore.cost.compute.kernel_time import op_time, weight_gradient_time
+from simcore.cost.compute.kernels import PROJECTIONS
 from simcore.cost.compute.moe_kernels import transformer_layer_ops
 from simcore.cost.compute.weight_gradients import WEIGHT_GEMMS
 from simcore.cost.parameters import FITTED

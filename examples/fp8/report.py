@@ -15,7 +15,8 @@ from pathlib import Path
 
 from api_schemas import load_request_file
 from service.convert import to_scenario
-from simcore.cost.compute.kernels import ATTENTION_CORE, PROJECTIONS, layer_forward_ops, op_time
+from simcore.cost.compute.kernel_time import op_time
+from simcore.cost.compute.kernels import ATTENTION_CORE, PROJECTIONS, layer_forward_ops
 from simcore.simulate import Scenario, simulate
 
 HERE = Path(__file__).resolve().parent

@@ -19,7 +19,7 @@ from pathlib import Path
 from api_schemas import load_request_file
 from service.convert import to_scenario
 from simcore import simulate
-from simcore.cost.compute.kernels import op_time
+from simcore.cost.compute.kernel_time import op_time
 from simcore.cost.compute.moe_kernels import transformer_layer_ops
 from simcore.cost.moe import expert_load
 from simcore.cost.parameters import FITTED

@@ -40,7 +40,8 @@ from dataclasses import dataclass, replace
 
 from simcore.cost.comm.collectives import Collective
 from simcore.cost.compute.fp8_attention import fp8_flash, ring_element_bytes
-from simcore.cost.compute.kernels import ATTENTION_CORE, Op, flash_attention_op, ops_time
+from simcore.cost.compute.kernel_time import ops_time
+from simcore.cost.compute.kernels import ATTENTION_CORE, Op, flash_attention_op
 from simcore.cost.parameters import CostParameters
 from simcore.domain.layout import CpComm, Layout, Recompute
 from simcore.domain.model import LayerType, ModelShape

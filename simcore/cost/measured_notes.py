@@ -11,7 +11,8 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from simcore.cost.comm.measured_collectives import MeasuredCollectives, TableUse
 from simcore.cost.compute.gemm_shape import Product, gradient_products
-from simcore.cost.compute.kernels import OpKind, gemm_dtype, logits_forward_ops
+from simcore.cost.compute.kernel_time import gemm_dtype
+from simcore.cost.compute.kernels import OpKind, logits_forward_ops
 from simcore.cost.compute.measured_gemm import rows_for
 from simcore.cost.compute.moe_kernels import transformer_layer_ops
 from simcore.cost.context_parallel import local_model

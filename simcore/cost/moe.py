@@ -54,7 +54,7 @@ MOE_BLOCK = ("router", "router_topk", "router_aux_loss", "permute", "sort_chunks
              "shared_activation", "shared_fc2")
 # Host time to issue one kernel of the MoE block (Megatron-Core's router, token dispatcher and TE GroupedLinear run
 # in eager Python: routing-map bookkeeping, autograd functions), one per framework call: a grouped GEMM and its
-# fused FP8 quantization are one call (its cuBLAS launches, one an expert, are kernels.issue_s's). Fitted
+# fused FP8 quantization are one call (its cuBLAS launches, one an expert, are kernel_time.issue_s's). Fitted
 # (bench/fit_moe.py) on the two Megatron-Bridge 25.11 H100 MoE rows within 5-25 us, what issuing one eager
 # PyTorch op costs (simcore/cost/parameters.py's HOST_DISPATCH_S source); neither row's layer is host-bound with
 # grouped GEMMs, so the fit takes the bound's low end.

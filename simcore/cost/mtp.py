@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from simcore.cost.comm.collectives import Collective, CollectiveModel
 from simcore.cost.comm.tp_time import collective_s, tp_collectives_s, tp_ring_bytes
+from simcore.cost.compute.kernel_time import ops_time
 from simcore.cost.compute.kernels import (
     BYTES,
     NORM_BACKWARD_BYTES,
@@ -27,7 +28,6 @@ from simcore.cost.compute.kernels import (
     gemm_op,
     logits_forward_ops,
     memory_op,
-    ops_time,
 )
 from simcore.cost.compute.weight_gradients import weight_share
 from simcore.cost.parameters import CostParameters

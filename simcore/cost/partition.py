@@ -28,13 +28,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from simcore.cost.compute.kernel_time import ops_time
 from simcore.cost.compute.kernels import (
     ATTENTION_CORE,
     Op,
     embedding_forward_ops,
     layer_forward_ops,
     logits_forward_ops,
-    ops_time,
 )
 from simcore.cost.mtp import mtp_forward_ops
 from simcore.cost.parameters import FITTED, CostParameters

@@ -17,7 +17,8 @@ projection's weight gradient only: what lasts longer than that GEMM is exposed.
 
 from __future__ import annotations
 
-from simcore.cost.compute.kernels import Op, weight_gradient_time
+from simcore.cost.compute.kernel_time import weight_gradient_time
+from simcore.cost.compute.kernels import Op
 from simcore.cost.parameters import CostParameters
 from topology.hardware import GpuSpec
 

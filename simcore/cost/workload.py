@@ -24,6 +24,7 @@ from simcore.cost.comm.interference import comm_load, slowdown
 from simcore.cost.comm.tp_time import collective_s, tp_collectives_s, tp_ring_bytes
 from simcore.cost.compute.fp8 import WEIGHT_QUANTIZE_BYTES, fp8_gemm_weights
 from simcore.cost.compute.fp8_attention import fp8_attention_ops
+from simcore.cost.compute.kernel_time import ops_time
 from simcore.cost.compute.kernels import (
     ATTENTION_CORE,
     BYTES,
@@ -31,7 +32,6 @@ from simcore.cost.compute.kernels import (
     Op,
     embedding_forward_ops,
     logits_forward_ops,
-    ops_time,
 )
 from simcore.cost.compute.lora import frozen_ops, lora_chunks, trained
 from simcore.cost.compute.moe_kernels import backward_ops, dispatch_split, sequence_time, transformer_layer_ops

@@ -22,9 +22,10 @@ from service.settings import Settings
 from simcore import build_network
 from simcore.cost.comm.nccl_tuning import Collective
 from simcore.cost.compute.gemm_ceilings import CEILING_FLOPS_PER_S
-from simcore.cost.compute.kernels import KERNEL_OVERHEAD_S, OpKind, layer_forward_ops, op_time
+from simcore.cost.compute.kernel_time import op_time
+from simcore.cost.compute.kernels import OpKind, layer_forward_ops
 from simcore.cost.compute.measured_gemm import measured_parameters
-from simcore.cost.parameters import FITTED
+from simcore.cost.parameters import FITTED, KERNEL_OVERHEAD_S
 
 DATA = Path(__file__).parent / "data" / "nccl-tests"
 REAL = DATA / "oci-a100-1x8-all_reduce.txt"  # 8 ranks on one host: its header is the table's scope

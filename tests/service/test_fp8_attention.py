@@ -18,8 +18,9 @@ from api_schemas import SimulationRequest
 from service import convert
 from simcore.cost.compute.fp8_attention import CAST_BYTES, fp8_attention_ops
 from simcore.cost.compute.gemm_ceilings import FP8_OVER_BF16_CEILING, fp8_over_bf16_ceiling
-from simcore.cost.compute.kernels import BYTES, KERNEL_OVERHEAD_S, OpKind, layer_forward_ops, op_time
-from simcore.cost.parameters import FITTED
+from simcore.cost.compute.kernel_time import op_time
+from simcore.cost.compute.kernels import BYTES, OpKind, layer_forward_ops
+from simcore.cost.parameters import FITTED, KERNEL_OVERHEAD_S
 from simcore.domain.layout import Layout, Precision
 from simcore.domain.model import model_from_fields
 from simcore.domain.presets import MODEL_PRESETS

@@ -17,9 +17,8 @@ from conftest import assert_cli_refuses, assert_http_refuses
 from api_schemas import SimulationRequest
 from service import convert
 from simcore.cost.compute.fp8 import WEIGHT_QUANTIZE_BYTES
-from simcore.cost.compute.kernels import KERNEL_OVERHEAD_S
 from simcore.cost.compute.weight_cache import TRANSPOSE_BYTES
-from simcore.cost.parameters import FITTED
+from simcore.cost.parameters import FITTED, KERNEL_OVERHEAD_S
 from simcore.domain.layout import Fp8Recipe
 from simcore.simulate import simulate
 from topology.hardware import GPUS, GpuKind

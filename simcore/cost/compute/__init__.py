@@ -1,7 +1,8 @@
 """What a kernel costs on a GPU: FLOPs and bytes of each kernel of a layer and their time (seconds).
 
 - flops.py: model FLOPs (the contract's definition) and the hardware FLOPs that recomputation adds.
-- kernels.py: every kernel of a transformer layer, its FLOPs and bytes, and its time on a GPU (roofline).
+- kernels.py: every kernel of a transformer layer, its FLOPs and bytes.
+- kernel_time.py: a kernel's time on a GPU (roofline, GEMM shape or measured sweep) and the host's time to issue it.
 - gemm_shape.py: a matrix product's time by its shape (tiles and waves over the SMs).
 - gemm_ceilings.py: the best GEMM throughput measured per GPU and dtype, the ceiling no modelled GEMM exceeds.
 - measured_gemm.py: GEMM times from the user's own sweep in place of the roofline's, as a factor.

@@ -8,7 +8,7 @@ embedding, the logits and the optimizer stay in 16/32 bits, and so do TP, PP and
 
 The speed-up comes only out of kernels:
 - an FP8 GEMM runs against the FP8 peak (`GpuSpec.peak_fp8_flops_per_s`) with its own size-dependent
-  efficiency: the 16-bit roofline of kernels.op_time, with a large-GEMM efficiency of
+  efficiency: the 16-bit roofline of kernel_time.op_time, with a large-GEMM efficiency of
   FP8_GEMM_EFFICIENCY_RATIO x the 16-bit one of the same generation and the same half time. The half time is a
   time, so at twice the rate an FP8 GEMM needs twice the FLOPs to reach the same fraction of its peak: FP8 GEMMs
   reach a lower fraction of their peak than 16-bit ones of the same shape.

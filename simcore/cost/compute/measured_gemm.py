@@ -36,7 +36,7 @@ __all__ = ["MeasuredParameters", "for_gpu", "measured_parameters", "nearest", "r
 
 @dataclass(frozen=True, slots=True)
 class MeasuredParameters(CostParameters):
-    """The cost parameters with the user's GEMM sweep beside them: what kernels.op_time reads. A subclass, so that
+    """The cost parameters with the user's GEMM sweep beside them: what kernel_time.op_time reads. A subclass, so that
     the fitted parameters (CostParameters, what the fit writes and checks) stay the fit's alone."""
 
     measured_gemms: tuple[MeasuredGemm, ...] = ()

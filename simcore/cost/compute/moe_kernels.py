@@ -9,7 +9,7 @@ by heads: q_lora_rank -> heads x (nope + rope), kv_lora_rank -> heads x (nope + 
 works on query/key heads of nope + rope dims and value heads of v_head_dim; the output projection is row-split.
 
 The sequence contains a `HOST_SYNC` marker where the MoE dispatcher copies the token counts to the host:
-`sequence_time` costs the kernels before and after it as two host-issued sequences (kernels.ops_time each) plus
+`sequence_time` costs the kernels before and after it as two host-issued sequences (kernel_time.ops_time each) plus
 the synchronisation.
 """
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from simcore.cost.compute.eager import eager_elementwise
+from simcore.cost.compute.kernel_time import ops_time
 from simcore.cost.compute.kernels import (
     BYTES,
     NORM_BACKWARD_BYTES,
@@ -28,7 +29,6 @@ from simcore.cost.compute.kernels import (
     grouped_gemm_op,
     layer_forward_ops,
     memory_op,
-    ops_time,
 )
 from simcore.cost.compute.lora import lora_layer_ops
 from simcore.cost.compute.weight_gradients import weight_share
@@ -163,7 +163,7 @@ def _moe_ops(model: ModelShape, b: int, t: int, ep: int, expert_tp: int, fp8: bo
 
 
 def sequence_time(ops: tuple[Op, ...], gpu: GpuSpec, params: CostParameters) -> float:
-    """Seconds for a layer's kernels: kernels.ops_time of the kernels between host synchronisations, plus each
+    """Seconds for a layer's kernels: kernel_time.ops_time of the kernels between host synchronisations, plus each
     synchronisation's own time."""
     if not any(op.name == HOST_SYNC for op in ops):
         return ops_time(ops, gpu, params)

@@ -3,7 +3,8 @@ computes input gradients (B, what the previous pipeline stage waits for)."""
 
 from __future__ import annotations
 
-from simcore.cost.compute.kernels import LATENT_AND_EXPERT_PROJECTIONS, PROJECTIONS, Op, op_time, weight_gradient_time
+from simcore.cost.compute.kernel_time import op_time, weight_gradient_time
+from simcore.cost.compute.kernels import LATENT_AND_EXPERT_PROJECTIONS, PROJECTIONS, Op
 from simcore.cost.compute.lora import ADAPTER_PREFIXES
 from simcore.cost.parameters import CostParameters
 from topology.hardware import GpuSpec

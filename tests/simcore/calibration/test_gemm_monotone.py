@@ -11,7 +11,8 @@ from dataclasses import replace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simcore.cost.compute.kernels import Op, OpKind, gemm_op, op_time, weight_gradient_time
+from simcore.cost.compute.kernel_time import op_time, weight_gradient_time
+from simcore.cost.compute.kernels import Op, OpKind, gemm_op
 from simcore.cost.parameters import FITTED, GENERATIONS
 from topology.hardware import GPUS, GpuKind
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from simcore.cost.compute.kernels import Op, OpKind, op_time, ops_time
+from simcore.cost.compute.kernel_time import op_time, ops_time
+from simcore.cost.compute.kernels import Op, OpKind
 from simcore.cost.compute.optimizer import (
     FP16_UNSCALE_BYTES_PER_PARAMETER,
     OPTIMIZER_BYTES_PER_PARAMETER,

@@ -11,7 +11,8 @@ from bench_scripts import load
 
 from simcore.calibration import zero_bubble
 from simcore.calibration.validate import load_reference, run_validation
-from simcore.cost.compute.kernels import PROJECTIONS, layer_forward_ops, op_time
+from simcore.cost.compute.kernel_time import op_time
+from simcore.cost.compute.kernels import PROJECTIONS, layer_forward_ops
 from simcore.cost.parameters import FITTED
 from topology.hardware import GPUS, GpuKind
 

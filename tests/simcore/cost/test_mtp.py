@@ -11,7 +11,7 @@ import pytest
 
 from simcore import MODEL_PRESETS, Layout, Recompute, SpecError, model_from_fields
 from simcore.cost.compute.flops import layer_forward_matmul_flops, logits_forward_flops, model_flops_per_iteration
-from simcore.cost.compute.kernels import ops_time
+from simcore.cost.compute.kernel_time import ops_time
 from simcore.cost.memory import stage_memory
 from simcore.cost.mtp import mtp_forward_ops
 from simcore.cost.parameters import FITTED

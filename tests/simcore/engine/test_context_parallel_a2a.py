@@ -9,7 +9,8 @@ import dataclasses
 import pytest
 
 from simcore.cost.comm.collectives import CollectiveModel
-from simcore.cost.compute.kernels import flash_attention_op, ops_time
+from simcore.cost.compute.kernel_time import ops_time
+from simcore.cost.compute.kernels import flash_attention_op
 from simcore.cost.context_parallel import AllToAll, RingStep, kv_buffer_bytes
 from simcore.cost.moe import all_to_all_time
 from simcore.cost.parameters import FITTED

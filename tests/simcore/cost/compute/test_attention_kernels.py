@@ -18,8 +18,9 @@ from simcore.cost.compute.attention_kernels import (
     fp8_attention_efficiency,
 )
 from simcore.cost.compute.gemm_ceilings import fp8_over_bf16_ceiling
-from simcore.cost.compute.kernels import KERNEL_OVERHEAD_S, flash_attention_op, op_time
-from simcore.cost.parameters import FITTED
+from simcore.cost.compute.kernel_time import op_time
+from simcore.cost.compute.kernels import flash_attention_op
+from simcore.cost.parameters import FITTED, KERNEL_OVERHEAD_S
 from topology.hardware import GPUS, GpuKind
 
 REFERENCE = Path(__file__).parents[4] / "simcore" / "calibration" / "reference" / "attention-kernels.json"

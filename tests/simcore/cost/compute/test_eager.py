@@ -12,7 +12,8 @@ from api_schemas import SimulationRequest
 from service import convert
 from simcore.calibration import modern
 from simcore.cost.compute.eager import RMSNORM_KERNELS, ROPE_KERNELS, SWIGLU_KERNELS, eager_bytes, eager_elementwise
-from simcore.cost.compute.kernels import OpKind, layer_forward_ops, ops_flops, ops_time
+from simcore.cost.compute.kernel_time import ops_flops, ops_time
+from simcore.cost.compute.kernels import OpKind, layer_forward_ops
 from simcore.cost.compute.moe_kernels import transformer_layer_ops
 from simcore.cost.parameters import FITTED, KERNEL_OVERHEAD_S
 from simcore.domain.layout import ElementwiseKernels

@@ -15,7 +15,8 @@ from simcore.cost.compute.fp8 import (
     QUANTIZE_BYTES,
     fp8_weight_elements,
 )
-from simcore.cost.compute.kernels import PROJECTIONS, OpKind, layer_forward_ops, op_time
+from simcore.cost.compute.kernel_time import op_time
+from simcore.cost.compute.kernels import PROJECTIONS, OpKind, layer_forward_ops
 from simcore.cost.parameters import FITTED, KERNEL_OVERHEAD_S
 from simcore.domain.layout import Fp8Recipe, Layout, Precision, validate_precision
 from simcore.domain.model import model_from_fields

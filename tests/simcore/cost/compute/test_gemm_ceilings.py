@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from simcore.cost.compute.gemm_ceilings import CEILING_FLOPS_PER_S, REFERENCE_NAMES, ceiling_basis, ceiling_fraction
-from simcore.cost.compute.kernels import Op, fp8_ops, gemm_op, grouped_gemm_op, op_time
+from simcore.cost.compute.kernel_time import op_time
+from simcore.cost.compute.kernels import Op, fp8_ops, gemm_op, grouped_gemm_op
 from simcore.cost.parameters import FITTED
 from simcore.domain.layout import Fp8Recipe
 from topology.hardware import GPUS, GpuKind

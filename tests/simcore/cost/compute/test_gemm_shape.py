@@ -10,17 +10,8 @@ import pytest
 
 from simcore.cost.compute.fp8 import fp8_gemm_efficiency
 from simcore.cost.compute.gemm_shape import MAIN_GRAD_BYTES, TILE_M, TILE_N, Product, gradient_products, tiled_compute_s
-from simcore.cost.compute.kernels import (
-    BYTES,
-    Op,
-    OpKind,
-    fp8_ops,
-    gemm_op,
-    layer_forward_ops,
-    op_time,
-    shaped_gemm_times,
-    weight_gradient_time,
-)
+from simcore.cost.compute.kernel_time import op_time, shaped_gemm_times, weight_gradient_time
+from simcore.cost.compute.kernels import BYTES, Op, OpKind, fp8_ops, gemm_op, layer_forward_ops
 from simcore.cost.compute.weight_gradients import weight_share
 from simcore.cost.parameters import FITTED, KERNEL_OVERHEAD_S
 from simcore.domain.layout import Fp8Recipe

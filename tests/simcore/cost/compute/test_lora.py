@@ -9,7 +9,8 @@ from dataclasses import replace
 import pytest
 
 from simcore import MODEL_PRESETS, Layout, Recompute, Scenario, model_from_fields, simulate
-from simcore.cost.compute.kernels import PROJECTIONS, OpKind, ops_time, weight_gradient_time
+from simcore.cost.compute.kernel_time import ops_time, weight_gradient_time
+from simcore.cost.compute.kernels import PROJECTIONS, OpKind
 from simcore.cost.compute.lora import frozen_ops
 from simcore.cost.compute.moe_kernels import backward_ops, transformer_layer_ops
 from simcore.cost.memory import OPTIMIZER_BYTES, WEIGHT_BYTES, stage_memory

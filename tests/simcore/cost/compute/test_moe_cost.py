@@ -13,7 +13,8 @@ from simcore.calibration.moe_rows import MOE_CALIBRATION_ROWS
 from simcore.calibration.validate import load_reference
 from simcore.cost.compute.flops import layer_forward_matmul_flops
 from simcore.cost.compute.gemm_shape import GROUPED_GEMM_STREAMS, stream_ramps
-from simcore.cost.compute.kernels import Op, gemm_op, issue_s, layer_forward_ops, op_time, ops_time
+from simcore.cost.compute.kernel_time import issue_s, op_time, ops_time
+from simcore.cost.compute.kernels import Op, gemm_op, layer_forward_ops
 from simcore.cost.compute.moe_kernels import sequence_time, transformer_layer_ops
 from simcore.cost.parameters import FITTED, HOST_DISPATCH_S
 from simcore.domain.model import model_from_fields

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from simcore.cost.compute.kernels import ops_time
+from simcore.cost.compute.kernel_time import ops_time
 from simcore.cost.compute.moe_kernels import backward_ops, sequence_time, transformer_layer_ops
 from simcore.cost.parameters import FITTED
 from simcore.domain.layout import Fp8Recipe

@@ -10,7 +10,8 @@ import pytest
 
 from simcore.cost.compute.fp8 import FP8_WEIGHT_COPY_BYTES, QUANTIZE_BYTES, WEIGHT_QUANTIZE_BYTES, fp8_weight_elements
 from simcore.cost.compute.gemm_ceilings import ceiling_fraction
-from simcore.cost.compute.kernels import PROJECTIONS, gemm_op, layer_forward_ops, op_time
+from simcore.cost.compute.kernel_time import op_time
+from simcore.cost.compute.kernels import PROJECTIONS, gemm_op, layer_forward_ops
 from simcore.cost.compute.nvfp4 import (
     NVFP4_OPERAND_BYTES,
     NVFP4_QUANTIZE_BYTES,
