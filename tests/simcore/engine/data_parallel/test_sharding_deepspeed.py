@@ -8,12 +8,12 @@ from collections import Counter
 
 import pytest
 
+from simcore.cost.layer_params import layer_submodules
 from simcore.cost.parameters import FITTED, HOST_DISPATCH_S
 from simcore.cost.sharding import (
     HOST_OP_2021_S,
     POLICIES,
     chunk_units,
-    layer_submodules,
     pass_visits,
 )
 from simcore.domain.layout import Fidelity, Layout, Recompute, ZeroImplementation, validate_layout
