@@ -234,6 +234,9 @@ class LayoutIn(BaseModel):
         description="ZeRO 3 with zero_implementation megatron only: gather each layer's parameters in all-gathers "
         "of at most this many elements, one after another; default: one all-gather per layer",
     )
+    grad_bucket_elements: Size | None = Field(
+        default=None, description="zero_implementation megatron, zero_stage 0-2: Megatron-Core's data-parallel "
+        "gradient bucket (--ddp-bucket-size, NeMo's bucket_size), elements; default max(40M, 1M x dp)")
     precision: Literal["bf16", "fp16", "fp8", "mxfp8", "nvfp4"] = Field(
         default="bf16", description="16-bit format; fp16 gradients are reduced in fp16, bf16's in fp32 (Megatron); "
         "fp8: the transformer layers' GEMMs in FP8 (Transformer Engine), the rest bf16; mxfp8: fp8 with the mxfp8 "

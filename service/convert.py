@@ -127,7 +127,7 @@ def to_scenario(request: SimulationRequest, free_communication: bool = False) ->
         async_tensor_model_parallel_allreduce=lay.async_tensor_model_parallel_allreduce,
         pipeline_partition=Partition(lay.pipeline_partition) if lay.pipeline_partition else None,
         encoder_pipeline_stages=lay.encoder_pipeline_stages,
-        zero3_gather_bucket_elements=lay.zero3_gather_bucket_elements,
+        zero3_gather_bucket_elements=lay.zero3_gather_bucket_elements, grad_bucket_elements=lay.grad_bucket_elements,
         zero_implementation=ZeroImplementation(lay.zero_implementation),
         fp8_recipe=Fp8Recipe(lay.fp8_recipe) if lay.fp8_recipe else None,
         cp=lay.cp, cp_comm=CpComm(lay.cp_comm),

@@ -10,12 +10,13 @@ where the estimate does not look.
   `optimizer_post_validation`, which simulates two iterations. Each forward and backward pass of a model chunk
   sends its activations or gradients to the next stage's rank (2 x microbatches x (pp x chunks - 1) sends).
 - Data-parallel collectives per simulated rank (simcore.engine.data_parallel.dp_sync): its gradient buckets over
-  the DP x CP group (Megatron's max(40M, 1M x dp x cp) elements when the reduction overlaps backward, else one per model
-  chunk; with ZeRO 3 one per layer), reduced once per iteration (ZeRO 0, 1) or after every backward pass (ZeRO
-  2, 3), and gathered once (ZeRO 1, 2) or, with ZeRO 3, every layer before every pass, in
-  `ceil(layer / zero3_gather_bucket_elements)` all-gathers each. The buckets hold what the engine reduces: a
-  tensor rank's dense weights (over tp) and its experts' (over ep x expert_tp, weighted by the expert group's
-  share of the traffic), so a MoE model's experts, not split by tp, count in full. In full fidelity one
+  the DP x CP group (layout.grad_bucket_elements, else Megatron's max(40M, 1M x dp) elements, on the first pipeline
+  rank's first chunk when the reduction overlaps backward, else one per model chunk; with ZeRO 3 one per layer),
+  reduced once per iteration (ZeRO 0, 1) or after every backward pass (ZeRO 2, 3), and gathered once (ZeRO 1, 2)
+  or, with ZeRO 3, every layer before every pass, in `ceil(layer / zero3_gather_bucket_elements)` all-gathers each.
+  The buckets hold what the engine reduces: a tensor rank's dense weights (over tp) and its experts' (over ep x
+  expert_tp, weighted by the expert group's share of the traffic), so a MoE model's experts, not split by tp, count
+  in full. In full fidelity one
   collective serves every replica of a group. Each collective is a flow group over its `dp x cp` members: the
   flow network's work on it grows with that width.
 - Tensor-parallel groups that leave their NVLink domain run each pass's TP traffic as a flow (tp_links.py).
@@ -174,9 +175,10 @@ def _collectives_per_rank(scenario: Scenario) -> tuple[int, int]:
     if layout.zero_stage >= 3:
         buckets = [layers_per_chunk] * v
     else:
-        size = bucket_elements(layout.dp_cp)
+        size = bucket_elements(layout.dp, layout.grad_bucket_elements)
         first = max(1, math.ceil(chunk_parameters / size)) if layout.overlap_grad_reduce else 1
-        buckets = [first] + [1] * (v - 1)
+        # only the first pipeline rank's first chunk is bucketed (grad_buckets.py): a rank's mean, rounded up
+        buckets = [-(-(first + layout.pp - 1) // layout.pp)] + [1] * (v - 1)
     reductions = m * sum(buckets) if layout.zero_stage >= 2 else sum(buckets)
     if layout.zero_stage == 3:
         bucket = layout.zero3_gather_bucket_elements

@@ -73,6 +73,9 @@ class ChunkCost:
     fp8_parameters: float = 0.0
     # Under a low precision, the GEMM weights of its layers kept in BF16 (layout.bf16_layers): no FP8/FP4 copies.
     bf16_gemm_weights: float = 0.0
+    # Its data-parallel gradient buckets (elements of reduced_parameters), in the order backward makes them ready
+    # (simcore/cost/comm/grad_buckets.py); empty: not bucketed yet (the engine then takes equal layers).
+    grad_buckets: tuple[int, ...] = ()
 
     @property
     def reduced_parameters(self) -> int:

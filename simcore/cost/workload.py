@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from simcore.cost.bf16_layers import bf16_layout, bf16_weight_elements, layer_counts, mark_bf16_layers
 from simcore.cost.chunk import ChunkCost, Workload
 from simcore.cost.comm.collectives import Collective, CollectiveModel
+from simcore.cost.comm.grad_buckets import with_gradient_buckets
 from simcore.cost.comm.groups import tensor_parallel_groups
 from simcore.cost.comm.interference import comm_load, slowdown
 from simcore.cost.comm.tp_time import collective_s, tp_collectives_s, tp_ring_bytes
@@ -363,7 +364,7 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
             ep_slowdown=max((costs[layer].ep_slowdown for layer, _ in runs), default=1.0),
         ))
         previous = runs[-1][0]
-    chunks = lora_chunks(chunks, model, t)
+    chunks = with_gradient_buckets(lora_chunks(chunks, model, t), model, layout)  # (grad_buckets.py)
     params_per_rank = [sum(c.reduced_parameters for c in chunks if c.rank == r) for r in range(p)]
     # ZeRO 1: each rank updates 1/(dp*cp) of the dense parameters and 1/edp of its experts'
     shards = layout.dp_cp if layout.zero_stage >= 1 else 1

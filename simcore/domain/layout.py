@@ -102,6 +102,9 @@ class Layout:
     pipeline_partition: Partition | None = None  # how layers are cut into stages; None: cost/partition.py's default
     encoder_pipeline_stages: int | None = None  # encoder-decoder: stages holding the encoder; None: chosen
     zero3_gather_bucket_elements: int | None = None  # ZeRO 3 gathers in buckets this large; None: one per layer
+    # Megatron-Core's data-parallel gradient bucket (DistributedDataParallelConfig.bucket_size), elements; None: its
+    # default (simcore/cost/comm/grad_buckets.py)
+    grad_bucket_elements: int | None = None
     fp8_recipe: Fp8Recipe | None = None  # precision fp8 only; None: tensorwise
     cp: int = 1  # context parallelism: each sample's sequence split over cp ranks (Megatron-Core's CP)
     cp_comm: CpComm = CpComm.P2P
@@ -243,6 +246,12 @@ def validate_layout(layout: Layout, model: ModelShape, num_gpus: int) -> None:
             raise SpecError("layout.zero3_gather_bucket_elements",
                             f"applies to zero_implementation megatron only ({layout.zero_implementation} gathers "
                             "in its own units)")
+    if layout.grad_bucket_elements is not None:
+        if layout.grad_bucket_elements < 1:
+            raise SpecError("layout.grad_bucket_elements", "must be >= 1")
+        if layout.zero_stage == 3 or layout.zero_implementation is not ZeroImplementation.MEGATRON:
+            raise SpecError("layout.grad_bucket_elements", "applies to zero_implementation megatron with zero_stage "
+                            "0, 1 or 2 (ZeRO 3 reduces layer by layer)")
     deepspeed = (ZeroImplementation.DEEPSPEED, ZeroImplementation.DEEPSPEED_2021)
     if layout.zero_implementation in deepspeed and layout.pp > 1:
         # deepspeed/runtime/pipe/engine.py asserts a ZeRO stage below 2 with pipeline parallelism

@@ -68,6 +68,12 @@ class Span:
     end_s: float
 
 
+# A span shorter than this (seconds) is not kept: it is a rounding difference between two times that are equal,
+# computed along two paths (an arrival and the wait for it), and a steady state put back N periods later may turn
+# such a difference into a span the fully simulated run does not have, or the reverse.
+MIN_SPAN_S = 1e-12
+
+
 @dataclass(slots=True)
 class Recorder:
     keep_spans: bool
@@ -75,5 +81,5 @@ class Recorder:
     spans: list[Span] = field(default_factory=list)
 
     def span(self, track: str, name: str, category: Category, start: float, end: float) -> None:
-        if self.keep_spans and end > start:
+        if self.keep_spans and end - start > MIN_SPAN_S:
             self.spans.append(Span(track, name, category, start, end))

@@ -137,12 +137,12 @@ class Estimator:
         each bucket a collective of every (kind, bytes per parameter) in `kinds`, one after another (cached)."""
         chunks = max(1, layout.shape.chunks)
         key = (layout.dp, layout.tp, layout.pp, layout.cp, layout.placement, layout.zero_stage,
-               layout.overlap_grad_reduce, chunks, kinds, rank_params, rank_layers)
+               layout.overlap_grad_reduce, chunks, kinds, rank_params, rank_layers, layout.grad_bucket_elements)
         found = self._buckets.get(key)
         if found is None:
             sizes = Counter(n for chunk in range(chunks) for n in gradient_buckets(
-                int(rank_params / chunks), max(1, rank_layers // chunks), layout.dp_cp, layout.zero_stage,
-                layout.overlap_grad_reduce, chunk))
+                int(rank_params / chunks), max(1, rank_layers // chunks), layout.dp, layout.zero_stage,
+                layout.overlap_grad_reduce, chunk, layout.grad_bucket_elements))
             found = self._buckets[key] = sum(count * self.dp_collective_s(layout, kind, n * width)
                                              for n, count in sizes.items() for kind, width in kinds)
         return found

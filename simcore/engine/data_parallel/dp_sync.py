@@ -14,8 +14,10 @@ With one microbatch ZeRO 1 and 2 move 2x the parameters' bytes and ZeRO 3 3x (sa
 parameters; Rajbhandari et al. §7). Parameters are gathered in 16 bits, or with `fp8_param_gather` the FP8 GEMM
 weights in FP8 (simcore/domain/fp8_params.py: 1 byte each, MXFP8's 2).
 
-Buckets are Megatron-Core's (simcore/cost/comm/grad_buckets.py): max(40M, 1M x dp) parameters when the reduction
-overlaps backward, else a chunk's whole gradient as one. Gradients are reduced in fp32 for bf16 training
+Buckets are Megatron-Core's (simcore/cost/comm/grad_buckets.py, `ChunkCost.grad_buckets`): parameter by parameter
+from the chunk's end, each closed at layout.grad_bucket_elements (default max(40M, 1M x dp)) or more, with FP8
+parameters' buckets apart and the other parameters joining the last, when the reduction overlaps backward on the
+first pipeline rank's first chunk; else a chunk's whole gradient as one. Gradients are reduced in fp32 for bf16 training
 (Megatron's default) and in fp16 for fp16 training, unless layout.grad_reduce_dtype says otherwise (bf16:
 Megatron-LM's --grad-reduce-in-bf16, half the bytes). With overlap_grad_reduce a pass's buckets become ready one
 after another during the pass and go out at once; without it they go after the pass (ZeRO 2 and 3) or after the
@@ -67,6 +69,7 @@ class GradientSync:
         self.clock, self.workload, self.collectives, self.rec = clock, workload, collectives, recorder
         self.replicas = replicas
         self.dp = layout.dp_cp  # the gradient-reduction group: data-parallel x context-parallel ranks
+        self.layout = layout
         self.zero = layout.zero_stage
         self.overlap = layout.overlap_grad_reduce
         self.grad_reduce_bytes = layout.grad_reduce_bytes
@@ -102,7 +105,10 @@ class GradientSync:
 
     def _chunk_buckets(self, rank: int, chunk: int) -> list[int]:
         cost = next(c for c in self.workload.chunks if c.rank == rank and c.chunk == chunk)
-        return gradient_buckets(cost.reduced_parameters, cost.layers, self.dp, self.zero, self.overlap, chunk)
+        if cost.grad_buckets:
+            return list(cost.grad_buckets)
+        return gradient_buckets(cost.reduced_parameters, cost.layers, self.layout.dp, self.zero, self.overlap, chunk,
+                                self.layout.grad_bucket_elements)
 
     # -- set-up --------------------------------------------------------------------------------------------
     def start(self, replica: int, rank: int, record: RankRecord, passes: list[Pass]) -> Event:

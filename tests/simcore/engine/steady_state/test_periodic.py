@@ -198,16 +198,17 @@ def test_a_context_parallel_ring_over_infiniband_extrapolates_within_the_full_ru
 @pytest.mark.slow
 def test_a_period_that_jitters_beyond_rounding_is_simulated_in_full_after_one_try(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    # With its gradients reduced during backward, this CP ring of 8 across nodes never repeats to the bit (its
-    # period moves by 1e-7 to 1e-5 of itself from one period to the next): one try says so, and the iteration is
-    # simulated in full at once rather than after three longer tries that fail alike.
+    # With its gradients reduced during backward, this CP ring of 8 across nodes (data parallelism inside a node,
+    # context parallelism across 8 of them) never repeats to the bit (its period moves by 1e-7 to 1e-5 of itself from
+    # one period to the next): one try says so, and the iteration is simulated in full at once rather than after
+    # three longer tries that fail alike.
     from api_schemas import SimulationRequest
     from simcore.engine.steady_state import periodic
 
     request = {"model": {"preset": "llama3-70b"}, "cluster": {"preset": "dgx-h100", "num_nodes": 32},
                "layout": {"dp": 8, "tp": 1, "pp": 4, "cp": 8, "virtual_stages": 4, "microbatch_size": 1,
                           "global_batch_size": 1024, "zero_stage": 2, "schedule": "interleaved_1f1b",
-                          "overlap_grad_reduce": True, "placement": "tp,dp,pp"}}
+                          "overlap_grad_reduce": True, "placement": "tp,dp,cp,pp"}}
     tries: list[tuple[int, object]] = []
     original = periodic.try_extrapolated
 
