@@ -24,7 +24,8 @@ Per run (a system directory NVIDIA/results/<system>/<benchmark>/):
   as FP8 tensors
   (NeMo 1's fp8_params, or te.fp8_model_init called in the implementation's Python), and the gradient
   reduction in bf16 (the implementation's pretrain.py `grad_reduce_in_fp32=False`, or its conf/optim
-  `grad_sync_dtype: bf16`).
+  `grad_sync_dtype: bf16`), and Megatron-Core's gradient bucket (Hydra `model.optim.bucket_size`, BUCKET_SIZE, where
+  the pretrain.py passes it to DistributedDataParallelConfig: NeMo 2's pretraining).
 
 Run:  python bench/mlperf_results.py [--mirror DIR] [--check]
       --mirror: where the snapshots are (git directories DIR/mlcommons+training_results_v<version>/repo; default
@@ -62,7 +63,7 @@ YAML_KEYS = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "cont
              "virtual_pipeline_model_parallel_size", "micro_batch_size", "sequence_parallel",
              "activations_checkpoint_granularity", "activations_checkpoint_num_layers", "fp8", "fp4",
              "fp8_params", "fp8_param_gather", "fp8_dot_product_attention", "cp_comm_type",
-             "disable_parameter_transpose_cache")
+             "disable_parameter_transpose_cache", "bucket_size")
 # "(8x NVIDIA GB200 NVL72)" in a system's name: the NVLink racks the system has (systems/*.json system_name)
 RACKS = re.compile(r"(\d+)x NVIDIA GB\d+ NVL72")
 STEP_KEYS = ("train_step_time", "train_step_timing", "train_step_timing in s")
@@ -237,6 +238,10 @@ def run_row(repo: Repo, version: str, bench: str, system: str) -> dict[str, Any]
     bf16_grads = any(re.search(r"^grad_sync_dtype:\s*bf16\b", repo.show(p), re.M) for p in repo.files
                      if p.startswith(f"{impl}/conf/optim/") and p.endswith(".yaml")) or (
         pretrain in repo.files and re.search(r"grad_reduce_in_fp32\s*=\s*False", repo.show(pretrain)) is not None)
+    # Megatron-Core's gradient bucket: the Hydra model.optim.bucket_size (BUCKET_SIZE), where the implementation's
+    # pretrain.py hands it to DistributedDataParallelConfig (NeMo 2); NeMo 1's Apex optimizer buckets otherwise
+    ddp_bucket = pretrain in repo.files and re.search(r"DistributedDataParallelConfig\([^)]*\bbucket_size=",
+                                                      repo.show(pretrain)) is not None
     return {
         "id": f"v{version}-{bench}-{system.split('_ngc')[0]}", "benchmark": bench, "version": version,
         "system": system, "system_name": desc.get("system_name"), "accelerator": accel, "cluster_preset": match[2],
@@ -252,6 +257,8 @@ def run_row(repo: Repo, version: str, bench: str, system: str) -> dict[str, Any]
                    # the distributed optimizer's parameter all-gather in FP8 (FP8_PARAMS before v5.0's NeMo 2)
                    "fp8_param_gather": _true(hydra.get("fp8_param_gather", hydra.get("fp8_params"))),
                    "grad_reduce_dtype": "bf16" if bf16_grads else None,
+                   # Megatron-Core's DistributedDataParallelConfig.bucket_size (elements; None: not set through it)
+                   "grad_bucket_elements": _int(hydra.get("bucket_size"), None) if ddp_bucket else None,
                    # attention in FP8: fp8_dot_product_attention (FP8_DPA), unless NVTE_DPA_FP8_RECIPE sends it to F16
                    # or the Dockerfile's Transformer Engine runs CP attention in 16 bits (TE_FP8_CONTEXT_PARALLEL)
                    "fp8_attention": fp8_dpa,

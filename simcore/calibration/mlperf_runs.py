@@ -40,6 +40,9 @@ what every run of that kind shares, the same way for every run:
   pretrain.py DistributedDataParallelConfig(grad_reduce_in_fp32=False), NeMo 1's optim grad_sync_dtype: bf16),
   and the parameter all-gather in FP8 where the config turns it on for an FP8 run (`fp8_param_gather`:
   FP8_PARAM_GATHER, FP8_PARAMS before NeMo 2); the pretraining benchmarks only (LoRA runs ZeRO 0).
+- Megatron-Core's gradient bucket (`grad_bucket_elements`) where the row gives it: NeMo 2's Hydra
+  `model.optim.bucket_size` (BUCKET_SIZE), which its pretrain.py passes to DistributedDataParallelConfig (v5.1's
+  Llama 3.1 8B configs: 768,000,000; the v5.0 405B implementation's default: 200, a bucket per parameter).
 """
 
 from __future__ import annotations
@@ -124,6 +127,8 @@ def request_for(run: dict[str, Any]) -> dict[str, Any]:
             layout["grad_reduce_dtype"] = lay["grad_reduce_dtype"]
         if lay.get("fp8_param_gather") and layout["precision"] == "fp8":
             layout["fp8_param_gather"] = True
+        if lay.get("grad_bucket_elements"):  # NeMo 2's bucket_size (simcore/cost/comm/grad_buckets.py)
+            layout["grad_bucket_elements"] = int(lay["grad_bucket_elements"])
     if int(lay["cp"]) > 1 and lay.get("cp_comm"):  # the config's cp_comm_type (simcore/cost/context_parallel.py)
         layout["cp_comm"] = lay["cp_comm"]
     if lay.get("fp8_attention"):  # the configs' FP8_DPA (simcore/cost/compute/fp8_attention.py)
