@@ -4,17 +4,20 @@ It never ranks: every ranked figure comes from the simulator (simcore.planning.r
 Built on the cost model, with no formula of its own for what the cost model already computes: the compute of
 each layer type, the embedding and the logits per microbatch are `simcore.cost.partition.stage_costs` (the
 kernels' roofline times, forward + backward + recomputation), the layers of each stage are
-`simcore.cost.partition.partition`'s split, the optimizer step is `simcore.cost.compute.optimizer.optimizer_step_s`,
-ring traffic is `simcore.cost.comm.collectives.ring_factor` and link bandwidths are NCCL's (`nccl_bandwidth`). What it
-adds is the schedule in closed form instead of events (Narayanan et al. 2021, §3): per microbatch a stage costs its
-layers' compute, its tensor-parallel all-reduces (4 per layer, 6 with full recomputation, each moving
-ring_factor x the activation over NVLink or, for a group that leaves the node, the node's NICs shared by its
-GPUs) and one activation send; an iteration costs m such stage times, or m times a microbatch's ZeRO 2/3
-traffic where that is longer, plus (p-1)/v stage times (the bubble), the exposed part of the data-parallel
-traffic and the optimizer step. Data-parallel collectives are the engine's own (simcore.cost.comm.collectives: its
-phases for the placement and each of Megatron-Core's gradient buckets, simcore.cost.comm.grad_buckets, alone on the
-links), so the estimator builds the cluster's network once, when it first needs it, and caches each collective's
-time by placement and size: the estimate of tens of thousands of layouts takes a few seconds.
+`simcore.cost.partition.partition`'s split, a layer's tensor-parallel collectives are the engine's own layer cost
+(`simcore.cost.workload.layer_cost`: the collective model on each pipeline rank's real groups, every replica's at
+once, with what tp_comm_overlap or the asynchronous all-reduce hides), the optimizer step is
+`simcore.cost.compute.optimizer.optimizer_step_s`, ring traffic is `simcore.cost.comm.collectives.ring_factor` and
+link bandwidths are NCCL's (`nccl_bandwidth`). What it adds is the schedule in closed form instead of events
+(Narayanan et al. 2021, §3, with unequal stages): per microbatch a stage costs its layers' compute and their
+tensor-parallel collectives; an iteration costs m times the slowest stage, or m times a microbatch's ZeRO 2/3
+traffic (or a pipeline link's sends) where that is longer, plus the fill and drain through the other stages (their
+stage times over v: (p-1)/v stage times when the stages are equal) and one send a hop, the exposed part of the
+data-parallel traffic and the optimizer step. Data-parallel collectives are the engine's own
+(simcore.cost.comm.collectives: its phases for the placement and each of Megatron-Core's gradient buckets,
+simcore.cost.comm.grad_buckets, alone on the links), so the estimator builds the cluster's network once, when it
+first needs it, and caches each collective's time by placement and size: the estimate of tens of thousands of
+layouts takes a few seconds.
 """
 
 from __future__ import annotations
@@ -24,28 +27,25 @@ from collections import Counter
 
 from simcore.cost.comm.collectives import Collective, CollectiveAlgorithm, nccl_bandwidth, ring_factor
 from simcore.cost.comm.grad_buckets import gradient_buckets
+from simcore.cost.comm.groups import tensor_parallel_groups
 from simcore.cost.compute.kernels import BYTES
 from simcore.cost.compute.optimizer import optimizer_step_s
 from simcore.cost.context_parallel import AttentionRing, Exchange, RingStep, Segment, local_model
 from simcore.cost.parameters import FITTED, CostParameters
 from simcore.cost.partition import StageCosts, partition, stage_costs
-from simcore.cost.workload import layer_kernels
-from simcore.domain.layout import CpComm, Layout, Precision, Recompute, Schedule
-from simcore.domain.model import ModelShape
+from simcore.cost.workload import layer_cost, layer_kernels
+from simcore.domain.layout import CpComm, Layout, Precision, Recompute
+from simcore.domain.model import LayerType, ModelShape
 from simcore.domain.placement import place
+from simcore.planning.pipeline_time import fill_drain_s
 from simcore.simulate import Network, build_network
 from topology.cluster_spec import ClusterSpec
 from topology.hardware import GPUS
 
-# Two heuristics of the ordering, not fitted and not figures of the simulator (which models both overlaps as
-# events): the share of overlappable data-parallel traffic counted as exposed, and the share of tensor-parallel
-# time that tp_comm_overlap leaves exposed. They only decide which candidates a bounded search simulates first.
+# A heuristic of the ordering, not fitted and not a figure of the simulator (which models the overlap as events):
+# the share of overlappable data-parallel traffic counted as exposed. It only decides which candidates a bounded
+# search simulates first.
 OVERLAPPED_DP_SHARE = 0.1
-OVERLAPPED_TP_SHARE = 0.5
-# The bubble of the schedules past 1F1B as a share of 1F1B's, with T_F = T_B = T_W (the Zero Bubble README's
-# table: ZB-H1 a third, ZB-H2 and ZB-V none; DualPipe (pp/2 - 1)(F&B + B - 3W) over 1F1B's (pp - 1)(F + B),
-# about a sixth). For ordering only: the simulator runs each schedule as events.
-BUBBLE_SHARE = {Schedule.ZB_H1: 1 / 3, Schedule.ZB_H2: 0.0, Schedule.ZB_V: 0.0, Schedule.DUALPIPE: 1 / 6}
 
 
 class Estimator:
@@ -59,9 +59,10 @@ class Estimator:
         self._buckets: dict[tuple[object, ...], float] = {}
         self.gpu = GPUS[cluster.gpu]
         self._costs: dict[tuple[int, int, bool, Recompute], StageCosts] = {}
-        self._stages: dict[tuple[object, ...], list[tuple[float, float, float]]] = {}
+        self._stages: dict[tuple[object, ...], list[tuple[float, tuple[tuple[LayerType, int], ...], float]]] = {}
+        self._tp: dict[tuple[object, ...], tuple[dict[LayerType, tuple[float, float]], ...]] = {}
         self._ranks: dict[tuple[object, ...], tuple[int, ...]] = {}
-        self._layers: dict[tuple[object, ...], tuple[float, float, float, float, float]] = {}
+        self._layers: dict[tuple[object, ...], tuple[float, float, float, float, float, float]] = {}
         self._groups: dict[tuple[object, ...], tuple[int, int]] = {}
         # (a PCIe-only node: the GPUs' PCIe links, and the slower inter-socket link a node-wide ring crosses)
         self.nvlink_bytes_per_s = nccl_bandwidth(cluster.nvlink_bandwidth_bytes_per_s, "nvlink") if cluster.has_nvlink \
@@ -156,20 +157,15 @@ class Estimator:
         # reduce over dp x cp.
         c = layout.cp
         message = BYTES * b * model.seq_length * model.hidden_size / c
-        tp_layer = 0.0
-        if t > 1:
-            collectives = 6 if layout.recompute is Recompute.FULL else 4
-            tp_layer = collectives * ring_factor(Collective.ALL_REDUCE, t) * message / self._bandwidth(layout, "tp")
-            if layout.tp_comm_overlap:
-                tp_layer *= OVERLAPPED_TP_SHARE
+        tp = self._tp_s(layout)
         pp_send = 2 * message / t / self._bandwidth(layout, "pp") if p > 1 else 0.0
-        stream = 0.0  # a microbatch's ZeRO 2/3 traffic (single-stack models)
+        stream = gather = 0.0  # a microbatch's ZeRO 2/3 traffic, and ZeRO 3's gathers of one layer (single stack)
         if model.encoder_decoder:
-            stage = self._encoder_decoder_stage(layout, tp_layer, pp_send)
+            stages, sends = self._encoder_decoder_stages(layout, tp)
+            shares = [self._layer(layout)[5]] * p
         else:
-            layer_s, exposed_cp_s, sent_cp_s, embedding_s, logits_s = self._layer(layout)
-            layer = layer_s + tp_layer + exposed_cp_s
-            per_rank = self._layers_per_rank(layout)
+            layer_s, exposed_cp_s, sent_cp_s, embedding_s, logits_s, _ = self._layer(layout)
+            per_rank, sends = self._layers_per_rank(layout), 1.0
             # ZeRO 2 reduce-scatters a rank's gradient buckets after every microbatch's backward, ZeRO 3 also
             # gathers each layer's parameters before its forward and its backward, the next layer's while this
             # one computes: on their own streams, beside the passes, so a microbatch takes at least that traffic's
@@ -184,14 +180,29 @@ class Estimator:
                     per_layer = rank_params / layers
                     bucket = layout.zero3_gather_bucket_elements
                     count = max(1, math.ceil(per_layer / bucket)) if bucket else 1
-                    stream += 2 * layers * count * self.dp_collective_s(
-                        layout, Collective.ALL_GATHER, per_layer / count * BYTES)
+                    gather = count * self.dp_collective_s(layout, Collective.ALL_GATHER, per_layer / count * BYTES)
+                    stream += 2 * layers * gather
                 if c > 1 and self._leaves_node(layout, "cp") and self._leaves_node(layout, "dp", "cp"):
                     stream += layers * sent_cp_s
-            stage = max(per_rank[r] * layer + (embedding_s if r == 0 else 0.0)
-                        + (logits_s if r == p - 1 else 0.0) + pp_send * v for r in range(p))
-        bubble = (p - 1) / v * BUBBLE_SHARE.get(layout.schedule, 1.0) * stage
-        pipeline = m * max(stage, stream) + bubble
+            weights, share = self._layer_weights(layout), self._layer(layout)[5]
+            stages, shares = [], []
+            for r in range(p):
+                layer = layer_s + exposed_cp_s + sum(n * tp[r][x][0] for x, n in weights)
+                shares.append((share * layer_s + sum(n * tp[r][x][1] for x, n in weights)) / layer)
+                # ZeRO 3's gates (simcore/engine/data_parallel/dp_sync.py): a pass waits for its first layer's
+                # gather, and each layer for what of the next one's gather its compute does not cover (Megatron
+                # gathers one layer ahead), in its forward and in its backward pass.
+                waits = 2 * max(1, layout.shape.chunks) * gather + per_rank[r] * (
+                    max(0.0, gather - shares[r] * layer) + max(0.0, gather - (1 - shares[r]) * layer))
+                stages.append(per_rank[r] * layer + waits + (embedding_s if r == 0 else 0.0)
+                              + (logits_s if r == p - 1 else 0.0))
+        # The steady state runs at the slowest stage's pace; the pipeline fills and drains through the others
+        # (simcore.planning.pipeline_time: unequal stages hide part of it). The pipeline sends run beside the
+        # passes (the engine's transfers): a microbatch takes at least a link's sends, and the fill and drain wait
+        # for one send a hop.
+        slowest = max(range(p), key=stages.__getitem__)  # (its passes' forward share)
+        bubble = fill_drain_s(stages, shares[slowest], m, v, layout.schedule) + (p - 1) * pp_send * sends
+        pipeline = m * max(max(stages), stream, pp_send * sends * v) + bubble
         params = model.total_parameters() / (t * p)
         dp_s = 0.0
         if d * c > 1:
@@ -206,9 +217,61 @@ class Estimator:
                 dp_s = traffic * OVERLAPPED_DP_SHARE if layout.overlap_grad_reduce else traffic
         shards = d * c if layout.zero_stage >= 1 else 1
         return pipeline + dp_s + optimizer_step_s(params / shards, self.gpu, self.params,
-                                                         layout.precision is Precision.FP16)
+                                                  layout.precision is Precision.FP16)
 
-    def _layer(self, layout: Layout) -> tuple[float, float, float, float, float]:
+    def _layer_weights(self, layout: Layout) -> tuple[tuple[LayerType, float], ...]:
+        """Each layer type a rank of a single stack runs and its share of the layers (what `_layer`'s mean weighs
+        by)."""
+        stacks = local_model(self.model, layout.cp).layer_stacks()
+        count = sum(n for _, n in stacks)
+        return tuple((layer, n / count) for layer, n in stacks)
+
+    def _tp_s(self, layout: Layout) -> tuple[dict[LayerType, tuple[float, float]], ...]:
+        """Per pipeline rank, the seconds each layer type's tensor-parallel collectives add per microbatch to its
+        kernels (forward, backward, and full recomputation's forward again), and of those its forward pass's: the
+        engine's own layer cost
+        (simcore.cost.workload.layer_cost) on the rank's real groups, every data-parallel replica's at once, so
+        a group across nodes gets what the collective model gives it there (cached; ranks whose groups have the
+        same shape, moved by whole nodes, share one figure)."""
+        t, p = layout.tp, layout.pp
+        key = (layout.dp, t, p, layout.cp, layout.placement, layout.microbatch_size, layout.sequence_parallel,
+               layout.recompute, layout.tp_comm_overlap, layout.async_tensor_model_parallel_allreduce, layout.fp8,
+               layout.ep, layout.expert_tp)
+        found = self._tp.get(key)
+        if found is not None:
+            return found
+        local = local_model(self.model, layout.cp)
+        types = dict.fromkeys(layer for layer, _ in local.layer_stacks())
+        if t == 1:
+            found = self._tp[key] = tuple({layer: (0.0, 0.0) for layer in types} for _ in range(p))
+            return found
+        if self._network is None:
+            self._network = build_network(self.cluster, self.algorithm)
+        placement = place(layout.dp, t, p, layout.placement, self.cluster.num_gpus, layout.cp)
+        kernels = {layer: layer_kernels(local, layer, layout, self.gpu, self.params) for layer in types}
+        redo = {Recompute.FULL: "forward", Recompute.SELECTIVE: "core"}.get(layout.recompute)
+        by_shape: dict[tuple[object, ...], dict[LayerType, tuple[float, float]]] = {}
+        ranks, gpn = [], self.cluster.gpus_per_node
+        for r in range(p):
+            groups = tensor_parallel_groups(placement, r, range(layout.dp))
+            first = groups[0][0]
+            shape_key = (tuple(g - first + first % gpn for g in groups[0]),
+                         tuple(g[0] - first for g in groups[:2]), len(groups))
+            costs = by_shape.get(shape_key)
+            if costs is None:
+                costs = by_shape[shape_key] = {}
+                for layer, k in kernels.items():
+                    cost = layer_cost(local, layer, layout, k, self._network.collectives, groups, False, self.gpu,
+                                      self.params)
+                    engine = (cost.forward + cost.backward + cost.tp_forward + cost.tp_backward
+                              + cost.recompute(layout.recompute))
+                    costs[layer] = (engine - k.forward - k.backward - (getattr(k, redo) if redo else 0.0),
+                                    cost.forward + cost.tp_forward - k.forward)
+            ranks.append(costs)
+        found = self._tp[key] = tuple(ranks)
+        return found
+
+    def _layer(self, layout: Layout) -> tuple[float, float, float, float, float, float]:
         """Per microbatch on one rank of a single-stack model: a layer's compute (forward, backward and
         recomputation; the mean over its layer types, weighted by their counts), the context-parallel exchange it
         cannot hide and all it sends, the embedding's and the logits' compute (cached). The kernels are the engine's
@@ -227,13 +290,14 @@ class Estimator:
         if found is not None:
             return found
         local = local_model(self.model, layout.cp)
-        total = exposed = sent = 0.0
+        total = exposed = sent = forward = 0.0
         count = 0
         for layer, n in local.layer_stacks():
             kernels = layer_kernels(local, layer, layout, self.gpu, self.params)
             redo = kernels.forward if layout.recompute is Recompute.FULL else \
                 kernels.core if layout.recompute is Recompute.SELECTIVE else 0.0
             total += n * (kernels.forward + kernels.backward + redo)
+            forward += n * kernels.forward
             if kernels.ring is not None:
                 ring_exposed, ring_sent = self._ring_exposed(kernels.ring, layout, cp_bandwidth)
                 exposed += n * ring_exposed
@@ -241,7 +305,8 @@ class Estimator:
             count += n
         costs = stage_costs(local, layout.microbatch_size, layout.tp, layout.sequence_parallel,
                             str(layout.recompute), self.gpu, self.params)
-        found = self._layers[key] = (total / count, exposed / count, sent / count, costs.embedding, costs.logits)
+        found = self._layers[key] = (total / count, exposed / count, sent / count, costs.embedding, costs.logits,
+                                     forward / total)
         return found
 
     def _ring_exposed(self, ring: AttentionRing, layout: Layout, bandwidth: float) -> tuple[float, float]:
@@ -298,11 +363,11 @@ class Estimator:
         dp_s = traffic * OVERLAPPED_DP_SHARE if hidden else traffic
         return max(dp_s, traffic - pipeline) if layout.zero_stage >= 2 else dp_s
 
-    def _encoder_decoder_stage(self, layout: Layout, tp_layer: float, pp_send: float) -> float:
-        """The slowest stage of an encoder-decoder layout: the simulator's own split with each layer type's
-        compute; `tp_layer` and `pp_send` are for seq_length tokens, scaled by what each layer type and stage
-        boundary really carries (a decoder layer: three collectives of the target's tokens a direction and one
-        of the encoder output in backward; between decoder stages: target plus encoder output)."""
+    def _encoder_decoder_stages(self, layout: Layout,
+                                tp: tuple[dict[LayerType, tuple[float, float]], ...]) -> tuple[list[float], float]:
+        """Each stage of an encoder-decoder layout per microbatch (the simulator's own split with each layer
+        type's compute and, from `tp`, its tensor-parallel collectives) and the most a hop sends, in sends of
+        seq_length tokens (between decoder stages: the target plus the encoder output)."""
         key = (layout.microbatch_size, layout.tp, layout.sequence_parallel, layout.recompute, layout.pp,
                layout.pipeline_partition, layout.encoder_pipeline_stages)
         found = self._stages.get(key)
@@ -320,11 +385,11 @@ class Estimator:
                 decoder = any(layer.cross_seq for layer, _ in runs)
                 compute += costs.decoder_embedding if decoder and not decoder_started else 0.0
                 compute += costs.logits if rank == layout.pp - 1 else 0.0
-                tp_units = sum(n * ((6 * dec + enc) / (4 * enc) if layer.cross_seq else 1.0) for layer, n in runs)
                 sends = (dec + enc) / enc if decoder and decoder_started else 1.0
-                found.append((compute, tp_units, sends))
+                found.append((compute, tuple(runs), sends))
                 decoder_started = decoder_started or decoder
-        return max(compute + units * tp_layer + pp_send * sends for compute, units, sends in found)
+        return ([compute + sum(n * tp[rank][layer][0] for layer, n in runs)
+                 for rank, (compute, runs, _) in enumerate(found)], max(sends for _, _, sends in found))
 
     def tokens_per_s(self, layout: Layout) -> float:
         return layout.global_batch_size * self.model.tokens_per_sample / self.iteration_s(layout)
