@@ -27,17 +27,17 @@ from collections import Counter
 
 from simcore.cost.comm.collectives import Collective, CollectiveAlgorithm, nccl_bandwidth, ring_factor
 from simcore.cost.comm.grad_buckets import gradient_buckets
-from simcore.cost.comm.groups import tensor_parallel_groups
 from simcore.cost.compute.kernels import BYTES
 from simcore.cost.compute.optimizer import optimizer_step_s
 from simcore.cost.context_parallel import AttentionRing, Exchange, RingStep, Segment, local_model
 from simcore.cost.parameters import FITTED, CostParameters
 from simcore.cost.partition import StageCosts, partition, stage_costs
-from simcore.cost.workload import layer_cost, layer_kernels
+from simcore.cost.workload import layer_kernels
 from simcore.domain.layout import CpComm, Layout, Precision, Recompute
 from simcore.domain.model import LayerType, ModelShape
 from simcore.domain.placement import place
 from simcore.planning.pipeline_time import fill_drain_s
+from simcore.planning.tp_estimate import TensorParallelTimes
 from simcore.simulate import Network, build_network
 from topology.cluster_spec import ClusterSpec
 from topology.hardware import GPUS
@@ -60,7 +60,8 @@ class Estimator:
         self.gpu = GPUS[cluster.gpu]
         self._costs: dict[tuple[int, int, bool, Recompute], StageCosts] = {}
         self._stages: dict[tuple[object, ...], list[tuple[float, tuple[tuple[LayerType, int], ...], float]]] = {}
-        self._tp: dict[tuple[object, ...], tuple[dict[LayerType, tuple[float, float]], ...]] = {}
+        self.tp = TensorParallelTimes(model, cluster.num_gpus, cluster.gpus_per_node, GPUS[cluster.gpu], params,
+                                      lambda: self._built().collectives)
         self._ranks: dict[tuple[object, ...], tuple[int, ...]] = {}
         self._layers: dict[tuple[object, ...], tuple[float, float, float, float, float, float]] = {}
         self._groups: dict[tuple[object, ...], tuple[int, int]] = {}
@@ -72,6 +73,12 @@ class Estimator:
         self.network_bytes_per_s = min(
             self.nvlink_bytes_per_s,
             nccl_bandwidth(cluster.nics_per_node * cluster.nic_bandwidth_bytes_per_s, "ib") / cluster.gpus_per_node)
+
+    def _built(self) -> Network:
+        """The engine's links and collectives of the cluster (built once, when first needed)."""
+        if self._network is None:
+            self._network = build_network(self.cluster, self.algorithm)
+        return self._network
 
     def stage_costs(self, layout: Layout) -> StageCosts:
         """The cost model's compute per microbatch of each layer type, the embedding and the logits (cached)."""
@@ -123,9 +130,7 @@ class Estimator:
         key = (layout.dp, layout.tp, layout.pp, layout.cp, layout.placement, kind, size_bytes)
         found = self._collective_s.get(key)
         if found is None:
-            if self._network is None:
-                self._network = build_network(self.cluster, self.algorithm)
-            model = self._network.collectives
+            model = self._built().collectives
             placement = place(layout.dp, layout.tp, layout.pp, layout.placement, self.cluster.num_gpus, layout.cp)
             found = self._collective_s[key] = sum(
                 phase.latency_s + size_bytes / phase.isolated_rate(model.capacity)
@@ -157,11 +162,10 @@ class Estimator:
         # reduce over dp x cp.
         c = layout.cp
         message = BYTES * b * model.seq_length * model.hidden_size / c
-        tp = self._tp_s(layout)
         pp_send = 2 * message / t / self._bandwidth(layout, "pp") if p > 1 else 0.0
         stream = gather = 0.0  # a microbatch's ZeRO 2/3 traffic, and ZeRO 3's gathers of one layer (single stack)
         if model.encoder_decoder:
-            stages, sends = self._encoder_decoder_stages(layout, tp)
+            stages, sends = self._encoder_decoder_stages(layout, self.tp.per_rank(layout))
             shares = [self._layer(layout)[5]] * p
         else:
             layer_s, exposed_cp_s, sent_cp_s, embedding_s, logits_s, _ = self._layer(layout)
@@ -184,16 +188,17 @@ class Estimator:
                     stream += 2 * layers * gather
                 if c > 1 and self._leaves_node(layout, "cp") and self._leaves_node(layout, "dp", "cp"):
                     stream += layers * sent_cp_s
-            weights, share = self._layer_weights(layout), self._layer(layout)[5]
+            share, first_gathers = self._layer(layout)[5], 2 * max(1, layout.shape.chunks) * gather
             stages, shares = [], []
-            for r in range(p):
-                layer = layer_s + exposed_cp_s + sum(n * tp[r][x][0] for x, n in weights)
-                shares.append((share * layer_s + sum(n * tp[r][x][1] for x, n in weights)) / layer)
+            for r, (tp_total, tp_forward) in enumerate(self.tp.mean(layout)):
+                layer = layer_s + exposed_cp_s + tp_total
+                shares.append((share * layer_s + tp_forward) / layer)
                 # ZeRO 3's gates (simcore/engine/data_parallel/dp_sync.py): a pass waits for its first layer's
                 # gather, and each layer for what of the next one's gather its compute does not cover (Megatron
                 # gathers one layer ahead), in its forward and in its backward pass.
-                waits = 2 * max(1, layout.shape.chunks) * gather + per_rank[r] * (
-                    max(0.0, gather - shares[r] * layer) + max(0.0, gather - (1 - shares[r]) * layer))
+                waits = first_gathers + per_rank[r] * (
+                    max(0.0, gather - shares[r] * layer) + max(0.0, gather - (1 - shares[r]) * layer)) if gather \
+                    else 0.0
                 stages.append(per_rank[r] * layer + waits + (embedding_s if r == 0 else 0.0)
                               + (logits_s if r == p - 1 else 0.0))
         # The steady state runs at the slowest stage's pace; the pipeline fills and drains through the others
@@ -218,58 +223,6 @@ class Estimator:
         shards = d * c if layout.zero_stage >= 1 else 1
         return pipeline + dp_s + optimizer_step_s(params / shards, self.gpu, self.params,
                                                   layout.precision is Precision.FP16)
-
-    def _layer_weights(self, layout: Layout) -> tuple[tuple[LayerType, float], ...]:
-        """Each layer type a rank of a single stack runs and its share of the layers (what `_layer`'s mean weighs
-        by)."""
-        stacks = local_model(self.model, layout.cp).layer_stacks()
-        count = sum(n for _, n in stacks)
-        return tuple((layer, n / count) for layer, n in stacks)
-
-    def _tp_s(self, layout: Layout) -> tuple[dict[LayerType, tuple[float, float]], ...]:
-        """Per pipeline rank, the seconds each layer type's tensor-parallel collectives add per microbatch to its
-        kernels (forward, backward, and full recomputation's forward again), and of those its forward pass's: the
-        engine's own layer cost
-        (simcore.cost.workload.layer_cost) on the rank's real groups, every data-parallel replica's at once, so
-        a group across nodes gets what the collective model gives it there (cached; ranks whose groups have the
-        same shape, moved by whole nodes, share one figure)."""
-        t, p = layout.tp, layout.pp
-        key = (layout.dp, t, p, layout.cp, layout.placement, layout.microbatch_size, layout.sequence_parallel,
-               layout.recompute, layout.tp_comm_overlap, layout.async_tensor_model_parallel_allreduce, layout.fp8,
-               layout.ep, layout.expert_tp)
-        found = self._tp.get(key)
-        if found is not None:
-            return found
-        local = local_model(self.model, layout.cp)
-        types = dict.fromkeys(layer for layer, _ in local.layer_stacks())
-        if t == 1:
-            found = self._tp[key] = tuple({layer: (0.0, 0.0) for layer in types} for _ in range(p))
-            return found
-        if self._network is None:
-            self._network = build_network(self.cluster, self.algorithm)
-        placement = place(layout.dp, t, p, layout.placement, self.cluster.num_gpus, layout.cp)
-        kernels = {layer: layer_kernels(local, layer, layout, self.gpu, self.params) for layer in types}
-        redo = {Recompute.FULL: "forward", Recompute.SELECTIVE: "core"}.get(layout.recompute)
-        by_shape: dict[tuple[object, ...], dict[LayerType, tuple[float, float]]] = {}
-        ranks, gpn = [], self.cluster.gpus_per_node
-        for r in range(p):
-            groups = tensor_parallel_groups(placement, r, range(layout.dp))
-            first = groups[0][0]
-            shape_key = (tuple(g - first + first % gpn for g in groups[0]),
-                         tuple(g[0] - first for g in groups[:2]), len(groups))
-            costs = by_shape.get(shape_key)
-            if costs is None:
-                costs = by_shape[shape_key] = {}
-                for layer, k in kernels.items():
-                    cost = layer_cost(local, layer, layout, k, self._network.collectives, groups, False, self.gpu,
-                                      self.params)
-                    engine = (cost.forward + cost.backward + cost.tp_forward + cost.tp_backward
-                              + cost.recompute(layout.recompute))
-                    costs[layer] = (engine - k.forward - k.backward - (getattr(k, redo) if redo else 0.0),
-                                    cost.forward + cost.tp_forward - k.forward)
-            ranks.append(costs)
-        found = self._tp[key] = tuple(ranks)
-        return found
 
     def _layer(self, layout: Layout) -> tuple[float, float, float, float, float, float]:
         """Per microbatch on one rank of a single-stack model: a layer's compute (forward, backward and
