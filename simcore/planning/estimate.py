@@ -55,8 +55,8 @@ class Estimator:
                  algorithm: CollectiveAlgorithm = CollectiveAlgorithm.AUTO) -> None:
         self.model, self.cluster, self.params, self.algorithm = model, cluster, params, algorithm
         self._network: Network | None = None  # the engine's links and collectives, built when first needed
-        self._collective_s: dict[tuple[object, ...], float] = {}
-        self._buckets: dict[tuple[object, ...], float] = {}
+        self._collective_s: dict[tuple[object, ...], tuple[float, float]] = {}
+        self._buckets: dict[tuple[object, ...], tuple[float, float]] = {}
         self.gpu = GPUS[cluster.gpu]
         self._costs: dict[tuple[int, int, bool, Recompute], StageCosts] = {}
         self._stages: dict[tuple[object, ...], list[tuple[float, tuple[tuple[LayerType, int], ...], float]]] = {}
@@ -126,21 +126,27 @@ class Estimator:
         """Seconds of one data-parallel collective of `size_bytes` over the DP x CP groups of a pipeline rank,
         all its tensor ranks' groups at once, alone on the links: the engine's own phases for it (NCCL's choice
         for the size on the cluster's links, simcore.cost.comm.collectives), so the estimate sees the bandwidth the
-        engine gives a bucket of that size (cached)."""
+        engine gives a bucket of that size."""
+        return sum(self._collective_parts(layout, kind, size_bytes))
+
+    def _collective_parts(self, layout: Layout, kind: Collective, size_bytes: float) -> tuple[float, float]:
+        """`dp_collective_s` as (its phases' latencies, their transfers) (cached)."""
         key = (layout.dp, layout.tp, layout.pp, layout.cp, layout.placement, kind, size_bytes)
         found = self._collective_s.get(key)
         if found is None:
             model = self._built().collectives
             placement = place(layout.dp, layout.tp, layout.pp, layout.placement, self.cluster.num_gpus, layout.cp)
-            found = self._collective_s[key] = sum(
-                phase.latency_s + size_bytes / phase.isolated_rate(model.capacity)
-                for phase in model.data_parallel_phases(kind, placement, 0, size_bytes))
+            phases = model.data_parallel_phases(kind, placement, 0, size_bytes)
+            rates = [phase.isolated_rate(model.capacity) for phase in phases]
+            found = self._collective_s[key] = (sum(phase.latency_s for phase in phases),
+                                               sum(size_bytes / rate for rate in rates))
         return found
 
     def _buckets_s(self, layout: Layout, kinds: tuple[tuple[Collective, float], ...], rank_params: float,
-                   rank_layers: int) -> float:
-        """Seconds of a pipeline rank's gradient buckets (the engine's, simcore.cost.comm.grad_buckets) over its chunks,
-        each bucket a collective of every (kind, bytes per parameter) in `kinds`, one after another (cached)."""
+                   rank_layers: int) -> tuple[float, float]:
+        """A pipeline rank's gradient buckets (the engine's, simcore.cost.comm.grad_buckets) over its chunks, each
+        bucket a collective of every (kind, bytes per parameter) in `kinds`, one after another: (the seconds of
+        their latencies, of their transfers) (cached)."""
         chunks = max(1, layout.shape.chunks)
         key = (layout.dp, layout.tp, layout.pp, layout.cp, layout.placement, layout.zero_stage,
                layout.overlap_grad_reduce, chunks, kinds, rank_params, rank_layers)
@@ -149,8 +155,10 @@ class Estimator:
             sizes = Counter(n for chunk in range(chunks) for n in gradient_buckets(
                 int(rank_params / chunks), max(1, rank_layers // chunks), layout.dp_cp, layout.zero_stage,
                 layout.overlap_grad_reduce, chunk))
-            found = self._buckets[key] = sum(count * self.dp_collective_s(layout, kind, n * width)
-                                             for n, count in sizes.items() for kind, width in kinds)
+            parts = [(count, self._collective_parts(layout, kind, n * width))
+                     for n, count in sizes.items() for kind, width in kinds]
+            found = self._buckets[key] = (sum(c * latency for c, (latency, _) in parts),
+                                          sum(c * moving for c, (_, moving) in parts))
         return found
 
     def iteration_s(self, layout: Layout) -> float:
@@ -178,14 +186,18 @@ class Estimator:
             if layout.zero_stage >= 2 and d * c > 1:
                 layers = max(1, max(per_rank))
                 rank_params = model.total_parameters() / (t * p)
-                stream = self._buckets_s(layout, ((Collective.REDUCE_SCATTER, layout.grad_reduce_bytes),),
+                reduce = self._buckets_s(layout, ((Collective.REDUCE_SCATTER, layout.grad_reduce_bytes),),
                                          rank_params, layers)
+                stream = sum(reduce)
                 if layout.zero_stage >= 3:
+                    # (the gathers on a stream of their own: the engine runs it beside the gradients' stream, so
+                    # their latencies overlap and only their transfers share the links)
                     per_layer = rank_params / layers
                     bucket = layout.zero3_gather_bucket_elements
                     count = max(1, math.ceil(per_layer / bucket)) if bucket else 1
-                    gather = count * self.dp_collective_s(layout, Collective.ALL_GATHER, per_layer / count * BYTES)
-                    stream += 2 * layers * gather
+                    latency, moving = self._collective_parts(layout, Collective.ALL_GATHER, per_layer / count * BYTES)
+                    gather = count * (latency + moving)
+                    stream = max(stream, 2 * layers * gather, reduce[1] + 2 * layers * count * moving)
                 if c > 1 and self._leaves_node(layout, "cp") and self._leaves_node(layout, "dp", "cp"):
                     stream += layers * sent_cp_s
             share, first_gathers = self._layer(layout)[5], 2 * max(1, layout.shape.chunks) * gather
@@ -218,7 +230,7 @@ class Estimator:
                 # gather of the updated 16-bit parameters (ZeRO 1)
                 kinds = ((Collective.ALL_REDUCE, layout.grad_reduce_bytes),) if layout.zero_stage == 0 else (
                     (Collective.REDUCE_SCATTER, layout.grad_reduce_bytes), (Collective.ALL_GATHER, BYTES))
-                traffic = self._buckets_s(layout, kinds, params, sum(self._layers_per_rank(layout)) // p)
+                traffic = sum(self._buckets_s(layout, kinds, params, sum(self._layers_per_rank(layout)) // p))
                 dp_s = traffic * OVERLAPPED_DP_SHARE if layout.overlap_grad_reduce else traffic
         shards = d * c if layout.zero_stage >= 1 else 1
         return pipeline + dp_s + optimizer_step_s(params / shards, self.gpu, self.params,

@@ -110,3 +110,24 @@ def test_more_microbatches_shrink_the_bubble() -> None:
     few = Layout(dp=2, tp=1, pp=8, microbatch_size=1, global_batch_size=16)
     many = Layout(dp=2, tp=1, pp=8, microbatch_size=1, global_batch_size=128)
     assert estimator.tokens_per_s(many) > 1.5 * estimator.tokens_per_s(few)
+
+
+def test_zero_3_gathers_run_beside_the_gradients_stream_so_only_their_transfers_add_up() -> None:
+    """ZeRO 3 gathers each layer on a stream of its own beside the gradients' reduce-scatters (the engine's two
+    streams): a microbatch takes the longer of the two, or both streams' transfers together where the links are
+    the limit, not their sum with every latency."""
+    model = replace(GPT_1_3B, seq_length=128)
+    estimator = Estimator(model, CLUSTER)
+    layout = Layout(dp=8, tp=1, pp=2, microbatch_size=1, global_batch_size=64, zero_stage=3,
+                    overlap_grad_reduce=True, placement="pp,dp,tp")
+    layers = max(estimator._layers_per_rank(layout))
+    params = model.total_parameters() / 2
+    reduce = [estimator._collective_parts(layout, Collective.REDUCE_SCATTER, n * layout.grad_reduce_bytes)
+              for n in gradient_buckets(int(params), layers, 8, 3, True, 0)]
+    latency, moving = estimator._collective_parts(layout, Collective.ALL_GATHER, params / layers * BYTES)
+    gathers = 2 * layers * (latency + moving)
+    stream = max(sum(map(sum, reduce)), gathers, sum(m for _, m in reduce) + 2 * layers * moving)
+    assert stream < sum(map(sum, reduce)) + gathers  # the latencies overlap
+    optimizer = optimizer_step_s(params / 8, A100, FITTED, False)
+    m = layout.num_microbatches
+    assert m * stream + optimizer < estimator.iteration_s(layout) < (m + 1) * stream + optimizer
