@@ -9,7 +9,7 @@ kept per *error kind*: the layout's kind (context-parallel, with ZeRO-3 or witho
 interleaved, zero-bubble, DualPipe, GPipe or plain 1F1B) and its placement. Before a kind has been simulated its
 bound is the prior (estimates [0.8, 1.25] x the truth); once it has, the bound is the range of the ratios seen,
 widened by a margin that shrinks as the kind is sampled more (10% / sqrt(n), at least 2%), its low end never above
-1 until the kind has TRUSTED samples. A candidate's optimistic bound is its estimate over the low end of its
+1 less the margin. A candidate's optimistic bound is its estimate over the low end of its
 kind's range: the most the simulator could say of it, as far as the sample tells. A candidate simulated below the
 low end its kind had (a *miss*: the kind's sample had not reached its tail) widens the kind's bound from then on
 (`KindError.learn`), and every choice re-checks every candidate against the bounds as they are then, so candidates
@@ -41,7 +41,6 @@ PRIOR = (0.8, 1.25)  # estimated / simulated before a kind has been simulated
 MARGIN = 0.10  # the bound's widening beyond the ratios seen, over sqrt(samples)
 MIN_MARGIN = 0.02
 MAX_MARGIN = 0.5  # however often a kind's bound was missed
-TRUSTED = 8  # samples after which a kind's bound may say its estimates are all too high
 BATCH = 4  # candidates chosen together (a fixed number: the choices do not depend on the workers)
 
 
@@ -78,8 +77,8 @@ class KindError:
 
     def learn(self, ratio: float) -> bool:
         """Add a simulated candidate's ratio; True when it is a miss. A miss widens the kind's bound from then on:
-        its margin grows by the base margin for every miss, the low end never again rises above where the miss
-        left it, nor above 1 however often the kind is sampled. So a kind whose estimate was off by more than its
+        its margin grows by the base margin for every miss and the low end never again rises above where the miss
+        left it, however often the kind is sampled. So a kind whose estimate was off by more than its
         bound gets more candidates simulated, never fewer; the frontier re-checks every candidate against it."""
         missed = ratio < self.low
         self.ratios.append(ratio)
@@ -96,17 +95,14 @@ class KindError:
 
     @property
     def low(self) -> float:
-        """The smallest ratio the kind's candidates are taken to have (their estimate's most pessimistic). Until
-        the kind has TRUSTED samples (and for good once it has missed) it is never above 1: a kind seen estimated
-        too high is not taken to be so throughout, since the ones simulated first are its most promising, where an
-        optimistic estimate is likeliest (bench/search_proof.py --check-bounds found ZeRO-3 kinds seen at
-        1.13-1.26 with others at 1.02). A kind sampled that often, without a miss, is taken at what it showed."""
+        """The smallest ratio the kind's candidates are taken to have (their estimate's most pessimistic): the
+        lowest of the ratios seen and 1 (the estimate's own model), less the margin. Never above 1 - margin however
+        high the ratios seen: the ones simulated first are the kind's most promising, where an optimistic estimate
+        is likeliest, so they say nothing of its other layouts (bench/search_proof.py --check-bounds: the
+        context-parallel ZeRO-3 kind of Llama-3-70B seen at 1.12-1.19 in ten samples, others of it at 1.00-1.03)."""
         if not self.ratios:
             return PRIOR[0]
-        low = min(self.ratios) * (1 - self.margin)
-        if len(self.ratios) < TRUSTED or self.misses:
-            low = min(low, 1.0)
-        return min(low, self.ceiling)
+        return min(min(*self.ratios, 1.0) * (1 - self.margin), self.ceiling)
 
     @property
     def high(self) -> float:
