@@ -57,6 +57,7 @@ from service.search import prepare, run_search
 from simcore import simulate
 from simcore.planning.estimate import Estimator
 from simcore.planning.frontier import PRIOR, error_kind
+from simcore.planning.rank import describe
 from simcore.planning.search import Bounds, search
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -188,17 +189,20 @@ def check_bounds(case: str, k: int) -> None:
         layouts.sort(key=lambda lay: -estimator.tokens_per_s(lay))
         picked = layouts[:k] + draw.sample(layouts[k:], min(k, len(layouts[k:])))
         bound = low.get(kind, PRIOR[0])
-        worst = 10.0
+        worst, most = 10.0, 0.0
         for layout in picked:
             speed = simulate(replace(base, layout=layout)).metrics.tokens_per_s
             ratio = estimator.tokens_per_s(layout) / speed
             checked += 1
-            worst = min(worst, ratio)
+            worst, most = min(worst, ratio), max(most, ratio)
             if ratio < bound:
                 exceeded += 1
                 changed += speed > best
-        print(f"    {kind[0]:24s} {kind[1]:10s} {len(picked)} checked: lowest ratio {worst:.3f}, bound {bound:.3f}"
-              f"{'  EXCEEDED' if worst < bound else ''}", flush=True)
+                print(f"      exceeded: {describe(layout)} (v {layout.virtual_stages}, m {layout.num_microbatches}): "
+                      f"estimate {estimator.tokens_per_s(layout):,.0f}, simulated {speed:,.0f} tokens/s, ratio "
+                      f"{ratio:.3f}", flush=True)
+        print(f"    {kind[0]:24s} {kind[1]:10s} {len(picked)} checked: ratios {worst:.3f} .. {most:.3f}, bound "
+              f"{bound:.3f}{'  EXCEEDED' if worst < bound else ''}", flush=True)
     print(f"  bounds checked on {checked} layouts the search did not simulate: {exceeded} below their kind's bound, "
           f"{changed} of them faster than the search's best")
 
@@ -247,7 +251,8 @@ def main() -> None:
         print("  estimate / simulated tokens/s per kind (placement): n, min .. max, the bound pruned with")
         for k in result["search"]["estimate_error"]:
             print(f"    {k['kind']:24s} {k['placement']:10s} n {k['simulated']:3d}: {k['ratio_min']:.3f} .. "
-                  f"{k['ratio_max']:.3f}, bound {k['bound_low']:.3f}")
+                  f"{k['ratio_max']:.3f}, bound {k['bound_low']:.3f}"
+                  + (f" (exceeded {k['bound_exceeded']}x during the search)" if k['bound_exceeded'] else ""))
         if args.check_bounds:
             check_bounds(case, args.check_bounds)
         entry = known.get(case)

@@ -147,7 +147,7 @@ def result_document(req: SearchRequest, base: Scenario, result: SearchResult) ->
             "stopped_running": result.stopped_running,
             "estimate_error": [
                 {"kind": r.kind, "placement": r.placement, "simulated": r.simulated, "ratio_min": r.ratio_min,
-                 "ratio_max": r.ratio_max, "bound_low": r.low, "bound_high": r.high}
+                 "ratio_max": r.ratio_max, "bound_low": r.low, "bound_high": r.high, "bound_exceeded": r.exceeded}
                 for r in result.errors if r.simulated],
         },
         "screened": [

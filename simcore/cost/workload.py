@@ -56,12 +56,12 @@ from simcore.domain.model import LayerType, ModelShape
 from simcore.domain.placement import Placement
 from topology.hardware import GpuSpec
 
-__all__ = ["ATTENTION_CORE", "OPTIMIZER_BYTES_PER_PARAMETER", "ChunkCost", "LayerKernels", "Workload",
-           "build_workload", "layer_kernels", "layer_partition", "weight_share"]
+__all__ = ["ATTENTION_CORE", "OPTIMIZER_BYTES_PER_PARAMETER", "ChunkCost", "LayerCost", "LayerKernels", "Workload",
+           "build_workload", "layer_cost", "layer_kernels", "layer_partition", "weight_share"]
 
 
 @dataclass(frozen=True, slots=True)
-class _LayerCost:
+class LayerCost:
     """One layer of a type, per microbatch: compute, exposed and hidden tensor-parallel time, bytes, weights."""
 
     forward: float
@@ -142,9 +142,9 @@ def layer_kernels(model: ModelShape, layer: LayerType, layout: Layout, gpu: GpuS
                     gemm_backward=gemm_backward, ring=ring, pre=pre, post=post, column_wgrad=column)
 
 
-def _layer_cost(model: ModelShape, layer: LayerType, layout: Layout, kernels: LayerKernels,
+def layer_cost(model: ModelShape, layer: LayerType, layout: Layout, kernels: LayerKernels,
                 collectives: CollectiveModel | None, groups: Sequence[tuple[int, ...]], free: bool,
-                gpu: GpuSpec, params: CostParameters) -> _LayerCost:
+                gpu: GpuSpec, params: CostParameters) -> LayerCost:
     """The layer's kernels plus its tensor-parallel collectives on one rank's groups."""
     b, t, sp = layout.microbatch_size, layout.tp, layout.sequence_parallel
     message = b * layer.seq * model.hidden_size * BYTES  # one microbatch's hidden states
@@ -186,7 +186,7 @@ def _layer_cost(model: ModelShape, layer: LayerType, layout: Layout, kernels: La
                          params.comm_sm_share)
         s = slowdown(load.sms, load.hbm_bytes_per_s, gpu.sm_count, gpu.hbm_bandwidth_bytes_per_s, 1.0)
         slowed = (s - 1) / s
-    return _LayerCost(
+    return LayerCost(
         forward=kernels.forward + slowed * (tp_fwd - exposed_fwd),
         backward=kernels.backward + slowed * (tp_bwd - exposed_bwd), backward_weight=kernels.backward_weight,
         core=kernels.core,
@@ -197,8 +197,8 @@ def _layer_cost(model: ModelShape, layer: LayerType, layout: Layout, kernels: La
         parameters=model.parameters_per_layer(layer) // t)
 
 
-def _moe_layer_cost(cost: _LayerCost, model: ModelShape, layer: LayerType, layout: Layout, comm: ExpertComm,
-                    split: tuple[float, float, float, float], gpu: GpuSpec) -> _LayerCost:
+def _moe_layer_cost(cost: LayerCost, model: ModelShape, layer: LayerType, layout: Layout, comm: ExpertComm,
+                    split: tuple[float, float, float, float], gpu: GpuSpec) -> LayerCost:
     """A MoE layer: the dense part's weights split over tp, the experts' over ep x expert_tp, its all-to-alls,
     where they cut its kernels, and how much slower its compute runs beside one of them."""
     experts = model.expert_parameters() // (layout.ep * layout.expert_tp)
@@ -242,7 +242,7 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
     run_with = {layer: sixteen if layer.bf16 else layout for layer in types}
     # Kernel times once per layer type; tensor-parallel time per rank, on its real groups (cached by the model).
     kernels = {layer: layer_kernels(model, layer, run_with[layer], gpu, params) for layer in types}
-    rank_costs = [{layer: _layer_cost(model, layer, layout, k, collectives, tp_groups(r), free, gpu, params)
+    rank_costs = [{layer: layer_cost(model, layer, layout, k, collectives, tp_groups(r), free, gpu, params)
                    for layer, k in kernels.items()} for r in range(p)]
     splits = {layer: dispatch_split(transformer_layer_ops(model, b, t, sp, layer, run_with[layer].fp8, layout.ep,
                                                           layout.expert_tp, layout.eager), gpu, params)
@@ -291,7 +291,7 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
         mtp = mtp_cost(model, b, t, sp, gpu, params, collectives, groups) if last else NO_MTP
 
         def total(attr: str, runs: list[tuple[LayerType, int]] = runs,
-                  costs: dict[LayerType, _LayerCost] = costs) -> float:
+                  costs: dict[LayerType, LayerCost] = costs) -> float:
             return sum(n * getattr(costs[layer], attr) for layer, n in runs)
 
         # The first chunk embeds the (encoder's) tokens; the chunk that starts the decoder embeds the target's.

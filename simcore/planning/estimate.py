@@ -4,17 +4,20 @@ It never ranks: every ranked figure comes from the simulator (simcore.planning.r
 Built on the cost model, with no formula of its own for what the cost model already computes: the compute of
 each layer type, the embedding and the logits per microbatch are `simcore.cost.partition.stage_costs` (the
 kernels' roofline times, forward + backward + recomputation), the layers of each stage are
-`simcore.cost.partition.partition`'s split, the optimizer step is `simcore.cost.compute.optimizer.optimizer_step_s`,
-ring traffic is `simcore.cost.comm.collectives.ring_factor` and link bandwidths are NCCL's (`nccl_bandwidth`). What it
-adds is the schedule in closed form instead of events (Narayanan et al. 2021, §3): per microbatch a stage costs its
-layers' compute, its tensor-parallel all-reduces (4 per layer, 6 with full recomputation, each moving
-ring_factor x the activation over NVLink or, for a group that leaves the node, the node's NICs shared by its
-GPUs) and one activation send; an iteration costs m such stage times, or m times a microbatch's ZeRO 2/3
-traffic where that is longer, plus (p-1)/v stage times (the bubble), the exposed part of the data-parallel
-traffic and the optimizer step. Data-parallel collectives are the engine's own (simcore.cost.comm.collectives: its
-phases for the placement and each of Megatron-Core's gradient buckets, simcore.cost.comm.grad_buckets, alone on the
-links), so the estimator builds the cluster's network once, when it first needs it, and caches each collective's
-time by placement and size: the estimate of tens of thousands of layouts takes a few seconds.
+`simcore.cost.partition.partition`'s split, a layer's tensor-parallel collectives are the engine's own layer cost
+(`simcore.cost.workload.layer_cost`: the collective model on each pipeline rank's real groups, every replica's at
+once, with what tp_comm_overlap or the asynchronous all-reduce hides), the optimizer step is
+`simcore.cost.compute.optimizer.optimizer_step_s`, ring traffic is `simcore.cost.comm.collectives.ring_factor` and
+link bandwidths are NCCL's (`nccl_bandwidth`). What it adds is the schedule in closed form instead of events
+(Narayanan et al. 2021, §3, with unequal stages): per microbatch a stage costs its layers' compute and their
+tensor-parallel collectives; an iteration costs m times the slowest stage, or m times a microbatch's ZeRO 2/3
+traffic (or a pipeline link's sends) where that is longer, plus the fill and drain through the other stages (their
+stage times over v: (p-1)/v stage times when the stages are equal) and one send a hop, the exposed part of the
+data-parallel traffic and the optimizer step. Data-parallel collectives are the engine's own
+(simcore.cost.comm.collectives: its phases for the placement and each of Megatron-Core's gradient buckets,
+simcore.cost.comm.grad_buckets, alone on the links), so the estimator builds the cluster's network once, when it
+first needs it, and caches each collective's time by placement and size: the estimate of tens of thousands of
+layouts takes a few seconds.
 """
 
 from __future__ import annotations
@@ -30,22 +33,19 @@ from simcore.cost.context_parallel import AllToAll, AttentionRing, Exchange, Rin
 from simcore.cost.parameters import FITTED, CostParameters
 from simcore.cost.partition import StageCosts, partition, stage_costs
 from simcore.cost.workload import layer_kernels
-from simcore.domain.layout import CpComm, Layout, Precision, Recompute, Schedule
-from simcore.domain.model import ModelShape
+from simcore.domain.layout import CpComm, Layout, Precision, Recompute
+from simcore.domain.model import LayerType, ModelShape
 from simcore.domain.placement import place
+from simcore.planning.pipeline_time import fill_drain_s
+from simcore.planning.tp_estimate import TensorParallelTimes
 from simcore.simulate import Network, build_network
 from topology.cluster_spec import ClusterSpec
 from topology.hardware import GPUS
 
-# Two heuristics of the ordering, not fitted and not figures of the simulator (which models both overlaps as
-# events): the share of overlappable data-parallel traffic counted as exposed, and the share of tensor-parallel
-# time that tp_comm_overlap leaves exposed. They only decide which candidates a bounded search simulates first.
+# A heuristic of the ordering, not fitted and not a figure of the simulator (which models the overlap as events):
+# the share of overlappable data-parallel traffic counted as exposed. It only decides which candidates a bounded
+# search simulates first.
 OVERLAPPED_DP_SHARE = 0.1
-OVERLAPPED_TP_SHARE = 0.5
-# The bubble of the schedules past 1F1B as a share of 1F1B's, with T_F = T_B = T_W (the Zero Bubble README's
-# table: ZB-H1 a third, ZB-H2 and ZB-V none; DualPipe (pp/2 - 1)(F&B + B - 3W) over 1F1B's (pp - 1)(F + B),
-# about a sixth). For ordering only: the simulator runs each schedule as events.
-BUBBLE_SHARE = {Schedule.ZB_H1: 1 / 3, Schedule.ZB_H2: 0.0, Schedule.ZB_V: 0.0, Schedule.DUALPIPE: 1 / 6}
 
 
 class Estimator:
@@ -55,13 +55,15 @@ class Estimator:
                  algorithm: CollectiveAlgorithm = CollectiveAlgorithm.AUTO) -> None:
         self.model, self.cluster, self.params, self.algorithm = model, cluster, params, algorithm
         self._network: Network | None = None  # the engine's links and collectives, built when first needed
-        self._collective_s: dict[tuple[object, ...], float] = {}
-        self._buckets: dict[tuple[object, ...], float] = {}
+        self._collective_s: dict[tuple[object, ...], tuple[float, float]] = {}
+        self._buckets: dict[tuple[object, ...], tuple[float, float]] = {}
         self.gpu = GPUS[cluster.gpu]
         self._costs: dict[tuple[int, int, bool, Recompute], StageCosts] = {}
-        self._stages: dict[tuple[object, ...], list[tuple[float, float, float]]] = {}
+        self._stages: dict[tuple[object, ...], list[tuple[float, tuple[tuple[LayerType, int], ...], float]]] = {}
+        self.tp = TensorParallelTimes(model, cluster.num_gpus, cluster.gpus_per_node, GPUS[cluster.gpu], params,
+                                      lambda: self._built().collectives)
         self._ranks: dict[tuple[object, ...], tuple[int, ...]] = {}
-        self._layers: dict[tuple[object, ...], tuple[float, float, float, float, float]] = {}
+        self._layers: dict[tuple[object, ...], tuple[float, float, float, float, float, float]] = {}
         self._groups: dict[tuple[object, ...], tuple[int, int]] = {}
         # (a PCIe-only node: the GPUs' PCIe links, and the slower inter-socket link a node-wide ring crosses)
         self.nvlink_bytes_per_s = nccl_bandwidth(cluster.nvlink_bandwidth_bytes_per_s, "nvlink") if cluster.has_nvlink \
@@ -71,6 +73,12 @@ class Estimator:
         self.network_bytes_per_s = min(
             self.nvlink_bytes_per_s,
             nccl_bandwidth(cluster.nics_per_node * cluster.nic_bandwidth_bytes_per_s, "ib") / cluster.gpus_per_node)
+
+    def _built(self) -> Network:
+        """The engine's links and collectives of the cluster (built once, when first needed)."""
+        if self._network is None:
+            self._network = build_network(self.cluster, self.algorithm)
+        return self._network
 
     def stage_costs(self, layout: Layout) -> StageCosts:
         """The cost model's compute per microbatch of each layer type, the embedding and the logits (cached)."""
@@ -118,23 +126,27 @@ class Estimator:
         """Seconds of one data-parallel collective of `size_bytes` over the DP x CP groups of a pipeline rank,
         all its tensor ranks' groups at once, alone on the links: the engine's own phases for it (NCCL's choice
         for the size on the cluster's links, simcore.cost.comm.collectives), so the estimate sees the bandwidth the
-        engine gives a bucket of that size (cached)."""
+        engine gives a bucket of that size."""
+        return sum(self._collective_parts(layout, kind, size_bytes))
+
+    def _collective_parts(self, layout: Layout, kind: Collective, size_bytes: float) -> tuple[float, float]:
+        """`dp_collective_s` as (its phases' latencies, their transfers) (cached)."""
         key = (layout.dp, layout.tp, layout.pp, layout.cp, layout.placement, kind, size_bytes)
         found = self._collective_s.get(key)
         if found is None:
-            if self._network is None:
-                self._network = build_network(self.cluster, self.algorithm)
-            model = self._network.collectives
+            model = self._built().collectives
             placement = place(layout.dp, layout.tp, layout.pp, layout.placement, self.cluster.num_gpus, layout.cp)
-            found = self._collective_s[key] = sum(
-                phase.latency_s + size_bytes / phase.isolated_rate(model.capacity)
-                for phase in model.data_parallel_phases(kind, placement, 0, size_bytes))
+            phases = model.data_parallel_phases(kind, placement, 0, size_bytes)
+            rates = [phase.isolated_rate(model.capacity) for phase in phases]
+            found = self._collective_s[key] = (sum(phase.latency_s for phase in phases),
+                                               sum(size_bytes / rate for rate in rates))
         return found
 
     def _buckets_s(self, layout: Layout, kinds: tuple[tuple[Collective, float], ...], rank_params: float,
-                   rank_layers: int) -> float:
-        """Seconds of a pipeline rank's gradient buckets (the engine's, simcore.cost.comm.grad_buckets) over its chunks,
-        each bucket a collective of every (kind, bytes per parameter) in `kinds`, one after another (cached)."""
+                   rank_layers: int) -> tuple[float, float]:
+        """A pipeline rank's gradient buckets (the engine's, simcore.cost.comm.grad_buckets) over its chunks, each
+        bucket a collective of every (kind, bytes per parameter) in `kinds`, one after another: (the seconds of
+        their latencies, of their transfers) (cached)."""
         chunks = max(1, layout.shape.chunks)
         key = (layout.dp, layout.tp, layout.pp, layout.cp, layout.placement, layout.zero_stage,
                layout.overlap_grad_reduce, chunks, kinds, rank_params, rank_layers, layout.grad_bucket_elements)
@@ -143,8 +155,10 @@ class Estimator:
             sizes = Counter(n for chunk in range(chunks) for n in gradient_buckets(
                 int(rank_params / chunks), max(1, rank_layers // chunks), layout.dp, layout.zero_stage,
                 layout.overlap_grad_reduce, chunk, layout.grad_bucket_elements))
-            found = self._buckets[key] = sum(count * self.dp_collective_s(layout, kind, n * width)
-                                             for n, count in sizes.items() for kind, width in kinds)
+            parts = [(count, self._collective_parts(layout, kind, n * width))
+                     for n, count in sizes.items() for kind, width in kinds]
+            found = self._buckets[key] = (sum(c * latency for c, (latency, _) in parts),
+                                          sum(c * moving for c, (_, moving) in parts))
         return found
 
     def iteration_s(self, layout: Layout) -> float:
@@ -156,20 +170,14 @@ class Estimator:
         # reduce over dp x cp.
         c = layout.cp
         message = BYTES * b * model.seq_length * model.hidden_size / c
-        tp_layer = 0.0
-        if t > 1:
-            collectives = 6 if layout.recompute is Recompute.FULL else 4
-            tp_layer = collectives * ring_factor(Collective.ALL_REDUCE, t) * message / self._bandwidth(layout, "tp")
-            if layout.tp_comm_overlap:
-                tp_layer *= OVERLAPPED_TP_SHARE
         pp_send = 2 * message / t / self._bandwidth(layout, "pp") if p > 1 else 0.0
-        stream = 0.0  # a microbatch's ZeRO 2/3 traffic (single-stack models)
+        stream = gather = 0.0  # a microbatch's ZeRO 2/3 traffic, and ZeRO 3's gathers of one layer (single stack)
         if model.encoder_decoder:
-            stage = self._encoder_decoder_stage(layout, tp_layer, pp_send)
+            stages, sends = self._encoder_decoder_stages(layout, self.tp.per_rank(layout))
+            shares = [self._layer(layout)[5]] * p
         else:
-            layer_s, exposed_cp_s, sent_cp_s, embedding_s, logits_s = self._layer(layout)
-            layer = layer_s + tp_layer + exposed_cp_s
-            per_rank = self._layers_per_rank(layout)
+            layer_s, exposed_cp_s, sent_cp_s, embedding_s, logits_s, _ = self._layer(layout)
+            per_rank, sends = self._layers_per_rank(layout), 1.0
             # ZeRO 2 reduce-scatters a rank's gradient buckets after every microbatch's backward, ZeRO 3 also
             # gathers each layer's parameters before its forward and its backward, the next layer's while this
             # one computes: on their own streams, beside the passes, so a microbatch takes at least that traffic's
@@ -178,20 +186,40 @@ class Estimator:
             if layout.zero_stage >= 2 and d * c > 1:
                 layers = max(1, max(per_rank))
                 rank_params = model.total_parameters() / (t * p)
-                stream = self._buckets_s(layout, ((Collective.REDUCE_SCATTER, layout.grad_reduce_bytes),),
+                reduce = self._buckets_s(layout, ((Collective.REDUCE_SCATTER, layout.grad_reduce_bytes),),
                                          rank_params, layers)
+                stream = sum(reduce)
                 if layout.zero_stage >= 3:
+                    # (the gathers on a stream of their own: the engine runs it beside the gradients' stream, so
+                    # their latencies overlap and only their transfers share the links)
                     per_layer = rank_params / layers
                     bucket = layout.zero3_gather_bucket_elements
                     count = max(1, math.ceil(per_layer / bucket)) if bucket else 1
-                    stream += 2 * layers * count * self.dp_collective_s(
-                        layout, Collective.ALL_GATHER, per_layer / count * BYTES)
+                    latency, moving = self._collective_parts(layout, Collective.ALL_GATHER, per_layer / count * BYTES)
+                    gather = count * (latency + moving)
+                    stream = max(stream, 2 * layers * gather, reduce[1] + 2 * layers * count * moving)
                 if c > 1 and self._leaves_node(layout, "cp") and self._leaves_node(layout, "dp", "cp"):
                     stream += layers * sent_cp_s
-            stage = max(per_rank[r] * layer + (embedding_s if r == 0 else 0.0)
-                        + (logits_s if r == p - 1 else 0.0) + pp_send * v for r in range(p))
-        bubble = (p - 1) / v * BUBBLE_SHARE.get(layout.schedule, 1.0) * stage
-        pipeline = m * max(stage, stream) + bubble
+            share, first_gathers = self._layer(layout)[5], 2 * max(1, layout.shape.chunks) * gather
+            stages, shares = [], []
+            for r, (tp_total, tp_forward) in enumerate(self.tp.mean(layout)):
+                layer = layer_s + exposed_cp_s + tp_total
+                shares.append((share * layer_s + tp_forward) / layer)
+                # ZeRO 3's gates (simcore/engine/data_parallel/dp_sync.py): a pass waits for its first layer's
+                # gather, and each layer for what of the next one's gather its compute does not cover (Megatron
+                # gathers one layer ahead), in its forward and in its backward pass.
+                waits = first_gathers + per_rank[r] * (
+                    max(0.0, gather - shares[r] * layer) + max(0.0, gather - (1 - shares[r]) * layer)) if gather \
+                    else 0.0
+                stages.append(per_rank[r] * layer + waits + (embedding_s if r == 0 else 0.0)
+                              + (logits_s if r == p - 1 else 0.0))
+        # The steady state runs at the slowest stage's pace; the pipeline fills and drains through the others
+        # (simcore.planning.pipeline_time: unequal stages hide part of it). The pipeline sends run beside the
+        # passes (the engine's transfers): a microbatch takes at least a link's sends, and the fill and drain wait
+        # for one send a hop.
+        slowest = max(range(p), key=stages.__getitem__)  # (its passes' forward share)
+        bubble = fill_drain_s(stages, shares[slowest], m, v, layout.schedule) + (p - 1) * pp_send * sends
+        pipeline = m * max(max(stages), stream, pp_send * sends * v) + bubble
         params = model.total_parameters() / (t * p)
         dp_s = 0.0
         if d * c > 1:
@@ -202,13 +230,13 @@ class Estimator:
                 # gather of the updated 16-bit parameters (ZeRO 1)
                 kinds = ((Collective.ALL_REDUCE, layout.grad_reduce_bytes),) if layout.zero_stage == 0 else (
                     (Collective.REDUCE_SCATTER, layout.grad_reduce_bytes), (Collective.ALL_GATHER, BYTES))
-                traffic = self._buckets_s(layout, kinds, params, sum(self._layers_per_rank(layout)) // p)
+                traffic = sum(self._buckets_s(layout, kinds, params, sum(self._layers_per_rank(layout)) // p))
                 dp_s = traffic * OVERLAPPED_DP_SHARE if layout.overlap_grad_reduce else traffic
         shards = d * c if layout.zero_stage >= 1 else 1
         return pipeline + dp_s + optimizer_step_s(params / shards, self.gpu, self.params,
-                                                         layout.precision is Precision.FP16)
+                                                  layout.precision is Precision.FP16)
 
-    def _layer(self, layout: Layout) -> tuple[float, float, float, float, float]:
+    def _layer(self, layout: Layout) -> tuple[float, float, float, float, float, float]:
         """Per microbatch on one rank of a single-stack model: a layer's compute (forward, backward and
         recomputation; the mean over its layer types, weighted by their counts), the context-parallel exchange it
         cannot hide and all it sends, the embedding's and the logits' compute (cached). The kernels are the engine's
@@ -228,13 +256,14 @@ class Estimator:
         if found is not None:
             return found
         local = local_model(self.model, layout.cp)
-        total = exposed = sent = 0.0
+        total = exposed = sent = forward = 0.0
         count = 0
         for layer, n in local.layer_stacks():
             kernels = layer_kernels(local, layer, layout, self.gpu, self.params)
             redo = kernels.forward if layout.recompute is Recompute.FULL else \
                 kernels.core if layout.recompute is Recompute.SELECTIVE else 0.0
             total += n * (kernels.forward + kernels.backward + redo)
+            forward += n * kernels.forward
             if kernels.ring is not None:
                 ring_exposed, ring_sent = self._ring_exposed(kernels.ring, layout, cp_bandwidth)
                 exposed += n * ring_exposed
@@ -242,7 +271,8 @@ class Estimator:
             count += n
         costs = stage_costs(local, layout.microbatch_size, layout.tp, layout.sequence_parallel,
                             str(layout.recompute), self.gpu, self.params)
-        found = self._layers[key] = (total / count, exposed / count, sent / count, costs.embedding, costs.logits)
+        found = self._layers[key] = (total / count, exposed / count, sent / count, costs.embedding, costs.logits,
+                                     forward / total)
         return found
 
     def _ring_exposed(self, ring: AttentionRing, layout: Layout, bandwidth: float) -> tuple[float, float]:
@@ -304,11 +334,11 @@ class Estimator:
         dp_s = traffic * OVERLAPPED_DP_SHARE if hidden else traffic
         return max(dp_s, traffic - pipeline) if layout.zero_stage >= 2 else dp_s
 
-    def _encoder_decoder_stage(self, layout: Layout, tp_layer: float, pp_send: float) -> float:
-        """The slowest stage of an encoder-decoder layout: the simulator's own split with each layer type's
-        compute; `tp_layer` and `pp_send` are for seq_length tokens, scaled by what each layer type and stage
-        boundary really carries (a decoder layer: three collectives of the target's tokens a direction and one
-        of the encoder output in backward; between decoder stages: target plus encoder output)."""
+    def _encoder_decoder_stages(self, layout: Layout,
+                                tp: tuple[dict[LayerType, tuple[float, float]], ...]) -> tuple[list[float], float]:
+        """Each stage of an encoder-decoder layout per microbatch (the simulator's own split with each layer
+        type's compute and, from `tp`, its tensor-parallel collectives) and the most a hop sends, in sends of
+        seq_length tokens (between decoder stages: the target plus the encoder output)."""
         key = (layout.microbatch_size, layout.tp, layout.sequence_parallel, layout.recompute, layout.pp,
                layout.pipeline_partition, layout.encoder_pipeline_stages)
         found = self._stages.get(key)
@@ -326,11 +356,11 @@ class Estimator:
                 decoder = any(layer.cross_seq for layer, _ in runs)
                 compute += costs.decoder_embedding if decoder and not decoder_started else 0.0
                 compute += costs.logits if rank == layout.pp - 1 else 0.0
-                tp_units = sum(n * ((6 * dec + enc) / (4 * enc) if layer.cross_seq else 1.0) for layer, n in runs)
                 sends = (dec + enc) / enc if decoder and decoder_started else 1.0
-                found.append((compute, tp_units, sends))
+                found.append((compute, tuple(runs), sends))
                 decoder_started = decoder_started or decoder
-        return max(compute + units * tp_layer + pp_send * sends for compute, units, sends in found)
+        return ([compute + sum(n * tp[rank][layer][0] for layer, n in runs)
+                 for rank, (compute, runs, _) in enumerate(found)], max(sends for _, _, sends in found))
 
     def tokens_per_s(self, layout: Layout) -> float:
         return layout.global_batch_size * self.model.tokens_per_sample / self.iteration_s(layout)

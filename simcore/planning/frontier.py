@@ -9,9 +9,11 @@ kept per *error kind*: the layout's kind (context-parallel, with ZeRO-3 or witho
 interleaved, zero-bubble, DualPipe, GPipe or plain 1F1B) and its placement. Before a kind has been simulated its
 bound is the prior (estimates [0.8, 1.25] x the truth); once it has, the bound is the range of the ratios seen,
 widened by a margin that shrinks as the kind is sampled more (10% / sqrt(n), at least 2%), its low end never above
-1 until the kind has TRUSTED samples. A candidate's
-optimistic bound is its estimate over the low end of its kind's range: the most the simulator could say of it, as
-far as the sample tells.
+1 less the margin. A candidate's optimistic bound is its estimate over the low end of its
+kind's range: the most the simulator could say of it, as far as the sample tells. A candidate simulated below the
+low end its kind had (a *miss*: the kind's sample had not reached its tail) widens the kind's bound from then on
+(`KindError.learn`), and every choice re-checks every candidate against the bounds as they are then, so candidates
+pruned with the narrower bound come back.
 
 The search simulates, a batch at a time, the candidates whose optimistic bound beats the best simulated so far,
 the one with the most chance to win per estimated simulation second first (chance: the share of its bound's
@@ -38,7 +40,7 @@ from simcore.domain.layout import Layout, Schedule
 PRIOR = (0.8, 1.25)  # estimated / simulated before a kind has been simulated
 MARGIN = 0.10  # the bound's widening beyond the ratios seen, over sqrt(samples)
 MIN_MARGIN = 0.02
-TRUSTED = 8  # samples after which a kind's bound may say its estimates are all too high
+MAX_MARGIN = 0.5  # however often a kind's bound was missed
 BATCH = 4  # candidates chosen together (a fixed number: the choices do not depend on the workers)
 
 
@@ -65,25 +67,42 @@ def error_kind(layout: Layout) -> tuple[str, str]:
 
 @dataclass(slots=True)
 class KindError:
-    """The ratios estimated / simulated tokens/s seen for one error kind."""
+    """The ratios estimated / simulated tokens/s seen for one error kind, and its *misses*: ratios that came in
+    below the low end the kind had then, so that candidates of the kind were being pruned with a bound their
+    kind does not keep (the sample had not reached the kind's tail)."""
 
     ratios: list[float] = field(default_factory=list)
+    misses: int = 0
+    ceiling: float = math.inf  # the low end after the last miss: it never rises above it again
+
+    def learn(self, ratio: float) -> bool:
+        """Add a simulated candidate's ratio; True when it is a miss. A miss widens the kind's bound from then on:
+        its margin grows by the base margin for every miss and the low end never again rises above where the miss
+        left it, however often the kind is sampled. So a kind whose estimate was off by more than its
+        bound gets more candidates simulated, never fewer; the frontier re-checks every candidate against it."""
+        missed = ratio < self.low
+        self.ratios.append(ratio)
+        if missed:
+            self.misses += 1
+            self.ceiling = min(self.ceiling, self.low)
+        return missed
 
     @property
     def margin(self) -> float:
-        return max(MIN_MARGIN, MARGIN / math.sqrt(len(self.ratios))) if self.ratios else 0.0
+        if not self.ratios:
+            return 0.0
+        return min(MAX_MARGIN, max(MIN_MARGIN, MARGIN / math.sqrt(len(self.ratios))) * (1 + self.misses))
 
     @property
     def low(self) -> float:
-        """The smallest ratio the kind's candidates are taken to have (their estimate's most pessimistic). Until
-        the kind has TRUSTED samples it is never above 1: a kind seen estimated too high is not taken to be so
-        throughout, since the ones simulated first are its most promising, where an optimistic estimate is
-        likeliest (bench/search_proof.py --check-bounds found ZeRO-3 kinds seen at 1.13-1.26 with others at
-        1.02). A kind sampled that often is taken at what it showed."""
+        """The smallest ratio the kind's candidates are taken to have (their estimate's most pessimistic): the
+        lowest of the ratios seen and 1 (the estimate's own model), less the margin. Never above 1 - margin however
+        high the ratios seen: the ones simulated first are the kind's most promising, where an optimistic estimate
+        is likeliest, so they say nothing of its other layouts (bench/search_proof.py --check-bounds: the
+        context-parallel ZeRO-3 kind of Llama-3-70B seen at 1.12-1.19 in ten samples, others of it at 1.00-1.03)."""
         if not self.ratios:
             return PRIOR[0]
-        low = min(self.ratios) * (1 - self.margin)
-        return low if len(self.ratios) >= TRUSTED else min(low, 1.0)
+        return min(min(*self.ratios, 1.0) * (1 - self.margin), self.ceiling)
 
     @property
     def high(self) -> float:
@@ -102,6 +121,7 @@ class KindReport:
     ratio_max: float | None
     low: float
     high: float
+    exceeded: int = 0  # simulated candidates whose ratio fell below the bound in force when they came (misses)
 
 
 Score = Callable[[int, float], float]  # (candidate, tokens/s) -> its objective's score; lower is better
@@ -211,7 +231,7 @@ class Frontier:
         """Candidate i was simulated at `tokens_per_s` (its objective's `score`); so were its twins."""
         for j in (i, *self.twins.get(i, ())):
             kind = self.kinds[j]
-            self.errors[kind].ratios.append(self.estimates[j] / tokens_per_s)
+            self.errors[kind].learn(self.estimates[j] / tokens_per_s)
             self.simulated[kind] = self.simulated.get(kind, 0) + 1
         if self.best_score is None or score < self.best_score:
             self.best_score = score
@@ -239,5 +259,5 @@ class Frontier:
         for kind, error in self.errors.items():
             name, placement = kind if isinstance(kind, tuple) else (str(kind), "")
             out.append(KindReport(name, placement, len(error.ratios), min(error.ratios, default=None),
-                                  max(error.ratios, default=None), error.low, error.high))
+                                  max(error.ratios, default=None), error.low, error.high, error.misses))
         return tuple(sorted(out, key=lambda r: (-r.simulated, r.kind, r.placement)))

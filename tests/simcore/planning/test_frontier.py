@@ -27,9 +27,11 @@ def test_a_kind_not_yet_simulated_has_the_prior_bound_and_one_simulated_a_margin
     assert error.low == pytest.approx(0.9 * 0.9) and error.high == pytest.approx(0.9 * 1.1)
     error.ratios.extend([0.92] * 99)
     assert error.margin == MIN_MARGIN  # 10% / sqrt(100) is under the floor
-    # An estimate seen too high is not trusted to be too high for the rest of its kind.
+    # An estimate seen too high is not trusted to be too high for the rest of its kind: the bound is taken from 1,
+    # however many were seen so.
     optimistic = KindError([1.3, 1.25, 1.28])
-    assert optimistic.low == 1.0
+    assert optimistic.low == pytest.approx(1 - 0.1 / 3 ** 0.5)
+    assert KindError([1.2] * 100).low == pytest.approx(1 - MIN_MARGIN)
 
 
 def test_the_best_is_proven_when_no_bound_beats_it() -> None:
@@ -68,3 +70,38 @@ def test_error_kinds() -> None:
                    schedule=Schedule.INTERLEAVED_1F1B)
     assert error_kind(piped)[0] == "interleaved"
     assert error_kind(Layout(dp=8, tp=1, pp=1, microbatch_size=1, global_batch_size=16, zero_stage=3))[0] == "ZeRO-3"
+
+
+def test_a_ratio_below_its_kinds_bound_widens_the_bound_for_good() -> None:
+    error = KindError([1.0] * 16)  # its low end is the ratios seen less 2.5%
+    before = error.low
+    assert before == pytest.approx(1.0 * (1 - 0.1 / 4))
+    assert error.learn(1.0) is False and error.misses == 0
+    assert error.learn(0.9) is True  # below 0.975: a miss
+    after = error.low
+    # the miss's own ratio less twice the margin: one base margin more for the miss
+    assert after == pytest.approx(0.9 * (1 - 2 * max(MIN_MARGIN, 0.1 / 18 ** 0.5)))
+    for _ in range(200):  # later samples, however many and however close, never narrow it again
+        assert error.learn(0.95) is False
+        assert error.low <= after
+    assert error.misses == 1
+
+
+def test_a_miss_during_a_search_brings_back_candidates_pruned_with_the_narrower_bound() -> None:
+    # Kind a's first eight estimates are exact; candidate 9 (estimate 92) cannot beat the best (100) with the bound
+    # they give. Candidate 8, also of kind a, turns out 15% faster than its estimate: a miss, and 9 can win again.
+    estimates = [100.0, 99.9, 99.8, 99.7, 99.6, 99.5, 99.4, 99.3, 97.0, 92.0]
+    f = frontier(estimates, ["a"] * len(estimates))
+    assert f.choose(8) == list(range(8))
+    for i in range(8):
+        f.learn(i, estimates[i], -estimates[i])
+    assert f.errors["a"].low == pytest.approx(1 - 0.1 / 8 ** 0.5) and not f.can_win(9)
+    assert f.choose() == [8]  # 97 / 0.965 beats 100
+    truth = 97.0 * 1.15
+    f.learn(8, truth, -truth)
+    assert f.errors["a"].misses == 1
+    # 92 / (0.87 x (1 - 2 x 0.1 / 3)) beats 111.55: re-checked against the widened bound (the ratio seen less the
+    # margin of nine samples alone, 92 / (0.87 x (1 - 0.1 / 3)) = 109.4, would not)
+    assert f.can_win(9)
+    assert f.could_win() == 1 and f.choose() == [9]
+    assert f.report()[0].exceeded == 1
