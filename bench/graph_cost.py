@@ -27,7 +27,8 @@ for name, preset, gpus in (("1t", "dgx-a100", 3072), ("16k", "dgx-h100", 16384))
     t = time.perf_counter(); g = cluster_graph(spec); out[name] = [time.perf_counter() - t, len(g), g.size()]
 from api_schemas import load_request_file
 from service.convert import to_scenario
-from simcore.simulate import build_network, simulate
+from simcore.simulate import simulate
+from simcore.network import build_network
 scenario = to_scenario(load_request_file("examples/gpt-1t-3072-a100.yaml"))
 network = build_network(scenario.cluster, scenario.algorithm)
 router = network.collectives.router

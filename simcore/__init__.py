@@ -37,8 +37,9 @@ from simcore.domain.presets import MODEL_PRESET_SOURCES, MODEL_PRESETS
 from simcore.domain.training import Checkpointing, Failures, TrainingRun
 from simcore.errors import SpecError
 from simcore.metrics import Metrics, StageReport
+from simcore.network import Network, build_network
 from simcore.run_cost import Cost, estimate_cost
-from simcore.simulate import Network, Outcome, Scenario, build_network, check, simulate
+from simcore.simulate import Outcome, Scenario, check, simulate
 from simcore.trace import chrome_trace
 from simcore.training_plan import RunTotals, TrainingPlan, plan_training
 from topology import builders as graph_builders

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
-from simcore.cost.comm.collectives import CollectiveModel
 from simcore.cost.compute.measured_gemm import measured_parameters
 from simcore.cost.measured_notes import measured_warnings
 from simcore.cost.memory import stage_memory
 from simcore.cost.parameters import FITTED, CostParameters
 from simcore.cost.per_gpu import cost_per_gpu, rank_gpus
 from simcore.cost.sharding import sharding_units
-from simcore.cost.workload import Workload, build_workload
+from simcore.cost.workload import build_workload
 from simcore.domain.layout import (
     CollectiveAlgorithm,
     Fidelity,
@@ -23,18 +22,16 @@ from simcore.domain.layout import (
 from simcore.domain.mlperf import eval_time_s
 from simcore.domain.model import ModelShape
 from simcore.domain.placement import Placement, place
-from simcore.domain.schedules import COSTED, POLICIES, Pass
 from simcore.domain.training import TrainingRun, validate_training
 from simcore.engine.pipeline import EngineConfig, Progress
 from simcore.engine.recorder import Span
 from simcore.engine.steady_state.periodic import run_engine
 from simcore.errors import SpecError
 from simcore.metrics import Metrics, compute_metrics
+from simcore.network import Network, shared_network
 from simcore.training_plan import TrainingPlan, plan_training
 from topology.cluster_spec import ClusterSpec
-from topology.graph import build_cluster
 from topology.hardware import GIB
-from topology.routing import Router
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,35 +86,6 @@ def check(scenario: Scenario) -> None:
                             f"benchmark's sequence length; given {scenario.model.seq_length})")
 
 
-@dataclass(frozen=True, slots=True)
-class Network:
-    """A built cluster and its collective model (with its routes and collective phases cached as they are
-    asked for): what every simulation on the same cluster and algorithm can share. It also keeps the pipeline
-    ranks' pass orders that simulations on it asked for (they depend only on the schedule's shape)."""
-
-    spec: ClusterSpec
-    algorithm: CollectiveAlgorithm
-    collectives: CollectiveModel
-    _passes: dict[tuple[object, ...], list[Pass]] = field(
-        default_factory=dict, init=False, repr=False, compare=False)
-
-    def passes(self, layout: Layout, workload: Workload | None = None) -> tuple[list[Pass], ...]:
-        """Each pipeline rank's passes in schedule order (shared lists: not to be changed). The schedules that
-        build their order on the stages' costs take them from `workload`."""
-        schedule, p, m, v = layout.schedule, layout.pp, layout.num_microbatches, layout.shape.chunks
-        costs = None
-        if schedule in COSTED and workload is not None:
-            costs = tuple((c.forward_s, c.backward_input_s, c.backward_weight_s) for c in workload.chunks)
-        out = []
-        for rank in range(p):
-            key = (schedule, rank, p, m, v, costs)
-            order = self._passes.get(key)
-            if order is None:
-                order = self._passes[key] = POLICIES[schedule].passes(rank, p, m, v, costs)
-            out.append(order)
-        return tuple(out)
-
-
 def straggler_factors(scenario: Scenario, placement: Placement) -> dict[tuple[int, int], float]:
     """{(replica, pipeline rank): compute time factor} of the ranks whose factor is not 1: the slowest GPU of the
     rank's tensor- and context-parallel groups, whose per-layer collectives and ring steps wait for it
@@ -135,14 +103,11 @@ def straggler_factors(scenario: Scenario, placement: Placement) -> dict[tuple[in
     return factors
 
 
-def build_network(spec: ClusterSpec, algorithm: CollectiveAlgorithm) -> Network:
-    cluster = build_cluster(spec)
-    return Network(spec, algorithm, CollectiveModel(cluster, Router(cluster), algorithm))
-
-
 def simulate(scenario: Scenario, network: Network | None = None, progress: Progress | None = None) -> Outcome:
     """Simulate one iteration. `network`, when given, must have been built for the scenario's cluster and
-    collective algorithm; reusing it across scenarios only saves building it again. `progress(done, total)`,
+    collective algorithm; without it, the process's network of that cluster is used (simcore/network.py: built
+    on the first simulation, its routes and patterns shared by the later ones). Either way only saves building
+    it again: the results are the same. `progress(done, total)`,
     when given, is called while the engine runs with the compute passes finished and their number (exact: the
     schedule fixes it), about 200 times a run and once at the end; it must not change anything the engine
     sees."""
@@ -150,7 +115,7 @@ def simulate(scenario: Scenario, network: Network | None = None, progress: Progr
     check(scenario)
     layout, model = scenario.layout, scenario.model
     if network is None or network.spec != scenario.cluster or network.algorithm is not scenario.algorithm:
-        network = build_network(scenario.cluster, scenario.algorithm)
+        network = shared_network(scenario.cluster, scenario.algorithm)
     placement = place(layout.dp, layout.tp, layout.pp, layout.placement, scenario.cluster.num_gpus, layout.cp)
     collectives = network.collectives
     collectives.start_run()  # (what the user's tables price from here on is this run's: its warnings say where)

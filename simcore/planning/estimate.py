@@ -36,9 +36,9 @@ from simcore.cost.workload import layer_kernels
 from simcore.domain.layout import CpComm, Layout, Precision, Recompute
 from simcore.domain.model import LayerType, ModelShape
 from simcore.domain.placement import place
+from simcore.network import Network, shared_network
 from simcore.planning.pipeline_time import fill_drain_s
 from simcore.planning.tp_estimate import TensorParallelTimes
-from simcore.simulate import Network, build_network
 from topology.cluster_spec import ClusterSpec
 from topology.hardware import GPUS
 
@@ -77,7 +77,7 @@ class Estimator:
     def _built(self) -> Network:
         """The engine's links and collectives of the cluster (built once, when first needed)."""
         if self._network is None:
-            self._network = build_network(self.cluster, self.algorithm)
+            self._network = shared_network(self.cluster, self.algorithm)
         return self._network
 
     def stage_costs(self, layout: Layout) -> StageCosts:

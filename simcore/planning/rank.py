@@ -16,7 +16,8 @@ from dataclasses import dataclass, replace
 
 from simcore.domain.layout import Layout
 from simcore.engine.recorder import Category
-from simcore.simulate import Network, Scenario, simulate
+from simcore.network import Network
+from simcore.simulate import Scenario, simulate
 from simcore.training_plan import TrainingPlan
 from topology.hardware import GIB
 

@@ -22,21 +22,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from simcore.network import Network, shared_network
 from simcore.planning.rank import Evaluation, evaluate
-from simcore.simulate import Network, Outcome, Scenario, build_network, simulate
+from simcore.simulate import Outcome, Scenario, simulate
 
 
 class NetworkCache:
-    """The built network of the last cluster and collective algorithm asked for."""
-
-    def __init__(self) -> None:
-        self._network: Network | None = None
+    """The process's built network of the cluster and collective algorithm asked for (simcore/network.py)."""
 
     def network_for(self, scenario: Scenario) -> Network:
-        network = self._network
-        if network is None or network.spec != scenario.cluster or network.algorithm is not scenario.algorithm:
-            network = self._network = build_network(scenario.cluster, scenario.algorithm)
-        return network
+        return shared_network(scenario.cluster, scenario.algorithm)
 
 
 @contextmanager

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from simcore import NODE_PRESETS, Layout, Recompute, Scenario, model_from_fields, simulate, sized
 from simcore.domain.presets import MODEL_PRESETS
-from simcore.simulate import build_network
+from simcore.network import build_network
 
 
 def work(dp: int) -> tuple[int, int, float]:

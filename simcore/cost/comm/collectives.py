@@ -135,6 +135,12 @@ class CollectiveModel(PointToPoint):
             self._dp_phases.clear()
             self._sends.clear()
 
+    def cached_entries(self) -> int:
+        """How many routes and patterns the model holds (what a long-lived network's memory grows with)."""
+        return self.router.routed + sum(map(len, (
+            self._phase_cache, self._dp_phases, self._sends, self._choices, self._bases, self._counted, self._chosen,
+            self._communicators, self._measured_phases)))
+
     def phases(self, kind: Collective, groups: Sequence[Sequence[int]],
                size_bytes: float | None = None) -> tuple[FlowPattern, ...]:
         """`model_phases`, with their loads and latencies scaled to the user's measured time where a measured

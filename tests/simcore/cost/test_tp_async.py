@@ -17,7 +17,8 @@ from simcore.cost.workload import build_workload
 from simcore.domain.layout import CollectiveAlgorithm, Layout
 from simcore.domain.model import ModelShape, model_from_fields
 from simcore.domain.placement import place
-from simcore.simulate import Scenario, build_network, simulate
+from simcore.network import build_network
+from simcore.simulate import Scenario, simulate
 from topology import NODE_PRESETS, sized
 
 A100 = NODE_PRESETS["dgx-a100"]

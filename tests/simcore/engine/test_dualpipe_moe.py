@@ -19,7 +19,8 @@ from simcore.domain.passes import OVERLAPPED
 from simcore.domain.placement import place
 from simcore.engine.pair_overlap import COMM, COMPUTE, WEIGHT, backward_pieces, forward_pieces, overlap
 from simcore.engine.pass_work import PassTotals, pass_parts, pass_work
-from simcore.simulate import build_network, simulate
+from simcore.network import build_network
+from simcore.simulate import simulate
 
 # One MoE layer per chunk: forward = attention side 4 s, dispatch 1 s, expert side 4 s, combine 1 s;
 # backward = combine's gradient 1 s, expert side 3 s, dispatch's gradient 1 s, attention side 3 s.

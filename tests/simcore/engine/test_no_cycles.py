@@ -14,7 +14,8 @@ import pytest
 from simcore.domain.layout import Fidelity, Layout, Schedule
 from simcore.domain.model import model_from_fields
 from simcore.domain.presets import MODEL_PRESETS
-from simcore.simulate import Scenario, build_network, simulate
+from simcore.network import build_network
+from simcore.simulate import Scenario, simulate
 from topology import NODE_PRESETS, sized
 
 pytestmark = pytest.mark.slow  # minutes under load: outside the fast lane (pytest -m "not slow")

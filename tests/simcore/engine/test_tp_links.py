@@ -10,7 +10,8 @@ from simcore.domain.layout import CollectiveAlgorithm, Layout
 from simcore.domain.model import model_from_fields
 from simcore.domain.placement import place
 from simcore.engine.pipeline import Engine, EngineConfig, EngineResult
-from simcore.simulate import Scenario, build_network, simulate
+from simcore.network import build_network
+from simcore.simulate import Scenario, simulate
 from topology import GPUS, NODE_PRESETS, sized
 
 MODEL = model_from_fields({"architecture": "decoder_only", "num_layers": 8, "hidden_size": 4096,

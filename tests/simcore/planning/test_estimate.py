@@ -17,8 +17,8 @@ from simcore.cost.compute.optimizer import optimizer_step_s
 from simcore.cost.parameters import LINK_EFFICIENCY
 from simcore.cost.partition import stage_costs
 from simcore.domain.placement import place
+from simcore.network import build_network
 from simcore.planning.estimate import Estimator
-from simcore.simulate import build_network
 
 GPT_1_3B = model_from_fields(MODEL_PRESETS["gpt3-1.3b"])  # 24 layers, hidden 2048, seq 2048
 CLUSTER = sized(NODE_PRESETS["dgx-a100"], 16)

@@ -20,7 +20,8 @@ from simcore.domain.placement import place
 from simcore.engine.pipeline import EngineConfig
 from simcore.engine.steady_state.periodic import try_extrapolated
 from simcore.engine.steady_state.periods import Columns, aligned, consistent
-from simcore.simulate import Outcome, Scenario, build_network, simulate, straggler_factors
+from simcore.network import build_network
+from simcore.simulate import Outcome, Scenario, simulate, straggler_factors
 from topology import NODE_PRESETS, sized
 from topology.health import ClusterHealth, SlowGpu
 

@@ -26,7 +26,8 @@ from simcore.engine.steady_state.periods import (
     plan_cut,
     schedule_lists,
 )
-from simcore.simulate import Scenario, build_network, simulate
+from simcore.network import build_network
+from simcore.simulate import Scenario, simulate
 from topology import NODE_PRESETS, sized
 
 MODEL = model_from_fields({"architecture": "decoder_only", "num_layers": 32, "hidden_size": 1024,
