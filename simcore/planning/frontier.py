@@ -9,7 +9,7 @@ kept per *error kind*: the layout's kind (context-parallel, with ZeRO-3 or witho
 interleaved, zero-bubble, DualPipe, GPipe or plain 1F1B) and its placement. Before a kind has been simulated its
 bound is the prior (estimates [0.8, 1.25] x the truth); once it has, the bound is the range of the ratios seen,
 widened by a margin that shrinks as the kind is sampled more (10% / sqrt(n), at least 2%), its low end never above
-1 less the margin. A candidate's optimistic bound is its estimate over the low end of its
+1. A candidate's optimistic bound is its estimate over the low end of its
 kind's range: the most the simulator could say of it, as far as the sample tells. A candidate simulated below the
 low end its kind had (a *miss*: the kind's sample had not reached its tail) widens the kind's bound from then on
 (`KindError.learn`), and every choice re-checks every candidate against the bounds as they are then, so candidates
@@ -96,13 +96,13 @@ class KindError:
     @property
     def low(self) -> float:
         """The smallest ratio the kind's candidates are taken to have (their estimate's most pessimistic): the
-        lowest of the ratios seen and 1 (the estimate's own model), less the margin. Never above 1 - margin however
-        high the ratios seen: the ones simulated first are the kind's most promising, where an optimistic estimate
-        is likeliest, so they say nothing of its other layouts (bench/search_proof.py --check-bounds: the
-        context-parallel ZeRO-3 kind of Llama-3-70B seen at 1.12-1.19 in ten samples, others of it at 1.00-1.03)."""
+        lowest ratio seen less the margin, never above 1 however high and however many the ratios seen: the ones
+        simulated first are the kind's most promising, where an optimistic estimate is likeliest, so they say
+        nothing of its other layouts (bench/search_proof.py --check-bounds: the context-parallel ZeRO-3 kind of
+        Llama-3-70B seen at 1.12-1.19 in ten samples, others of it at 1.00-1.03)."""
         if not self.ratios:
             return PRIOR[0]
-        return min(min(*self.ratios, 1.0) * (1 - self.margin), self.ceiling)
+        return min(min(self.ratios) * (1 - self.margin), 1.0, self.ceiling)
 
     @property
     def high(self) -> float:
