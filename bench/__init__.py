@@ -30,6 +30,7 @@ it imports its siblings as this package (`from bench.generated import ...`) in b
 - readme_search.py: the search results quoted in the documentation.
 - regenerate.py: regenerate every figure the repository ships, in dependency order.
 - search_admission.py: how good the estimate a search is admitted by is.
+- search_exhaustive.py: the exhaustive best of a search space, proven by ceilings no simulation can beat.
 - search_proof.py: how fast the search proves its answer, and whether it is the exhaustive one.
 - search_quality.py: how good the search's screen is.
 - search_speed.py: simulated search candidates per minute.

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 from simcore.cost.comm.groups import GroupCopies, as_groups, data_parallel_groups
 from simcore.cost.comm.link_loads import (
@@ -137,9 +138,10 @@ class CollectiveModel(PointToPoint):
 
     def cached_entries(self) -> int:
         """How many routes and patterns the model holds (what a long-lived network's memory grows with)."""
-        return self.router.routed + sum(map(len, (
+        caches: tuple[dict[Any, Any], ...] = (
             self._phase_cache, self._dp_phases, self._sends, self._choices, self._bases, self._counted, self._chosen,
-            self._communicators, self._measured_phases)))
+            self._communicators, self._measured_phases)
+        return self.router.routed + sum(len(cache) for cache in caches)
 
     def phases(self, kind: Collective, groups: Sequence[Sequence[int]],
                size_bytes: float | None = None) -> tuple[FlowPattern, ...]:
