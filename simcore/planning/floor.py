@@ -65,7 +65,7 @@ def iteration_floor_s(scenario: Scenario, network: Network | None = None) -> flo
         below = first_backward[:rank]
         if chained and first_backward[rank] is not None and all(b is not None for b in below):
             after = sum(b for b in below if b is not None) + (workload.optimizer_s[0] if rank else 0.0)
-            floor = max(floor, before + total + (after if rank else workload.optimizer_s[rank]))
+            floor = max(floor, before + total + max(after, workload.optimizer_s[rank]))
         else:
             floor = max(floor, before + total + workload.optimizer_s[rank])
     return floor
