@@ -2,7 +2,8 @@
 and no module grows past its size limit.
 
 The arrows (design.md): service -> (api_schemas, simcore, interop); interop -> api_schemas; simcore -> topology;
-inside simcore domain <- cost <- engine <- (network, metrics, trace) <- simulate, with planning/ and calibration/ on top.
+inside simcore domain <- cost <- engine <- (network, metrics, trace) <- simulate, with planning/ and calibration/
+on top.
 Inside cost and engine, rooms group one concept each (cost/compute, cost/comm; engine/data_parallel,
 engine/steady_state): the two rooms of a package do not import each other, and each room's docstring names its modules.
 bench/, the repository's tooling, is a package whose docstring names its modules too; nothing shipped imports it.
