@@ -25,9 +25,11 @@ scenarios for `validate`. Nothing is fitted on these rows: every one is judged.
   - the shape: the layer count of the Narayanan'21 Table 1 model nearest in size (18.4B: 40, 39.1B: 48, 76.1B: 60,
     145.6B: 80; the 18B model is that table's 18.4B, 40 x 6144) and the hidden size (a multiple of 128, heads of 128)
     that gives the row's parameters at 12 x layers x hidden^2;
-  - one sample of "1K" (1,024) or "2K" (2,048) tokens per GPU, one microbatch per step (the paper's "2K tokens per
-    GPU (i.e., micro batch size)", after Megatron-Turing NLG's), full activation checkpointing (these models'
-    activations do not fit 32 GB without it);
+  - sequences of 512 tokens, "1K" (1,024) or "2K" (2,048) tokens per GPU as a microbatch of 2 or 4 of them, one
+    microbatch per step (the paper's "2K tokens per GPU (i.e., micro batch size)"), full activation checkpointing
+    (these models' activations do not fit 32 GB without it). The sequence is DeepSpeed's ZeRO++ tutorial's
+    (docs/_tutorials/zeropp.md @edaa7221): the same team's 18B GPT-2 of 40 layers x 6144 on 16-V100 nodes, trained
+    with `--seq-length 512`, ZeRO 3 and checkpointing, its logs reading "actual seqlen: 512";
   - the TFLOP/s as Megatron-DeepSpeed counts them (megatron/utils.py, throughput_calculator, Narayanan'21's
     equation 3 with the checkpointing factor 4): 96 x B x s x L x h^2 x (1 + s / 6h + V / 16Lh) per step, which
     gives the step time.
@@ -55,6 +57,7 @@ FSDP_RECOMPUTE = {"none": Recompute.NONE, "full": Recompute.FULL}
 MEGATRON_LAYERS = ((18.4, 40), (39.1, 48), (76.1, 60), (145.6, 80))
 ZEROPP_VOCAB = 50304  # GPT-2's 50,257 tokens padded to a multiple of 128 (Megatron's make-vocab-size-divisible-by)
 ZEROPP_LINK_GBIT = 100.0  # the paper's InfiniBand links, 100 Gbit/s each
+ZEROPP_SEQ = 512  # DeepSpeed's ZeRO++ tutorial's sequence length (the module docstring)
 CHECKPOINT_FACTOR = 4  # Megatron-DeepSpeed's TFLOP/s count with activation checkpointing
 
 
@@ -97,6 +100,14 @@ def zeropp_shape(params_b: float) -> tuple[int, int]:
     return layers, hidden
 
 
+def zeropp_samples(case: dict[str, Any]) -> int:
+    """Sequences of ZEROPP_SEQ tokens in a ZeRO++ row's microbatch (its tokens per GPU, 1,024 or 2,048)."""
+    tokens = int(case["layout"]["tokens_per_gpu_per_microbatch"])
+    if tokens % ZEROPP_SEQ:
+        raise ValueError(f"{tokens} tokens per GPU is not a whole number of {ZEROPP_SEQ}-token sequences")
+    return tokens // ZEROPP_SEQ
+
+
 def _fsdp_scenario(case: dict[str, Any]) -> Scenario:
     m, lay = case["model"], case["layout"]
     recompute = str(lay["recompute"])
@@ -122,14 +133,14 @@ def _zeropp_scenario(case: dict[str, Any]) -> Scenario:
                          "all-to-all gradient reduction) is not simulated")
     lay, hardware = case["layout"], case["hardware"]
     layers, hidden = zeropp_shape(float(case["model"]["params_b"]))
-    tokens = int(lay["tokens_per_gpu_per_microbatch"])
+    samples = zeropp_samples(case)
     model = model_from_fields({
         "architecture": "decoder_only", "num_layers": layers, "hidden_size": hidden,
-        "num_attention_heads": hidden // 128, "vocab_size": ZEROPP_VOCAB, "seq_length": tokens,
+        "num_attention_heads": hidden // 128, "vocab_size": ZEROPP_VOCAB, "seq_length": ZEROPP_SEQ,
         "tied_embeddings": True, "attention": "standard"})
     dp = int(lay["dp"])
-    layout = Layout(dp=dp, tp=1, pp=1, microbatch_size=1, global_batch_size=dp, recompute=Recompute.FULL,
-                    zero_stage=3, overlap_grad_reduce=True, precision=Precision.FP16,
+    layout = Layout(dp=dp, tp=1, pp=1, microbatch_size=samples, global_batch_size=dp * samples,
+                    recompute=Recompute.FULL, zero_stage=3, overlap_grad_reduce=True, precision=Precision.FP16,
                     zero_implementation=ZeroImplementation.DEEPSPEED)
     return Scenario(model, cluster_for(hardware, ZEROPP_LINK_GBIT), layout)
 
@@ -151,7 +162,7 @@ def measured_time(case: dict[str, Any]) -> float | None:
     if not tflops:
         return None
     layers, hidden = zeropp_shape(float(case["model"]["params_b"]))
-    s = int(lay["tokens_per_gpu_per_microbatch"])
-    flops_per_gpu = (24 * CHECKPOINT_FACTOR * s * layers * hidden**2
+    s = ZEROPP_SEQ
+    flops_per_gpu = (24 * CHECKPOINT_FACTOR * zeropp_samples(case) * s * layers * hidden**2
                      * (1 + s / (6 * hidden) + ZEROPP_VOCAB / (16 * layers * hidden)))
     return flops_per_gpu / (float(tflops) * 1e12)

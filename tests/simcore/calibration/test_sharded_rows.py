@@ -46,11 +46,13 @@ def test_a_zero3_row_runs_deepspeed_with_the_rows_infiniband_links() -> None:
     scenario = scenario_for(rows()["zeropp-blog-zero3-18b-1ktok-ib4-384xv100"])
     lay, cluster, model = scenario.layout, scenario.cluster, scenario.model
     assert lay.zero_implementation is ZeroImplementation.DEEPSPEED and lay.zero_stage == 3
-    assert (lay.dp, lay.microbatch_size, lay.global_batch_size) == (384, 1, 384)
+    # 1K tokens per GPU: two sequences of 512 (DeepSpeed's ZeRO++ tutorial's --seq-length), one microbatch a step
+    assert (lay.dp, lay.microbatch_size, lay.global_batch_size) == (384, 2, 768)
     assert lay.recompute is Recompute.FULL and lay.precision is Precision.FP16
     assert (cluster.gpus_per_node, cluster.nics_per_node) == (16, 4)
     assert cluster.nic_bandwidth_bytes_per_s == pytest.approx(100 * GBIT)
-    assert (model.num_layers, model.hidden_size, model.seq_length) == (40, 6144, 1024)
+    assert (model.num_layers, model.hidden_size, model.seq_length) == (40, 6144, 512)
+    assert scenario_for(rows()["zeropp-blog-zero3-18b-2ktok-ib4-384xv100"]).layout.microbatch_size == 4
     eight = scenario_for(rows()["zeropp-blog-zero3-138b-2ktok-800gbps-384xv100"]).cluster
     assert eight.nics_per_node == 8 and eight.nic_bandwidth_bytes_per_s == pytest.approx(100 * GBIT)
 
@@ -68,8 +70,8 @@ def test_published_throughputs_become_step_times() -> None:
     # tokens/s per GPU: microbatch x sequence / rate
     assert measured_time(table["ibm-fsdp-llama2-7b-128xa100"]) == pytest.approx(2 * 4096 / 3700)
     # TFLOP/s per GPU, Megatron-DeepSpeed's count with checkpointing: 96 B s L h^2 (1 + s/6h + V/16Lh)
-    s, layers, h, v = 1024, 40, 6144, 50304
-    flops = 96 * s * layers * h**2 * (1 + s / (6 * h) + v / (16 * layers * h))
+    b, s, layers, h, v = 2, 512, 40, 6144, 50304
+    flops = 96 * b * s * layers * h**2 * (1 + s / (6 * h) + v / (16 * layers * h))
     assert measured_time(table["zeropp-blog-zero3-18b-1ktok-ib4-384xv100"]) == pytest.approx(flops / 25e12)
 
 
