@@ -23,7 +23,8 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from api_schemas.cluster import ClusterIn, GpuSpecIn, NonNegativeFloat, PositiveFloat, Size
+from api_schemas.cluster import ClusterIn, GpuSpecIn, PositiveFloat, Size
+from api_schemas.training import TrainingIn
 
 __all__ = [
     "OPTIONAL_PARALLEL_DIMENSIONS",
@@ -237,6 +238,17 @@ class LayoutIn(BaseModel):
     grad_bucket_elements: Size | None = Field(
         default=None, description="zero_implementation megatron, zero_stage 0-2: Megatron-Core's data-parallel "
         "gradient bucket (--ddp-bucket-size, NeMo's bucket_size), elements; default max(40M, 1M x dp)")
+    zero_quantized_weights: StrictBool = Field(
+        default=False, description="ZeRO++ qwZ (zero_implementation deepspeed, zero_stage 3): parameter all-gathers "
+        "in int8 with fp32 block scales, dequantized after the gather")
+    zero_hpz_partition_size: Size = Field(
+        default=1, description="ZeRO++ hpZ (zero_implementation deepspeed, zero_stage 3, tp = cp = 1): each rank "
+        "keeps a 16-bit secondary shard over this many consecutive ranks and the backward's gathers stay in that "
+        "group; must divide dp; 1: off")
+    zero_quantized_gradients: StrictBool = Field(
+        default=False, description="ZeRO++ qgZ (zero_implementation deepspeed, zero_stage 3, tp = cp = 1, dp a "
+        "multiple of the GPUs per node): 2-D gradients averaged by int4 all-to-alls inside each node, then across "
+        "nodes")
     precision: Literal["bf16", "fp16", "fp8", "mxfp8", "nvfp4"] = Field(
         default="bf16", description="16-bit format; fp16 gradients are reduced in fp16, bf16's in fp32 (Megatron); "
         "fp8: the transformer layers' GEMMs in FP8 (Transformer Engine), the rest bf16; mxfp8: fp8 with the mxfp8 "
@@ -318,59 +330,6 @@ class OptionsIn(BaseModel):
         description="auto: NCCL's choice of algorithm and protocol for each collective; or the all-reduce algorithm",
     )
     extrapolate: StrictBool = Field(default=True, description="false: every steady-state period simulated")
-
-
-class CheckpointIn(BaseModel):
-    """How checkpoints are written: an interval (seconds of training between checkpoints, or `auto` for Daly's
-    optimum) and the write speed (per node, every node writing its shard at once) or the write time."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    interval_s: PositiveFloat | Literal["auto"] = Field(
-        default="auto", description="seconds of training between checkpoints, or auto (Daly 2006's optimum)"
-    )
-    write_gb_per_s_per_node: PositiveFloat | None = Field(
-        default=None, description="write bandwidth per node, GB/s; every node writes its shard at once"
-    )
-    write_s: NonNegativeFloat | None = Field(default=None, description="the write time of one checkpoint, seconds")
-
-
-class FailuresIn(BaseModel):
-    """Interruptions: a mean time between failures per GPU or per node, and the restart time."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    mtbf_hours_per_gpu: PositiveFloat | None = None
-    mtbf_hours_per_node: PositiveFloat | None = None
-    restart_s: NonNegativeFloat = Field(description="time to restart the job and reload the last checkpoint, seconds")
-
-
-class MlperfIn(BaseModel):
-    """An MLPerf Training benchmark: its reference convergence points set the samples (docs/contract-mlperf.md)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    benchmark: Literal["gpt3", "llama31_8b", "llama31_405b", "llama2_70b_lora"]
-    version: str = Field(description='the MLPerf Training version, e.g. "5.1"')
-
-
-class TrainingIn(BaseModel):
-    """A whole training run: the result then carries a `training` section (days, GPU-hours, cost, energy)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    tokens: PositiveFloat | None = Field(default=None, description="tokens to train on")
-    tokens_per_parameter: PositiveFloat | None = Field(
-        default=None, description="tokens per model parameter (20 is Chinchilla's)"
-    )
-    gpu_hour_usd: NonNegativeFloat | None = Field(default=None, description="price of one GPU-hour, USD")
-    gpu_power_w: PositiveFloat | None = Field(default=None, description="power per GPU, W; default the GPU's TDP")
-    pue: Annotated[StrictFloat, Field(ge=1, allow_inf_nan=False)] = Field(
-        default=1.0, description="power usage effectiveness; 1 counts the GPUs' own draw only"
-    )
-    checkpoint: CheckpointIn | None = None
-    failures: FailuresIn | None = None
-    mlperf: MlperfIn | None = Field(default=None, description="an MLPerf Training benchmark instead of tokens")
 
 
 class SimulationRequest(BaseModel):

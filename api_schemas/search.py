@@ -31,6 +31,7 @@ from pydantic import (
     field_validator,
 )
 
+from api_schemas.cluster import NonNegativeFloat
 from api_schemas.errors import WHOLE_REQUEST, FieldError, RequestError, from_validation_error
 from api_schemas.loading import Syntax, parse_document, read_request_text
 from api_schemas.measured import with_measured_file
@@ -38,7 +39,6 @@ from api_schemas.request import (
     ClusterIn,
     LayoutIn,
     ModelIn,
-    NonNegativeFloat,
     OptionsIn,
     PositiveFloat,
     Samples,

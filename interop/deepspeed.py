@@ -6,10 +6,16 @@ zero/config.py at the commit its header names); an unknown key is an error namin
 (runtime/config.py _batch_assertion): train_batch_size = train_micro_batch_size_per_gpu x
 gradient_accumulation_steps x data-parallel ranks, any two giving the third. What maps: zero_optimization.stage
 (3: `zero_implementation: deepspeed`), overlap_comm (`overlap_grad_reduce`; DeepSpeed's default is on for stage 3),
-fp16/bf16 enabled, communication_data_type (`grad_reduce_dtype`: fp32 or the 16-bit type). CPU or NVMe offload
-changes the answer and is not simulated: an error. Bucket and prefetch sizes, and every other key, are listed in
-`ignored` with their values (the simulator buckets as its own model says). overlap_comm is read at ZeRO 1 to 3
-only: at stage 0 DeepSpeed all-reduces after backward whatever it says.
+fp16/bf16 enabled, communication_data_type (`grad_reduce_dtype`: fp32 or the 16-bit type), and ZeRO++'s
+zero_quantized_weights, zero_hpz_partition_size and zero_quantized_gradients (the layout fields of those names,
+simcore/domain/zeropp.py). CPU or NVMe offload changes the answer and is not simulated: an error. Bucket and
+prefetch sizes, and every other key, are listed in `ignored` with their values (the simulator buckets as its own
+model says). overlap_comm is read at ZeRO 1 to 3 only: at stage 0 DeepSpeed all-reduces after backward whatever it
+says. The ZeRO++ keys are read at ZeRO 3 only (runtime/engine.py passes them to the stage 3 optimizer alone); at
+stages 0 to 2 they are listed in `ignored`, their values checked as DeepSpeed's config model checks them at every
+stage (booleans; a partition size an integer >= 0). A partition size of 0 or 1 is off (DeepSpeed builds the
+secondary groups when it is above 1), and one above the data-parallel ranks is taken as all of them
+(utils/groups.py _create_zero_param_parallel_group: min(size, world size)).
 
 `read_launch` also takes the script `clustersim export deepspeed` writes (a heredoc writing the config, then the
 `deepspeed ... pretrain_gpt.py` command): the config, and from the command the GPUs per node and nodes, the tensor
@@ -22,7 +28,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -33,6 +39,7 @@ from api_schemas import RequestError
 __all__ = ["Launch", "deepspeed_keys", "layout_from_deepspeed", "megatron_deepspeed_flags", "read_launch"]
 
 _OFFLOAD = ("offload_optimizer", "offload_param", "cpu_offload", "cpu_offload_param")
+_ZEROPP_FLAGS = ("zero_quantized_weights", "zero_quantized_gradients")  # ZeRO++ qwZ, qgZ (runtime/zero/config.py)
 
 
 @cache
@@ -130,10 +137,38 @@ def layout_from_deepspeed(text: str, *, dp: int, source: str = "<ds_config>") ->
         layout["grad_reduce_dtype"] = comm.lower()
     if stage == 3:
         layout["zero_implementation"] = "deepspeed"
+    layout.update(_zeropp(get, error, stage, dp))
     if stage == 0:  # not read: DeepSpeed overlaps nothing at stage 0 (engine.py allreduce_gradients)
         read.discard("zero_optimization.overlap_comm")
+    if stage < 3:  # not read: ZeRO++ is an option of the stage 3 optimizer (engine.py _configure_zero_optimizer)
+        read.difference_update(f"zero_optimization.{key}" for key in (*_ZEROPP_FLAGS, "zero_hpz_partition_size"))
     ignored = {k: v for k, v in sorted(flat.items()) if k not in read}
     return layout, ignored
+
+
+def _zeropp(get: Callable[..., Any], error: Callable[[str, str], RequestError], stage: int,
+            dp: int) -> dict[str, Any]:
+    """The ZeRO++ layout fields a config's zero_optimization turns on (none below stage 3), its values checked as
+    DeepSpeed's config model checks them (the module docstring)."""
+    fields: dict[str, Any] = {}
+    for key in _ZEROPP_FLAGS:
+        value = get(f"zero_optimization.{key}", False)
+        if type(value) is not bool:
+            raise error(f"zero_optimization.{key}", f"must be true or false (given {value!r})")
+        if value and stage == 3:
+            fields[key] = True
+    key = "zero_optimization.zero_hpz_partition_size"
+    hpz = get(key, 1)
+    if type(hpz) is not int or hpz < 0:
+        raise error(key, f"must be an integer >= 0, the ranks of a secondary partition group (0 or 1: none; "
+                    f"given {hpz!r})")
+    hpz = min(hpz, dp)  # DeepSpeed: min(size, world size), the data-parallel ranks where hpZ runs (tp = cp = 1)
+    if hpz > 1 and stage == 3:
+        if dp % hpz:
+            raise error(key, f"must divide the {dp} data-parallel ranks: DeepSpeed builds its secondary groups of "
+                        f"{hpz} consecutive ranks over all of them (utils/groups.py _ensure_divisibility)")
+        fields["zero_hpz_partition_size"] = hpz
+    return fields
 
 
 _HEREDOC = re.compile(r"^cat > (\S+) <<'?(\w+)'?\n(.*?)\n\2$", re.S | re.M)

@@ -19,8 +19,11 @@ writes --no-pipeline-parallel (DeepSpeed's plain engine, which runs ZeRO 0 to 3)
 Megatron's is DeepSpeed-Ulysses (--ds-sequence-parallel-size, an all-to-all of heads), not context parallelism;
 --deepspeed turns async_tensor_model_parallel_allreduce off (megatron/arguments.py validate_args). DeepSpeed
 overlaps the gradient reduction with backward under ZeRO only (zero_optimization.overlap_comm; at stage 0 it
-all-reduces after backward, engine.py allreduce_gradients). Anything else is a RequestError naming the field and
-who can run it.
+all-reduces after backward, engine.py allreduce_gradients). ZeRO++ (simcore/domain/zeropp.py) is written as
+zero_optimization's zero_quantized_weights, zero_hpz_partition_size and zero_quantized_gradients, the layout's fields
+of those names, where the layout turns them on; they are options of DeepSpeed's stage 3 optimizer alone (engine.py
+_configure_zero_optimizer), so a layout setting one at another stage or implementation is refused rather than
+written for DeepSpeed to ignore. Anything else is a RequestError naming the field and who can run it.
 """
 
 from __future__ import annotations
@@ -43,6 +46,10 @@ _SCHEDULES_ELSEWHERE = {
     "zb_v": "torchtitan can (pipeline_parallel_schedule = \"ZBVZeroBubble\")",
     "dualpipe": "DeepSeek's DualPipe (deepseek-ai/DualPipe) can; torchtitan has DualPipeV",
 }
+
+# ZeRO++'s zero_optimization keys, the layout fields of the same names, with DeepSpeed's defaults (off)
+_ZEROPP: dict[str, bool | int] = {"zero_quantized_weights": False, "zero_hpz_partition_size": 1,
+                                  "zero_quantized_gradients": False}
 
 
 def _refuse(field: str, rule: str) -> RequestError:
@@ -131,6 +138,12 @@ def _check_layout(request: SimulationRequest, num_layers: int) -> None:
         raise _refuse("layout.precision", "this export writes bf16 or fp16 (Megatron-DeepSpeed's FP8 is "
                       "Transformer Engine's, outside DeepSpeed's pipeline layers); Megatron-LM can "
                       "(--fp8-format hybrid)")
+    zeropp = [f for f in _ZEROPP if getattr(lay, f) != _ZEROPP[f]]
+    if zeropp and (lay.zero_stage != 3 or lay.zero_implementation != "deepspeed"):
+        raise _refuse(f"layout.{zeropp[0]}", f"is a ZeRO++ option, read by DeepSpeed's ZeRO 3 optimizer alone "
+                      f"(zero_optimization.{zeropp[0]}): it needs zero_stage 3 and zero_implementation deepspeed "
+                      f"(given zero_stage {lay.zero_stage}, zero_implementation {lay.zero_implementation}), and "
+                      "DeepSpeed ignores it otherwise")
     if lay.overlap_grad_reduce and lay.zero_stage == 0:
         raise _refuse("layout.overlap_grad_reduce", "DeepSpeed overlaps the gradient reduction with backward under "
                       "ZeRO only (zero_optimization.overlap_comm, stages 1 to 3); at ZeRO 0 it all-reduces after "
@@ -146,6 +159,8 @@ def deepspeed_config(request: SimulationRequest, *, dp: int, buckets: Mapping[st
     if lay.zero_stage > 0:
         zero["overlap_comm"] = lay.overlap_grad_reduce
         zero.update(buckets)
+    if lay.zero_stage == 3 and lay.zero_implementation == "deepspeed":  # ZeRO++: the options the layout turns on
+        zero.update({f: getattr(lay, f) for f in _ZEROPP if getattr(lay, f) != _ZEROPP[f]})
     config = {"train_batch_size": lay.global_batch_size, "train_micro_batch_size_per_gpu": lay.microbatch_size,
               "gradient_accumulation_steps": steps, "zero_optimization": zero,
               ("fp16" if lay.precision == "fp16" else "bf16"): {"enabled": True}}

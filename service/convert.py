@@ -139,6 +139,8 @@ def to_scenario(request: SimulationRequest, free_communication: bool = False) ->
         fp8_param_gather=lay.fp8_param_gather, fp8_attention=lay.fp8_attention, fp8_params=lay.fp8_params,
         fp8_weight_cache=lay.fp8_weight_cache,
         bf16_layers=(lay.bf16_layers.first, lay.bf16_layers.last) if lay.bf16_layers else (0, 0),
+        zero_quantized_weights=lay.zero_quantized_weights, zero_hpz_partition_size=lay.zero_hpz_partition_size,
+        zero_quantized_gradients=lay.zero_quantized_gradients,
     )
     opts = request.options
     return Scenario(
@@ -381,4 +383,7 @@ def layout_json(layout: Layout) -> dict[str, Any]:
         **({"fp8_params": True} if layout.fp8_params else {}),
         **({"fp8_weight_cache": False} if not layout.fp8_weight_cache else {}),
         **({"bf16_layers": dict(zip(("first", "last"), layout.bf16_layers))} if any(layout.bf16_layers) else {}),
+        **({"zero_quantized_weights": True} if layout.zero_quantized_weights else {}),
+        **({"zero_hpz_partition_size": layout.zero_hpz_partition_size} if layout.zero_hpz_partition_size > 1 else {}),
+        **({"zero_quantized_gradients": True} if layout.zero_quantized_gradients else {}),
     }

@@ -12,6 +12,7 @@ from simcore.cost.parameters import FITTED, CostParameters
 from simcore.cost.per_gpu import cost_per_gpu, rank_gpus
 from simcore.cost.sharding import sharding_units
 from simcore.cost.workload import build_workload
+from simcore.cost.zeropp import zeropp_costs
 from simcore.domain.layout import (
     CollectiveAlgorithm,
     Fidelity,
@@ -23,6 +24,7 @@ from simcore.domain.mlperf import eval_time_s
 from simcore.domain.model import ModelShape
 from simcore.domain.placement import Placement, place
 from simcore.domain.training import TrainingRun, validate_training
+from simcore.domain.zeropp import validate_zeropp_nodes
 from simcore.engine.pipeline import EngineConfig, Progress
 from simcore.engine.recorder import Span
 from simcore.engine.steady_state.periodic import run_engine
@@ -70,6 +72,7 @@ def check(scenario: Scenario) -> None:
     for group in cluster.node_groups or ():
         validate_precision(layout, group.hardware)
     validate_precision(layout, cluster.hardware)
+    validate_zeropp_nodes(layout, cluster.gpus_per_node)
     if scenario.model.lora is not None and layout.zero_stage >= 3:
         raise SpecError("layout.zero_stage", "must be at most 2 with model.lora: ZeRO 3's gathers and reduce-scatters "
                         "of a frozen base are not modelled")
@@ -138,7 +141,8 @@ def simulate(scenario: Scenario, network: Network | None = None, progress: Progr
     config = EngineConfig(layout, placement, workload, collectives, fidelity, scenario.free_communication,
                           scenario.keep_spans, gpu=gpu, comm_sm_share=params.comm_sm_share,
                           passes=network.passes(layout, workload), compute_time_factors=factors or None,
-                          units=sharding_units(model, layout, workload), rank_workloads=mixed or None)
+                          units=sharding_units(model, layout, workload), rank_workloads=mixed or None,
+                          zeropp=zeropp_costs(layout, gpu, params, scenario.cluster.gpus_per_node))
     result = run_engine(config, progress, scenario.extrapolate)
     memory = stage_memory(model, layout, workload)
     if costing is None:

@@ -17,6 +17,7 @@ Beside them, what puts the rooms together:
 - moe.py: a mixture of experts' and latent attention's kernels, and the expert-parallel all-to-all.
 - mtp.py: multi-token prediction's depths on the last stage: their kernels and collectives.
 - sharding.py: how each framework runs ZeRO 3: gather units, prefetch, synchronisations, reductions.
+- zeropp.py: what DeepSpeed's ZeRO++ options cost: their collectives' bytes and quantization kernels.
 - layer_params.py: a transformer layer's parameter tensors module by module (gather units, gradient buckets).
 - memory.py: memory per GPU of each pipeline stage: model states, activations in flight, buffers.
 - measured_notes.py: where a simulation extrapolated from the user's measurements, as its warnings.

@@ -52,6 +52,7 @@ from simcore.cost.compute.fp8_attention import saved_qkv_saving
 from simcore.cost.context_parallel import kv_buffer_bytes, local_model
 from simcore.cost.moe import mla_attention_activation_elements, moe_activation_bytes
 from simcore.cost.workload import ChunkCost, Workload
+from simcore.cost.zeropp import secondary_shard_bytes
 from simcore.domain.grad_reduce import GRAD_REDUCE_DTYPE_BYTES
 from simcore.domain.layout import Layout, Recompute, Schedule, ZeroImplementation
 from simcore.domain.model import AttentionKind, LayerType, ModelShape
@@ -293,8 +294,7 @@ def rank_holdings(model: ModelShape, layout: Layout, shape: MemoryShape) -> tupl
     microbatch size, tp, sequence parallelism, recomputation, schedule, pp, virtual stages, number of
     microbatches and the FP8 recipe, not dp or the ZeRO stage (`sharded` applies those), so that a search can
     share it between layouts that differ only there."""
-    b, t = layout.microbatch_size, layout.tp
-    sp = layout.sequence_parallel
+    b, t, sp = layout.microbatch_size, layout.tp, layout.sequence_parallel
     # Context parallelism: a rank keeps the activations of its s/cp tokens, plus the K/V blocks in flight while a
     # layer's attention runs (simcore/cost/context_parallel.py).
     ring_buffers = kv_buffer_bytes(model, layout)
@@ -376,7 +376,7 @@ def sharded(holdings: tuple[RankHolding, ...], layout: Layout) -> tuple[StageMem
 
     return tuple([StageMemory(
         states(WEIGHT_BYTES, h, 3) + (h.fp8_weight_bytes - (WEIGHT_BYTES * h.fp8_parameters if fp8_params else 0.0))
-        / (dp if zero >= 3 else 1),
+        / (dp if zero >= 3 else 1) + secondary_shard_bytes(layout, h.parameters),
         states(grad_bytes, h, 2),
         states(OPTIMIZER_BYTES, h, 1),
         h.activations,

@@ -126,6 +126,16 @@ class Unit:
     def elements(self) -> int:
         return sum(self.parameters)
 
+    def matrices(self) -> tuple[bool, ...]:
+        """Which of its parameters are matrices: the leading ones whose elements make up its compute weight (a
+        Linear's weight before its bias, the embedding unit's tensor); biases and norms are vectors."""
+        left, flags = self.weight, []
+        for p in self.parameters:
+            matrix = 0 < p <= left
+            left -= p if matrix else 0
+            flags.append(matrix)
+        return tuple(flags)
+
 
 def chunk_units(model: ModelShape, layer_counts: tuple[tuple[str, int], ...], parameters: int, tp: int,
                 per_submodule: bool) -> tuple[Unit, ...]:

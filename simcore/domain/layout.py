@@ -19,6 +19,7 @@ from simcore.domain.model import ModelShape
 from simcore.domain.moe import validate_expert_layout
 from simcore.domain.pipeline_shape import PipelineShape, ShapeKind
 from simcore.domain.precision import Fp8Recipe, Precision
+from simcore.domain.zeropp import validate_zeropp
 from topology.errors import SpecError
 from topology.hardware import GpuSpec
 
@@ -124,6 +125,11 @@ class Layout:
     fp8_params: bool = False  # LoRA's frozen GEMM weights built as FP8 tensors (simcore/domain/fp8_params.py)
     fp8_weight_cache: bool = True  # off: FP8 weights made again every microbatch (simcore/cost/compute/weight_cache.py)
     bf16_layers: tuple[int, int] = (0, 0)  # (first, last) layers kept in BF16 (simcore/domain/bf16_layers.py)
+    # DeepSpeed's ZeRO++ (simcore/domain/zeropp.py): int8 parameter gathers (qwZ), the backward's gathers from
+    # secondary shards over this many ranks (hpZ; 1: off), int4 all-to-all gradient averaging (qgZ)
+    zero_quantized_weights: bool = False
+    zero_hpz_partition_size: int = 1
+    zero_quantized_gradients: bool = False
 
     @property
     def shape(self) -> PipelineShape:
@@ -261,6 +267,7 @@ def validate_layout(layout: Layout, model: ModelShape, num_gpus: int) -> None:
         raise SpecError("layout.zero_implementation",
                         f"{layout.zero_implementation} is modelled for zero_stage 3 (sharded parameters) only; "
                         f"use megatron for zero_stage {layout.zero_stage}")
+    validate_zeropp(layout)
 
 
 def gpu_product(layout: Layout) -> str:

@@ -26,6 +26,7 @@ from functools import partial
 from simcore.cost.comm.collectives import CollectiveModel
 from simcore.cost.sharding import Unit
 from simcore.cost.workload import ChunkCost, Workload
+from simcore.cost.zeropp import ZeroppCosts
 from simcore.domain.layout import Fidelity, Layout, Recompute
 from simcore.domain.placement import Placement
 from simcore.domain.schedules import FORWARD, OVERLAPPED, POLICIES, Pass, produces_weight_gradients, sends_gradient
@@ -84,6 +85,7 @@ class EngineConfig:
     # Each virtual stage's gather units, for implementations that gather per sub-module
     # (simcore/engine/data_parallel/sharded.py).
     units: tuple[tuple[Unit, ...], ...] | None = None
+    zeropp: ZeroppCosts | None = None  # DeepSpeed's ZeRO++ options priced (simcore/cost/zeropp.py); None: off
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +136,7 @@ class Engine:
         self.sharded = None
         if policy is not None and policy.per_submodule and config.units is not None and self.sync.active:
             self.sharded = ShardedPasses(self.clock, self.sync, policy, config.units, self.rec, layout.dp,
-                                         layout.recompute is Recompute.FULL)
+                                         layout.recompute is Recompute.FULL, config.zeropp)
 
     # -- helpers ---------------------------------------------------------------------------------------
     def _passes_of(self, rank: int) -> list[Pass]:

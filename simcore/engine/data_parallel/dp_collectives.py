@@ -44,6 +44,22 @@ class DataParallelCollectives:
         phases = () if self.free else self.model.phases(kind, groups, size_bytes)  # cached by the model
         self.clock.call_urgently(self._phase, phases, 0, size_bytes, complete)
 
+    def run_sequence(self, steps: Sequence[tuple[FlowPattern, float]], complete: Callable[[], None]) -> None:
+        """Run flow patterns one after another, each on its own size in bytes (e.g. ZeRO++'s two all-to-alls of a
+        quantized gradient, simcore/engine/data_parallel/sharded.py), then call `complete()`."""
+        if self.free or not steps:
+            self.clock.call_urgently(complete)
+            return
+        self.clock.call_urgently(self._step, steps, 0, complete)
+
+    def _step(self, steps: Sequence[tuple[FlowPattern, float]], index: int, complete: Callable[[], None]) -> None:
+        if index == len(steps):
+            complete()
+            return
+        self.clock.events += 1
+        pattern, size = steps[index]
+        self.net.start(pattern, size, lambda: self.clock.call_soon(self._step, steps, index + 1, complete))
+
     def instant(self, rank: int, kind: Collective) -> bool:
         """Can a collective of `kind` on the rank's groups end at the instant it starts (no time to move bytes or
         no latency in a phase)?"""

@@ -35,11 +35,13 @@ from simcore.cost.comm.collectives import Collective
 from simcore.cost.parameters import KERNEL_OVERHEAD_S
 from simcore.cost.sharding import ShardingPolicy, Unit, Visit, pass_visits
 from simcore.cost.workload import ChunkCost
+from simcore.cost.zeropp import ZeroppCosts
 from simcore.domain.schedules import BACKWARD, Pass
 from simcore.engine.clock import Clock, Event, Process
 from simcore.engine.compute import ComputeStream
 from simcore.engine.data_parallel.dp_sync import GradientSync
 from simcore.engine.data_parallel.streams import READY, Job
+from simcore.engine.data_parallel.zeropp_streams import ZeroppStreams
 from simcore.engine.recorder import Category, RankRecord, Recorder
 
 
@@ -50,7 +52,8 @@ class _RankState:
     resident: set[int] = field(default_factory=set)  # units whose parameters are gathered
     inflight: dict[int, list[Event]] = field(default_factory=dict)  # unit -> its gathers' ends
     reductions: list[Event] = field(default_factory=list)  # gradient reductions not known to have ended
-    bucket: list[int] = field(default_factory=list)  # gradients (elements) waiting in the reduce bucket
+    # gradients waiting in the reduce bucket: (elements, whether a matrix)
+    bucket: list[tuple[int, bool]] = field(default_factory=list)
     host_free_s: float = 0.0  # when the host has issued what it was asked to
 
 
@@ -58,9 +61,12 @@ class ShardedPasses:
     """Runs the passes of ranks under a per-sub-module policy; `units` are each virtual stage's units."""
 
     def __init__(self, clock: Clock, sync: GradientSync, policy: ShardingPolicy, units: tuple[tuple[Unit, ...], ...],
-                 recorder: Recorder, dp: int, regather: bool) -> None:
+                 recorder: Recorder, dp: int, regather: bool, zeropp: ZeroppCosts | None = None) -> None:
         self.clock, self.sync, self.policy, self.units, self.rec = clock, sync, policy, units, recorder
         self.dp, self.regather = dp, regather
+        self.zeropp = zeropp  # DeepSpeed's ZeRO++ options (simcore/cost/zeropp.py), None when off
+        self.extra = None if zeropp is None else ZeroppStreams(clock, sync.collectives, zeropp, sync.replicas,
+                                                               recorder)
         host = dp * policy.host_ops_per_rank * policy.host_op_s if policy.list_collectives else 0.0
         self.host_s = host  # host time to issue one collective
         self.copies_s = dp * KERNEL_OVERHEAD_S if policy.list_collectives else 0.0  # GPU copies after a gather
@@ -88,17 +94,36 @@ class ShardedPasses:
         return (sum(big),)
 
     # -- collectives -------------------------------------------------------------------------------------------
-    def _gather(self, replica: int, rank: int, elements: int, record: RankRecord) -> Event:
+    def _gather(self, replica: int, rank: int, elements: int, record: RankRecord, secondary: bool = False) -> Event:
+        """All-gather a unit's parameters; with ZeRO++ (`secondary`: hpZ's gather of a backward hook, within the
+        secondary group) its bytes and kernels are ZeroppCosts's."""
         end = Event(self.clock)
         # 16-bit parameters, or FSDP's float8 all-gather of the FP8 GEMM weights (layout.fp8_param_gather)
-        job = Job(Collective.ALL_GATHER, "param", float(elements * self.sync.gather_bytes(rank)), READY, end,
-                  self.copies_s)
-        self.sync.stream(replica, rank, "gather", record).put(job)
+        element_bytes = self.sync.gather_bytes(rank)
+        zpp, extra = self.zeropp, self.extra
+        if zpp is None or extra is None:
+            job = Job(Collective.ALL_GATHER, "param", float(elements * element_bytes), READY, end, self.copies_s)
+            self.sync.stream(replica, rank, "gather", record).put(job)
+            return end
+        # qwZ's quantization and dequantization after the gather; a forward gather's secondary shard copy (hpZ)
+        kernels = zpp.after_gather_s(elements, zpp.hpz if secondary else self.dp)
+        kernels += 0.0 if secondary else zpp.secondary_copy_s(elements)
+        job = Job(Collective.ALL_GATHER, "param", zpp.gather_bytes(elements, element_bytes), READY, end,
+                  self.copies_s + kernels)
+        if secondary:
+            extra.hpz(replica, rank, record).put(job)
+        else:
+            self.sync.stream(replica, rank, "gather", record).put(job)
         return end
 
-    def _reduce(self, replica: int, rank: int, elements: list[int], record: RankRecord, st: _RankState) -> None:
+    def _reduce(self, replica: int, rank: int, bucket: list[tuple[int, bool]], record: RankRecord,
+                st: _RankState) -> None:
         """Reduce-scatter the bucket's gradients: one collective, or one per parameter issued by the host one
-        after another (each once the host has done its per-rank ops)."""
+        after another (each once the host has done its per-rank ops); with qgZ, `_reduce_quantized`."""
+        if self.zeropp is not None and self.zeropp.quantized_gradients:
+            self._reduce_quantized(replica, rank, bucket, record, st)
+            return
+        elements = [e for e, _ in bucket]
         sizes = elements if self.policy.per_parameter else [sum(elements)]
         stream = self.sync.stream(replica, rank, "gather", record)  # one process group: one NCCL stream
         # (deepspeed: the host first builds the coalesced collective rank by rank, ShardingPolicy.reduce_host_s)
@@ -107,6 +132,29 @@ class ShardedPasses:
             when += self.host_s
             end = Event(self.clock)
             job = Job(Collective.REDUCE_SCATTER, "grad", float(size * self.grad_bytes), READY, end, self.copies_s)
+            st.reductions.append(end)
+            self.clock.call_in(when - self.clock.now, stream.put, job)
+            self.clock.events += 1
+        st.host_free_s = when
+
+    def _reduce_quantized(self, replica: int, rank: int, bucket: list[tuple[int, bool]], record: RankRecord,
+                          st: _RankState) -> None:
+        """qgZ (all_to_all_quant_reduce): each matrix's gradient on the qgZ stream (two all-to-alls, its kernels
+        after them), each vector's as a reduce-scatter of its own, which the host first builds rank by rank; in
+        the bucket's order, issued by the host one after another."""
+        zpp, extra = self.zeropp, self.extra
+        assert zpp is not None and extra is not None
+        when = max(self.clock.now, st.host_free_s)
+        for elements, matrix in bucket:
+            end = Event(self.clock)
+            if matrix:
+                job = Job(Collective.REDUCE_SCATTER, "grad", zpp.qgz_bytes(elements)[0], READY, end,
+                          zpp.qgz_kernels_s(elements))
+                stream = extra.qgz(replica, rank, record)
+            else:  # (one process group with the gathers: one NCCL stream)
+                when += self.policy.reduce_host_s([elements], self.dp)
+                job = Job(Collective.REDUCE_SCATTER, "grad", float(elements * self.grad_bytes), READY, end)
+                stream = self.sync.stream(replica, rank, "gather", record)
             st.reductions.append(end)
             self.clock.call_in(when - self.clock.now, stream.put, job)
             self.clock.events += 1
@@ -126,7 +174,8 @@ class ShardedPasses:
             gathers = self.gathered(units[visit.unit])
             if gathers and visit.unit not in st.resident:
                 if visit.unit not in st.inflight:
-                    yield from self._issue(replica, rank, visit.unit, gathers, record, track, st)
+                    yield from self._issue(replica, rank, visit.unit, gathers, record, track, st,
+                                           self._secondary(visit))
                 yield from self._wait(st.inflight.pop(visit.unit), record, track, "wait parameter gather")
                 if self.policy.device_sync:
                     yield from self._drain(st, record, track)
@@ -152,23 +201,28 @@ class ShardedPasses:
             yield from self._wait(st.reductions, record, track, "wait gradient reduce-scatter")
             st.reductions = []
 
+    def _secondary(self, visit: Visit) -> bool:
+        """hpZ: does this visit's fetch (and what it prefetches) gather within the secondary group? Those of a
+        backward hook do (fetch_sub_module(forward=False)); a recomputed forward's are forward hooks."""
+        return visit.backward and self.zeropp is not None and self.zeropp.hpz > 1
+
     def _collect(self, replica: int, rank: int, unit: Unit, record: RankRecord, st: _RankState) -> None:
         limit = self.policy.reduce_bucket_elements
-        for p in unit.parameters:
-            if st.bucket and sum(st.bucket) + p > limit:
+        for p, matrix in zip(unit.parameters, unit.matrices(), strict=True):
+            if st.bucket and sum(e for e, _ in st.bucket) + p > limit:
                 self._reduce(replica, rank, st.bucket, record, st)
                 st.bucket = []
-            st.bucket.append(p)
+            st.bucket.append((p, matrix))
 
     def _issue(self, replica: int, rank: int, unit: int, gathers: tuple[int, ...], record: RankRecord,
-               track: str, st: _RankState) -> Process:
+               track: str, st: _RankState, secondary: bool = False) -> Process:
         """Issue a unit's gathers (deepspeed_2021: each after a device-wide synchronisation, then the host's
         per-rank ops)."""
         events: list[Event] = []
         for size in gathers:
             if self.policy.device_sync:
                 yield from self._drain(st, record, track, events)
-            events.append(self._gather(replica, rank, size, record))
+            events.append(self._gather(replica, rank, size, record, secondary))
             if self.host_s:
                 start = self.clock.now
                 yield self.host_s
@@ -189,7 +243,7 @@ class ShardedPasses:
             gathers = self.gathered(units[u])
             if not gathers or u in st.resident or u in st.inflight:
                 continue
-            yield from self._issue(replica, rank, u, gathers, record, track, st)
+            yield from self._issue(replica, rank, u, gathers, record, track, st, self._secondary(visits[j]))
             elements += sum(gathers)
 
     def _drain(self, st: _RankState, record: RankRecord, track: str, issuing: list[Event] | None = None) -> Process:

@@ -4,6 +4,7 @@ reasons, and the published throughputs converted to step times (simcore/calibrat
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -75,10 +76,18 @@ def test_published_throughputs_become_step_times() -> None:
     assert measured_time(table["zeropp-blog-zero3-18b-1ktok-ib4-384xv100"]) == pytest.approx(flops / 25e12)
 
 
+def test_zeropp_rows_run_its_three_options_with_hpz_over_a_node() -> None:
+    plain = scenario_for(rows()["zeropp-blog-zero3-18b-1ktok-ib4-384xv100"])
+    zeropp = scenario_for(rows()["zeropp-blog-zeropp-18b-1ktok-ib4-384xv100"])
+    lay = zeropp.layout
+    assert (lay.zero_quantized_weights, lay.zero_hpz_partition_size, lay.zero_quantized_gradients) == (True, 16, True)
+    assert dataclasses.replace(lay, zero_quantized_weights=False, zero_hpz_partition_size=1,
+                               zero_quantized_gradients=False) == plain.layout
+    assert (zeropp.model, zeropp.cluster) == (plain.model, plain.cluster)
+
+
 def test_rows_without_a_mechanism_are_skipped_with_the_reason() -> None:
     table = rows()
-    with pytest.raises(ValueError, match="ZeRO\\+\\+"):
-        scenario_for(table["zeropp-blog-zeropp-18b-1ktok-ib4-384xv100"])
     with pytest.raises(ValueError, match="selective"):
         scenario_for(table["ibm-fsdp-llama2-13b-128xa100"])
     with pytest.raises(ValueError, match="network"):
@@ -93,6 +102,7 @@ def test_validate_reports_the_sharded_rows_as_their_own_groups_never_fitted() ->
     assert not ids & skipped
     assert all(not c["calibration"] for c in report["cases"])
     assert set(report["by_group"]) == {"ibm-fsdp", "zeropp-blog"}
-    assert all("zeropp" not in i.split("-")[2] for i in ids)  # ZeRO-3 baselines only
+    # the ZeRO-3 baselines and ZeRO++'s own rows
+    assert {i.split("-")[2] for i in ids if i.startswith("zeropp-")} == {"zero3", "zeropp"}
     assert {i for i in skipped if i.startswith("ibm-fsdp-")} == {"ibm-fsdp-llama2-13b-128xa100",
                                                                  "ibm-fsdp-llama2-13b-96xh100"}
