@@ -27,6 +27,7 @@ LAYOUTS = {  # request file prefix -> what it is
     "fsdp": "ZeRO 3, fsdp",
     "deepspeed": "ZeRO 3, deepspeed (since 2022)",
     "deepspeed-2021": "ZeRO 3, deepspeed_2021 (v0.4)",
+    "zeropp": "ZeRO 3, deepspeed with ZeRO++ (qwZ, hpZ 8, qgZ)",
     "tp8-pp8": "TP 8 x PP 8, ZeRO 1",
 }
 SIZES = (384, 1536)
