@@ -30,7 +30,7 @@ copies over the network, the rest to itself.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from simcore.cost.comm.collectives import Collective, CollectiveModel
@@ -103,24 +103,30 @@ def a2a_bytes_sent(model: ModelShape, load: ExpertLoad, ep: int) -> float:
     return dispatch_bytes(model, load) * (ep - 1) / ep
 
 
-def all_to_all_pattern(collectives: CollectiveModel, groups: Sequence[Sequence[int]]) -> FlowPattern:
+def all_to_all_pattern(collectives: CollectiveModel, groups: Sequence[Sequence[int]],
+                       own_flows: bool = False) -> FlowPattern:
     """An all-to-all run at once by every group in `groups` (the first is the simulated one): each member sends
     1/n of its buffer to every other member over the routed path (NCCL's all-to-all is one send and one receive
     per peer, all in flight together). One unit of progress is one byte of a member's buffer. It keeps the first
-    member's node links and the most loaded others, as a collective's phase does."""
+    member's node links and the most loaded others, as a collective's phase does. `own_flows`: only the sends and
+    receives of each group's first member (2n routes a group instead of n^2, for groups of thousands): with the
+    groups' first members on one node, as qgZ's are, that node's links carry all they carry in the whole
+    exchange; the load the other members add to the fabric beyond it is left out."""
     n = len(groups[0])
     loads: dict[int, float] = {}
     hop_latency = 0.0
     router = collectives.router
-    for group in groups:
-        for src in group:
-            for dst in group:
-                if src == dst:
-                    continue
-                path = router.route(src, dst)
-                for link in path:
-                    loads[link] = loads.get(link, 0.0) + 1.0 / n
-                hop_latency = max(hop_latency, router.latency(src, dst))
+    pairs: Iterable[tuple[int, int]] = (
+        ((g[0], d) for g in groups for d in g) if own_flows else
+        ((src, dst) for group in groups for src in group for dst in group))
+    if own_flows:
+        pairs = [*pairs, *((s, g[0]) for g in groups for s in g)]
+    for src, dst in pairs:
+        if src == dst:
+            continue
+        for link in router.route(src, dst):
+            loads[link] = loads.get(link, 0.0) + 1.0 / n
+        hop_latency = max(hop_latency, router.latency(src, dst))
     links = tuple(sorted(loads))
     pattern = FlowPattern(links, tuple(loads[link] for link in links),
                           COLLECTIVE_LAUNCH_S + hop_latency + (n - 1) * COLLECTIVE_STEP_OVERHEAD_S)

@@ -11,8 +11,12 @@ r - r % n + n - 1; qgZ's node i holds ranks i*local to i*local + local - 1. Both
 data-parallel (tp = cp = 1), so data-parallel rank r is the r-th GPU of pipeline rank `rank`'s group.
 
 In full fidelity the replicas meet before each collective, as the data-parallel streams do: a secondary group's
-members before their group's gather (which then moves that group's bytes), every replica before a qgZ step
-(which moves every group's). Simulating replica 0 alone, each collective runs every group at once.
+members before their group's gather (which then moves that group's bytes), every replica before a qgZ step.
+Simulating replica 0 alone, each gather runs every secondary group at once. A qgZ step's flows are the simulated
+GPU's node group's, then across nodes the sends and receives of every GPU of the simulated node (its NICs carry
+all they carry in the whole exchange): the other nodes' intra-node flows touch none of its links, and routing
+every pair across thousands of nodes would cost n^2 routes (the load of the other nodes' exchanges on the fabric
+beyond the simulated node is left out).
 """
 
 from __future__ import annotations
@@ -91,7 +95,10 @@ class ZeroppStreams:
         if found is None:
             intra, inter = self.qgz_groups(rank)
             model = self.collectives.model
-            found = self._qgz[rank] = (all_to_all_pattern(model, intra), all_to_all_pattern(model, inter))
+            # the node's group alone (the others' flows stay on their own nodes' links); across nodes the sends
+            # and receives of the simulated node's GPUs (n routes each, not n^2: thousands of nodes stay cheap)
+            found = self._qgz[rank] = (all_to_all_pattern(model, intra[:1]),
+                                       all_to_all_pattern(model, inter, own_flows=True))
         return found
 
     def _meeting(self, rank: int, name: str, index: int, members: int) -> Rendezvous:

@@ -9,13 +9,23 @@ from collections import Counter
 
 import pytest
 
+from simcore.cost.comm.patterns import FlowPattern
 from simcore.cost.memory import stage_memory
+from simcore.cost.moe import all_to_all_pattern
 from simcore.cost.sharding import chunk_units
 from simcore.cost.workload import build_workload
 from simcore.cost.zeropp import QWZ_GROUP_ELEMENTS, ZeroppCosts
-from simcore.domain.layout import Fidelity, Layout, Recompute, ZeroImplementation, validate_layout
+from simcore.domain.layout import (
+    CollectiveAlgorithm,
+    Fidelity,
+    Layout,
+    Recompute,
+    ZeroImplementation,
+    validate_layout,
+)
 from simcore.domain.model import model_from_fields
 from simcore.domain.presets import MODEL_PRESETS
+from simcore.network import shared_network
 from simcore.simulate import Outcome, Scenario, check, simulate
 from topology import NODE_PRESETS, sized
 from topology.errors import SpecError
@@ -125,3 +135,16 @@ def test_qgz_needs_whole_nodes() -> None:
     with pytest.raises(SpecError) as err:  # but four ranks do not fill an eight-GPU node
         check(Scenario(TWO_LAYERS, sized(NODE_PRESETS["dgx-a100"], 4), layout))
     assert err.value.field == "layout.zero_quantized_gradients"
+
+
+def test_qgz_s_exchange_across_nodes_routes_the_simulated_node_s_flows_only_at_the_same_bottleneck() -> None:
+    # one NIC a node: the eight GPUs of a node share it, as the eight exchanges across nodes do
+    model = shared_network(CLUSTER, CollectiveAlgorithm.AUTO).collectives
+    gpus, local = tuple(range(DP)), 8
+    inter = [tuple(gpus[i * local + j] for i in range(DP // local)) for j in range(local)]
+    full, own = all_to_all_pattern(model, inter), all_to_all_pattern(model, inter, own_flows=True)
+
+    def bottleneck(p: FlowPattern) -> float:
+        return max(load / model.capacity[link] for link, load in zip(p.links, p.loads, strict=True))
+
+    assert bottleneck(own) == pytest.approx(bottleneck(full)) and own.latency_s == full.latency_s
