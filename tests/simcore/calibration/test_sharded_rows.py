@@ -13,6 +13,7 @@ import pytest
 from simcore.calibration import sharded_rows
 from simcore.calibration.validate import load_reference, measured_time, run_validation, scenario_for
 from simcore.domain.layout import ElementwiseKernels, Precision, Recompute, ZeroImplementation
+from simcore.simulate import simulate
 
 SHIPPED = Path(sharded_rows.__file__).resolve().parent / "reference" / sharded_rows.REFERENCE
 PROJECT_COPY = Path(__file__).resolve().parents[4] / "shared" / "reference" / sharded_rows.REFERENCE
@@ -106,3 +107,19 @@ def test_validate_reports_the_sharded_rows_as_their_own_groups_never_fitted() ->
     assert {i.split("-")[2] for i in ids if i.startswith("zeropp-")} == {"zero3", "zeropp"}
     assert {i for i in skipped if i.startswith("ibm-fsdp-")} == {"ibm-fsdp-llama2-13b-128xa100",
                                                                  "ibm-fsdp-llama2-13b-96xh100"}
+
+
+def test_zeropp_beats_zero3_where_the_blog_does_and_most_where_the_network_is_slowest() -> None:
+    # The blog's bars: ZeRO++ over ZeRO-3 is 1.3-1.6x at 4 links a node and 1.8-2.2x at 1 link. Whatever the gap
+    # both leave to the measurements (docs/accuracy.md), the simulated pair keeps that order.
+    table = rows()
+
+    def speedup(size: str, tokens: str, links: str) -> float:
+        times = [simulate(scenario_for(table[f"zeropp-blog-{kind}-{size}-{tokens}-{links}-384xv100"]))
+                 .metrics.iteration_time_s for kind in ("zero3", "zeropp")]
+        return times[0] / times[1]
+
+    for size in ("18b", "138b"):
+        for tokens in ("1ktok", "2ktok"):
+            four, one = speedup(size, tokens, "ib4"), speedup(size, tokens, "ib1")
+            assert 1.0 < four < one, (size, tokens, four, one)
