@@ -16,7 +16,9 @@ where the estimate does not look.
   or, with ZeRO 3, every layer before every pass, in `ceil(layer / zero3_gather_bucket_elements)` all-gathers each.
   The buckets hold what the engine reduces: a tensor rank's dense weights (over tp) and its experts' (over ep x
   expert_tp, weighted by the expert group's share of the traffic), so a MoE model's experts, not split by tp, count
-  in full. In full fidelity one
+  in full. DeepSpeed's ZeRO 3 (deepspeed, deepspeed_2021) instead visits each sub-module in each pass and gathers
+  those over its persistence threshold, reduces its gradients in buckets (per parameter in 2021), and with
+  ZeRO++'s qgZ runs two all-to-alls per matrix gradient (`_submodule_collectives`). In full fidelity one
   collective serves every replica of a group. Each collective is a flow group over its `dp x cp` members: the
   flow network's work on it grows with that width.
 - Tensor-parallel groups that leave their NVLink domain run each pass's TP traffic as a flow (tp_links.py).
@@ -44,9 +46,12 @@ import math
 from dataclasses import dataclass
 
 from simcore.cost.comm.grad_buckets import bucket_elements
+from simcore.cost.layer_params import layer_submodules
 from simcore.cost.memory import SPLITS
 from simcore.cost.moe import expert_reduce_ratio
 from simcore.cost.per_gpu import rank_gpus, replicas_differ
+from simcore.cost.sharding import Unit
+from simcore.cost.sharding import policy as sharding_policy
 from simcore.domain.layout import CpComm, Fidelity, Layout, Recompute
 from simcore.domain.placement import place
 from simcore.simulate import Scenario
@@ -180,6 +185,8 @@ def _collectives_per_rank(scenario: Scenario) -> tuple[int, int]:
         # only the first pipeline rank's first chunk is bucketed (grad_buckets.py): a rank's mean, rounded up
         buckets = [-(-(first + layout.pp - 1) // layout.pp)] + [1] * (v - 1)
     reductions = m * sum(buckets) if layout.zero_stage >= 2 else sum(buckets)
+    if layout.zero_stage == 3 and _per_submodule(layout):
+        return _submodule_collectives(scenario, m * v, layers_per_chunk, chunk_parameters)
     if layout.zero_stage == 3:
         bucket = layout.zero3_gather_bucket_elements
         per_layer = chunk_parameters / layers_per_chunk
@@ -187,6 +194,39 @@ def _collectives_per_rank(scenario: Scenario) -> tuple[int, int]:
         return reductions + 2 * m * v * layers_per_chunk * per_gather, 2 * m * v * layers_per_chunk
     gathers = sum(buckets) if layout.zero_stage in (1, 2) else 0
     return reductions + gathers, 0
+
+
+def _per_submodule(layout: Layout) -> bool:
+    found = sharding_policy(layout.zero_implementation)
+    return found is not None and found.per_submodule
+
+
+def _submodule_collectives(scenario: Scenario, chunk_passes: int, layers: int,
+                           chunk_parameters: float) -> tuple[int, int]:
+    """DeepSpeed's ZeRO 3 (simcore/engine/data_parallel/sharded.py), for `chunk_passes` microbatches of a model
+    chunk of `layers` layers: a visit
+    of each sub-module a pass (the recomputation visits them again), a gather of each that holds a parameter over
+    the persistence threshold (per parameter for deepspeed_2021; reuse ignored: an upper bound), and the gradient
+    reductions: a bucket's, each parameter's (deepspeed_2021), or with ZeRO++'s qgZ each matrix's two all-to-alls
+    and each vector's reduce-scatter."""
+    layout, model = scenario.layout, scenario.model
+    found = sharding_policy(layout.zero_implementation)
+    assert found is not None
+    mods = layer_submodules(model, model.main_layer(), layout.tp)
+    tensors = [p for params, _ in mods for p in params]
+    big = [p for p in tensors if p >= found.persistence_threshold]
+    gathered = len(big) if found.per_parameter else sum(
+        any(p >= found.persistence_threshold for p in params) for params, _ in mods)
+    passes = 3 if layout.recompute is Recompute.FULL and found.regather_on_recompute else 2
+    matrices = sum(sum(Unit(params, 0, weight).matrices()) for params, weight in mods)
+    layer_passes = chunk_passes * layers
+    if layout.zero_quantized_gradients:
+        reductions = layer_passes * (2 * matrices + len(tensors) - matrices)
+    elif found.per_parameter:
+        reductions = layer_passes * len(tensors)
+    else:  # a bucket of reduce_bucket_elements at a time
+        reductions = chunk_passes * max(1, math.ceil(chunk_parameters / found.reduce_bucket_elements))
+    return reductions + layer_passes * gathered * passes, layer_passes * len(mods) * passes
 
 
 def _tp_crossing_ranks(scenario: Scenario) -> int:
