@@ -38,5 +38,6 @@ it imports its siblings as this package (`from bench.generated import ...`) in b
 - speed_1t.py: wall time, CPU time and event count of the 1T GPT on 3072 A100s.
 - startup.py: whole-process speed of the command line.
 - zero3_bounds.py: how far DeepSpeed's gather schedule can explain the ZeRO++ sweep's ZeRO-3 rows.
+- zeropp_speedups.py: the ZeRO++ blog's ZeRO++/ZeRO-3 speedups, published and simulated, per network and tokens.
 - zero_bubble.py: the Zero Bubble paper's setups against the simulated per-stage times.
 """
