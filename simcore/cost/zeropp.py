@@ -4,11 +4,12 @@ ZeRO++; csrc/quantization and the Python named below). The engine (simcore/engin
 the collectives; this module prices them.
 
 - qwZ, a gather of E elements: `CUDAQuantizer.quantize` (runtime/zero/partition_parameters.py) turns each rank's
-  shard into int8 with one fp32 scale per group of at most `target_group_size` = 8,000 elements; the gather moves
-  E bytes and the scales (4 bytes per 8,000 elements) in two all-gathers, of which the scales' is counted into the
-  first's bytes (it is issued right after it on the same group). Kernels: the shard's quantization (reads 2 bytes
-  and writes 1 an element of the shard, E/n elements) and, when the handle is waited on, the dequantization of the
-  whole parameter into the 16-bit buffer (reads 1 byte, writes 2 an element of E); both memory-bound.
+  shard into int8 with one fp32 scale per group of at most `target_group_size` = 8,000 elements; the fetch moves
+  E bytes in one all-gather and the scales (4 bytes per 8,000 elements) in a second one on the same group right
+  after it (`quant_handle`), whose latency counts as much as its bytes do not. Kernels: the shard's quantization
+  (reads 2 bytes and writes 1 an element of the shard, E/n elements) and, when the handle is waited on, the
+  dequantization of the whole parameter into the 16-bit buffer (reads 1 byte, writes 2 an element of E); both
+  memory-bound.
 - hpZ: the backward's gathers move the same bytes per element (qwZ's int8 or 16-bit) within the secondary group;
   making the secondary shard copies E/n elements of the gathered parameter (2 bytes read, 2 written), after the
   forward.
@@ -50,11 +51,12 @@ class ZeroppCosts:
     local: int  # GPUs a node: qgZ's intra-node all-to-all group
     bandwidth: float  # bytes/s a memory-bound kernel moves
 
-    def gather_bytes(self, elements: float, element_bytes: float) -> float:
-        """Bytes of one parameter all-gather of `elements` (`element_bytes` each without qwZ)."""
+    def gather_bytes(self, elements: float, element_bytes: float) -> tuple[float, float]:
+        """Bytes of the all-gathers of one parameter fetch of `elements` (`element_bytes` each without qwZ): the
+        parameters', and with qwZ the scales' that follows it on the same group (0 without)."""
         if not self.quantized_weights:
-            return elements * element_bytes
-        return elements * INT8 + SCALE_BYTES * math.ceil(elements / QWZ_GROUP_ELEMENTS)
+            return elements * element_bytes, 0.0
+        return elements * INT8, SCALE_BYTES * math.ceil(elements / QWZ_GROUP_ELEMENTS)
 
     def after_gather_s(self, elements: float, ranks: int) -> float:
         """Kernel seconds around one gather of `elements` over `ranks` ranks: with qwZ the shard's quantization

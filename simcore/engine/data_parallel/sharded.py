@@ -108,12 +108,12 @@ class ShardedPasses:
         # qwZ's quantization and dequantization after the gather; a forward gather's secondary shard copy (hpZ)
         kernels = zpp.after_gather_s(elements, zpp.hpz if secondary else self.dp)
         kernels += 0.0 if secondary else zpp.secondary_copy_s(elements)
-        job = Job(Collective.ALL_GATHER, "param", zpp.gather_bytes(elements, element_bytes), READY, end,
-                  self.copies_s + kernels)
-        if secondary:
-            extra.hpz(replica, rank, record).put(job)
-        else:
-            self.sync.stream(replica, rank, "gather", record).put(job)
+        weights, scales = zpp.gather_bytes(elements, element_bytes)
+        stream = extra.hpz(replica, rank, record) if secondary else self.sync.stream(replica, rank, "gather", record)
+        if scales:  # qwZ: the int8 weights' all-gather, then the scales' on the same group
+            stream.put(Job(Collective.ALL_GATHER, "param", weights, READY, None))
+            weights = scales
+        stream.put(Job(Collective.ALL_GATHER, "param", weights, READY, end, self.copies_s + kernels))
         return end
 
     def _reduce(self, replica: int, rank: int, bucket: list[tuple[int, bool]], record: RankRecord,

@@ -55,7 +55,9 @@ def spans(out: Outcome, track: str) -> Counter[str]:
 
 def test_qwz_gathers_a_byte_an_element_and_its_scales() -> None:
     base, quantized = outcome(), outcome(zero_quantized_weights=True)
-    assert spans(quantized, "stage 0 gather") == spans(base, "stage 0 gather")  # the same gathers
+    # each fetch: the int8 weights' all-gather, then the scales' (DeepSpeed v0.10.0's quant_handle)
+    gathers = [spans(out, "stage 0 gather")["all-gather param"] for out in (base, quantized)]
+    assert gathers[1] == 2 * gathers[0]
     ratio = quantized.metrics.communication_bytes["zero"] / base.metrics.communication_bytes["zero"]
     assert 0.5 < ratio < 0.5 * (1 + 2 * 4 / QWZ_GROUP_ELEMENTS)  # int8 and one fp32 scale per 8,000 elements
     assert quantized.metrics.iteration_time_s < base.metrics.iteration_time_s
@@ -104,7 +106,7 @@ def test_full_fidelity_meets_in_the_groups_as_representative_runs_them() -> None
 def test_the_kernels_are_memory_bound_at_the_hbm_rate() -> None:
     costs = ZeroppCosts(True, 8, True, dp=32, local=8, bandwidth=1e12)
     e = 1e9
-    assert costs.gather_bytes(e, 2.0) == pytest.approx(e + 4 * e / QWZ_GROUP_ELEMENTS)
+    assert costs.gather_bytes(e, 2.0) == pytest.approx((e, 4 * e / QWZ_GROUP_ELEMENTS))
     # the shard's quantization (3 bytes an element of e/32) and the dequantization (3 bytes an element of e)
     assert costs.after_gather_s(e, 32) == pytest.approx(3 * e / 32 / 1e12 + 3 * e / 1e12)
     intra, inter = costs.qgz_bytes(e)
