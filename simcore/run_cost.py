@@ -204,19 +204,18 @@ def _per_submodule(layout: Layout) -> bool:
 def _submodule_collectives(scenario: Scenario, chunk_passes: int, layers: int,
                            chunk_parameters: float) -> tuple[int, int]:
     """DeepSpeed's ZeRO 3 (simcore/engine/data_parallel/sharded.py), for `chunk_passes` microbatches of a model
-    chunk of `layers` layers: a visit
-    of each sub-module a pass (the recomputation visits them again), a gather of each that holds a parameter over
-    the persistence threshold (per parameter for deepspeed_2021; reuse ignored: an upper bound), and the gradient
-    reductions: a bucket's, each parameter's (deepspeed_2021), or with ZeRO++'s qgZ each matrix's two all-to-alls
-    and each vector's reduce-scatter."""
+    chunk of `layers` layers: a visit of each sub-module a pass (the recomputation visits them again), a gather of
+    each that holds a parameter over the persistence threshold (per parameter for deepspeed_2021; reuse ignored: an
+    upper bound), and the gradient reductions: a bucket's, each parameter's (deepspeed_2021), or with ZeRO++'s qgZ
+    each matrix's two all-to-alls and each vector's reduce-scatter."""
     layout, model = scenario.layout, scenario.model
     found = sharding_policy(layout.zero_implementation)
     assert found is not None
     mods = layer_submodules(model, model.main_layer(), layout.tp)
     tensors = [p for params, _ in mods for p in params]
-    big = [p for p in tensors if p >= found.persistence_threshold]
-    gathered = len(big) if found.per_parameter else sum(
-        any(p >= found.persistence_threshold for p in params) for params, _ in mods)
+    threshold = found.persistence_threshold
+    gathered = sum(p >= threshold for p in tensors) if found.per_parameter else sum(
+        any(p >= threshold for p in params) for params, _ in mods)
     passes = 3 if layout.recompute is Recompute.FULL and found.regather_on_recompute else 2
     matrices = sum(sum(Unit(params, 0, weight).matrices()) for params, weight in mods)
     layer_passes = chunk_passes * layers

@@ -116,11 +116,11 @@ def all_to_all_pattern(collectives: CollectiveModel, groups: Sequence[Sequence[i
     loads: dict[int, float] = {}
     hop_latency = 0.0
     router = collectives.router
-    pairs: Iterable[tuple[int, int]] = (
-        ((g[0], d) for g in groups for d in g) if own_flows else
-        ((src, dst) for group in groups for src in group for dst in group))
+    pairs: Iterable[tuple[int, int]]
     if own_flows:
-        pairs = [*pairs, *((s, g[0]) for g in groups for s in g)]
+        pairs = [(g[0], d) for g in groups for d in g] + [(s, g[0]) for g in groups for s in g]
+    else:
+        pairs = ((src, dst) for group in groups for src in group for dst in group)
     for src, dst in pairs:
         if src == dst:
             continue

@@ -27,6 +27,8 @@ from typing import Protocol
 
 from topology.errors import SpecError
 
+__all__ = ["uses_zeropp", "validate_zeropp", "validate_zeropp_nodes"]
+
 
 class Layout(Protocol):
     """What these rules read of a layout (simcore/domain/layout.py's Layout, which imports this module)."""
@@ -47,8 +49,6 @@ class Layout(Protocol):
     def zero_hpz_partition_size(self) -> int: ...
     @property
     def zero_quantized_gradients(self) -> bool: ...
-
-__all__ = ["uses_zeropp", "validate_zeropp", "validate_zeropp_nodes"]
 
 
 def uses_zeropp(layout: Layout) -> bool:
