@@ -298,6 +298,13 @@ class LayoutIn(BaseModel):
         "(Transformer Engine, torch.compile) or PyTorch eager ops, one kernel per tensor op (torchtitan without "
         "compile); default fused"
     )
+    attention_backend: Literal["fused", "flash2"] = Field(
+        default="fused", description="the fused attention kernel the framework runs: fused, Transformer Engine's "
+        "cuDNN attention (Megatron-Core, NeMo); flash2, FlashAttention-2's kernels, PyTorch scaled_dot_product_"
+        "attention's default on Hopper until cuDNN's backend became its preference (measured at about half cuDNN's "
+        "rate there; on Ampere and Ada the two are priced alike); flash2 needs model.attention flash, no "
+        "fp8_attention, no MLA, an Ampere, Ada or Hopper GPU"
+    )
     optimizer_post_validation: StrictBool = Field(
         default=False, description="Zero Bubble's post-validation: step the optimizer without the barrier before "
         "it and validate the global checks afterwards; consecutive iterations then overlap (two are simulated, the "

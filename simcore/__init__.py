@@ -19,6 +19,7 @@ from simcore.cost.memory import StageMemory
 from simcore.cost.parameters import FITTED, CostParameters
 from simcore.domain.grad_reduce import GradReduce, default_grad_reduce
 from simcore.domain.layout import (
+    AttentionBackend,
     CollectiveAlgorithm,
     CpComm,
     ElementwiseKernels,
@@ -52,7 +53,7 @@ from topology.user_topology import UserTopology, parse_topology
 
 __all__ = [
     "FITTED", "GB", "GIB", "GPUS", "MODEL_PRESETS", "MODEL_PRESET_SOURCES", "NODE_PRESETS", "NODE_PRESET_NOTES",
-    "Activation", "Architecture", "AttentionKind", "Checkpointing", "ClusterHealth", "ClusterSpec",
+    "Activation", "Architecture", "AttentionBackend", "AttentionKind", "Checkpointing", "ClusterHealth", "ClusterSpec",
     "CollectiveAlgorithm", "Cost", "CostParameters", "CpComm", "DegradedLink", "ElementwiseKernels", "Fabric",
     "Failures", "Fidelity", "Fp8Recipe", "GpuKind",
     "GpuSpec", "Layout", "Metrics", "ModelShape", "Network", "NodeGroup", "Outcome", "Partition", "Precision",

@@ -24,7 +24,9 @@ What each source leaves unstated is filled the same way for every row of that so
   states over data parallelism: ZeRO 3. GB200 rows run on the `gb200-nvl72` preset (their 8 GPUs share the
   rack's NVLink domain).
 - torchtitan (2024-12, H100 96 GB HBM2e at 500 W, 2.4 TB/s): FSDP2 (ZeRO 3, `zero_implementation: fsdp`), its
-  selective activation checkpointing (the toml default) as `selective`, PyTorch SDPA flash attention, float8
+  selective activation checkpointing (the toml default) as `selective`, PyTorch SDPA's default flash backend,
+  FlashAttention-2 (`attention_backend: flash2`, simcore/domain/attention_backend.py: the runs' torch of 2024-12
+  kept cuDNN's backend opt-in and torchtitan asked for it only from its pull request #1000, 2025-03), float8
   dynamic tensorwise scaling as `tensorwise`. The GPU is not in the catalog: a user-defined GPU with the file's
   96 GiB and 2,400 GB/s; the file says the peak of this variant, capped at 500 W, is unknown: assumed H100 SXM's peaks
   scaled by the power limit (500 of its 700 W), dense GEMMs being power-bound at the cap [assumption].
@@ -40,6 +42,7 @@ from typing import Any
 
 from simcore.calibration.moe_rows import MOE_CALIBRATION_ROWS, moe_model_fields, recipe_batching
 from simcore.domain.layout import (
+    AttentionBackend,
     ElementwiseKernels,
     Fp8Recipe,
     Layout,
@@ -63,6 +66,8 @@ SOURCES = {"dgxc2411": ("none", 1), "dgxc2505": ("none", 1), "nemo2407": ("none"
 MICROBATCH_BY_SOURCE = {"nemo-longseq": 1}
 # Sources whose sharded data parallelism is a framework's own (simcore/cost/sharding.py): torchtitan's FSDP2.
 IMPLEMENTATIONS = {"tt2412": ZeroImplementation.FSDP}
+# Sources whose attention is PyTorch SDPA's FlashAttention-2 (the module docstring); the others run TE's fused one.
+ATTENTION_BACKENDS = {"tt2412": AttentionBackend.FLASH2}
 # Sources whose framework runs PyTorch eager unless the row says it compiled (torchtitan's `compile = false` default).
 EAGER_UNLESS_COMPILED = ("tt2412",)
 # The rows the FP8 efficiency is fitted on (bench/fit_fp8.py).
@@ -161,5 +166,6 @@ def scenario_for(case: dict[str, Any]) -> Scenario:
                     zero_implementation=IMPLEMENTATIONS.get(source, ZeroImplementation.MEGATRON),
                     ep=int(lay.get("ep") or 1), expert_tp=int(lay.get("expert_tp") or 1),
                     elementwise_kernels=ElementwiseKernels.EAGER if eager else None, virtual_stages=chunks,
+                    attention_backend=ATTENTION_BACKENDS.get(source, AttentionBackend.FUSED),
                     schedule=Schedule.INTERLEAVED_1F1B if chunks > 1 else Schedule.ONE_F_ONE_B)
     return Scenario(model, cluster, layout)

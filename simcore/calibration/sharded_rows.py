@@ -4,8 +4,9 @@ scenarios for `validate`. Nothing is fitted on these rows: every one is judged.
 - IBM + Meta PyTorch FSDP (`ibm-fsdp-*`; PyTorch blog "Maximizing training throughput using PyTorch FSDP",
   2024-03-13, Table 1; code foundation-model-stack/fms-fsdp): Llama-2 shapes (SwiGLU, untied embeddings), sequence
   4096, microbatch 2, one microbatch per step (the global batch is 2 x GPUs), FSDP full shard with one unit per
-  transformer block (`zero_implementation: fsdp`, simcore/cost/sharding.py), bf16, SDPA flash attention, PyTorch
-  eager without torch.compile (the blog lists torch.compile as future work): `elementwise_kernels: eager`.
+  transformer block (`zero_implementation: fsdp`, simcore/cost/sharding.py), bf16, "SDPA FlashAttention v2" (the
+  blog's words: PyTorch SDPA's flash backend, `attention_backend: flash2`), PyTorch eager without torch.compile
+  (the blog lists torch.compile as future work): `elementwise_kernels: eager`.
   Activation checkpointing "No" is `none` and "Yes" (34B, 70B) `full`, each block checkpointed. The 13B rows'
   "Selective" is fms-fsdp's block-level selective checkpointing (fms_fsdp/policies/ac_handler.py: every n-th
   block checkpointed), which `layout.recompute` cannot express (its `selective` is Megatron's attention-core
@@ -44,7 +45,7 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from simcore.domain.layout import ElementwiseKernels, Layout, Precision, Recompute, ZeroImplementation
+from simcore.domain.layout import AttentionBackend, ElementwiseKernels, Layout, Precision, Recompute, ZeroImplementation
 from simcore.domain.model import model_from_fields
 from simcore.simulate import Scenario
 from topology.cluster_spec import NODE_PRESETS, ClusterSpec, sized
@@ -125,7 +126,7 @@ def _fsdp_scenario(case: dict[str, Any]) -> Scenario:
                     microbatch_size=int(lay["microbatch"]), global_batch_size=int(lay["global_batch"]),
                     recompute=FSDP_RECOMPUTE[recompute], zero_stage=3, overlap_grad_reduce=True,
                     precision=Precision.BF16, zero_implementation=ZeroImplementation.FSDP,
-                    elementwise_kernels=ElementwiseKernels.EAGER)
+                    elementwise_kernels=ElementwiseKernels.EAGER, attention_backend=AttentionBackend.FLASH2)
     return Scenario(model, cluster_for(case["hardware"]), layout)
 
 

@@ -39,6 +39,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from simcore.cost.comm.collectives import Collective
+from simcore.cost.compute.flash2 import flash2_op
 from simcore.cost.compute.fp8_attention import fp8_flash, ring_element_bytes
 from simcore.cost.compute.kernel_time import ops_time
 from simcore.cost.compute.kernels import ATTENTION_CORE, Op, flash_attention_op
@@ -166,14 +167,17 @@ def attention_ring(model: ModelShape, layer: LayerType, layout: Layout, gpu: Gpu
     c = model.seq_length / (2 * cp)
     kv = kv_block_bytes(model, layout)
 
+    def kernel(op: Op) -> Op:  # the fused kernel as the layout runs it (FP8, FlashAttention-2)
+        return flash2_op(fp8_flash(op, layout), layout)
+
     def block(s_q: float, s_kv: float, computed: float) -> tuple[float, float]:
-        op = fp8_flash(flash_attention_op("flash_attention", b, a, g, d, s_q, s_kv, computed), layout)
+        op = kernel(flash_attention_op("flash_attention", b, a, g, d, s_q, s_kv, computed))
         return ops_time((op,), gpu, params), ops_time((op.backward(),), gpu, params)
 
     if layout.cp_comm is CpComm.A2A:
         # the whole sequence (2cp chunks of c) for a/cp query and g/cp key/value heads (the validated split)
-        op = fp8_flash(flash_attention_op("flash_attention", b, a / cp, g / cp, d, 2 * cp * c, 2 * cp * c,
-                                          0.5 if layer.causal else 1.0), layout)
+        op = kernel(flash_attention_op("flash_attention", b, a / cp, g / cp, d, 2 * cp * c, 2 * cp * c,
+                                       0.5 if layer.causal else 1.0))
         forward_s, backward_s = ops_time((op,), gpu, params), ops_time((op.backward(),), gpu, params)
         q = b * (model.seq_length / cp) * a * d * ring_element_bytes(layout)  # the rank's Q (and O, dO, dQ)
         qkv = q + kv

@@ -23,6 +23,7 @@ from simcore.cost.comm.grad_buckets import with_gradient_buckets
 from simcore.cost.comm.groups import tensor_parallel_groups
 from simcore.cost.comm.interference import comm_load, slowdown
 from simcore.cost.comm.tp_time import collective_s, tp_collectives_s, tp_ring_bytes
+from simcore.cost.compute.flash2 import flash2_ops
 from simcore.cost.compute.fp8 import WEIGHT_QUANTIZE_BYTES, fp8_gemm_weights
 from simcore.cost.compute.fp8_attention import fp8_attention_ops
 from simcore.cost.compute.kernel_time import ops_time
@@ -39,13 +40,7 @@ from simcore.cost.compute.moe_kernels import backward_ops, dispatch_split, seque
 from simcore.cost.compute.optimizer import OPTIMIZER_BYTES_PER_PARAMETER, optimizer_step_s
 from simcore.cost.compute.weight_cache import weight_recasts
 from simcore.cost.compute.weight_gradients import weight_share
-from simcore.cost.context_parallel import (
-    AttentionRing,
-    attention_ring,
-    local_model,
-    pass_plans,
-    split_at_attention,
-)
+from simcore.cost.context_parallel import AttentionRing, attention_ring, local_model, pass_plans, split_at_attention
 from simcore.cost.moe import ExpertComm, expert_comm, expert_reduce_ratio
 from simcore.cost.mtp import NO_MTP, mtp_cost
 from simcore.cost.parameters import FITTED, CostParameters
@@ -120,6 +115,7 @@ def layer_kernels(model: ModelShape, layer: LayerType, layout: Layout, gpu: GpuS
     ops = transformer_layer_ops(model, layout.microbatch_size, layout.tp, layout.sequence_parallel, layer,
                                 layout.fp8, layout.ep, layout.expert_tp, layout.eager)
     ops = fp8_attention_ops(ops, layout)  # the fused attention in FP8 where the layout asks for it
+    ops = flash2_ops(ops, layout)  # and by FlashAttention-2's kernels where it asks for them
     recast_fwd, recast_bwd = weight_recasts(ops, layout)  # FP8 weights made every microbatch (weight_cache.py)
     gemm_forward = ops_time(tuple(op for op in ops if op.name in PROJECTIONS), gpu, params)
     gemm_backward = ops_time(tuple(op.backward() for op in ops if op.name in PROJECTIONS), gpu, params)

@@ -5,6 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from simcore.domain.attention_backend import (
+    AttentionBackend,
+    validate_attention_backend,
+    validate_attention_backend_gpu,
+)
 from simcore.domain.bf16_layers import validate_model_precision
 from simcore.domain.context_parallel import CpComm, validate_context_parallel
 from simcore.domain.fp8_params import validate_fp8_param_gather
@@ -122,6 +127,7 @@ class Layout:
     # FP8 GEMM weights kept without a 16-bit copy and all-gathered in FP8 (simcore/domain/fp8_params.py).
     fp8_param_gather: bool = False
     fp8_attention: bool = False  # the fused attention in FP8 (simcore/cost/compute/fp8_attention.py)
+    attention_backend: AttentionBackend = AttentionBackend.FUSED  # simcore/domain/attention_backend.py
     fp8_params: bool = False  # LoRA's frozen GEMM weights built as FP8 tensors (simcore/domain/fp8_params.py)
     fp8_weight_cache: bool = True  # off: FP8 weights made again every microbatch (simcore/cost/compute/weight_cache.py)
     bf16_layers: tuple[int, int] = (0, 0)  # (first, last) layers kept in BF16 (simcore/domain/bf16_layers.py)
@@ -209,6 +215,7 @@ def validate_layout(layout: Layout, model: ModelShape, num_gpus: int) -> None:
     _validate_encoder_decoder(layout, model)
     validate_context_parallel(layout, model)
     validate_model_precision(layout, model)  # fp8_attention, fp8_params, bf16_layers
+    validate_attention_backend(layout, model)
     chunks = layout.pp * layout.virtual_stages
     if chunks > model.num_layers:
         raise SpecError("layout.pp", f"pp*virtual_stages = {chunks} exceeds num_layers ({model.num_layers})")
@@ -277,7 +284,8 @@ def gpu_product(layout: Layout) -> str:
 
 
 def validate_precision(layout: Layout, gpu: GpuSpec) -> None:
-    """Raise SpecError when the layout's precision or FP8 recipe does not suit the GPU."""
+    """Raise SpecError when the layout's precision, FP8 recipe or attention kernel does not suit the GPU."""
+    validate_attention_backend_gpu(layout, gpu)
     if layout.fp8_recipe is not None and layout.precision is not Precision.FP8:
         raise SpecError("layout.fp8_recipe", f"applies to precision fp8 only (this layout is {layout.precision})")
     validate_fp8_param_gather(layout.fp8_param_gather, layout.precision, layout.fp8_recipe, layout.zero_stage,

@@ -86,6 +86,7 @@ FULL_REQUEST: dict[str, Any] = {
         "fp8_attention": False,
         "fp8_params": False,
         "fp8_weight_cache": True,
+        "attention_backend": "fused",
         "zero_quantized_weights": False,
         "zero_hpz_partition_size": 1,
         "zero_quantized_gradients": False,

@@ -10,6 +10,7 @@
 - fp8.py: FP8 training: the GEMMs at the FP8 rate and the kernels FP8 adds, per scaling recipe.
 - fp8_attention.py: FP8 attention: the fused kernel at the FP8 rate, its casts, what it keeps and sends in FP8.
 - attention_kernels.py: the measured rate of the fused FP8 attention kernel, forward and backward, per GPU.
+- flash2.py: FlashAttention-2's kernels (PyTorch SDPA's default) at their measured Hopper rate.
 - nvfp4.py: NVFP4 training: which GEMMs run in FP4, the quantization kernels, the FP4 GEMM's rate.
 - moe_kernels.py: a layer's kernels with multi-head latent attention or a mixture of experts.
 - weight_cache.py: FP8 weights quantized (or transposed) again every microbatch, without TE's weight cache.

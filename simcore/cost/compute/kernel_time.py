@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from simcore.cost.compute.attention_kernels import fp8_attention_efficiency
+from simcore.cost.compute.flash2 import flash2_efficiency
 from simcore.cost.compute.fp8 import fp8_gemm_efficiency
 from simcore.cost.compute.gemm_ceilings import ceiling_fraction, fp8_over_bf16_ceiling, large_gemm_efficiency
 from simcore.cost.compute.gemm_shape import MAIN_GRAD_BYTES, Product, gradient_products, stream_ramps, tiled_compute_s
@@ -67,7 +68,7 @@ def _model_op_time(op: Op, gpu: GpuSpec, params: CostParameters) -> float:
     ramps = stream_ramps(op.group)
     half_flops = ramps * peak * peak_efficiency * params.gemm_half_time_s(generation)
     efficiency = peak_efficiency * op.flops / (op.flops + half_flops)
-    if op.kind is OpKind.FLASH and not _measured_fp8_attention(op, gpu):
+    if op.kind is OpKind.FLASH and not _measured_fp8_attention(op, gpu) and not _measured_flash2(op, gpu):
         efficiency *= FLASH_RELATIVE_EFFICIENCY
     compute_s = op.flops / (peak * efficiency) if op.flops > 0 else 0.0
     return max(compute_s, memory_s) + ramps * KERNEL_OVERHEAD_S
@@ -84,6 +85,8 @@ def _gemm_peak(op: Op, gpu: GpuSpec, params: CostParameters) -> tuple[float, flo
             return gpu.peak_fp8_flops_per_s, measured, generation
         # elsewhere the 16-bit kernel's rate x the FP8/BF16 GEMM ceilings
         return gpu.peak_flops_per_s * fp8_over_bf16_ceiling(gpu), efficiency, generation
+    if op.kind is OpKind.FLASH and _measured_flash2(op, gpu):
+        return gpu.peak_flops_per_s, flash2_efficiency(gpu, op.backward_pass) or 0.0, generation
     if op.fp8 or op.fp4:
         fp8 = fp8_gemm_efficiency(efficiency)
         ceiling = ceiling_fraction(gpu, "fp8")
@@ -99,6 +102,11 @@ def _measured_fp8_attention(op: Op, gpu: GpuSpec) -> bool:
     """An FP8 attention kernel on a GPU where its rate was measured: that rate is the kernel's own (no
     FLASH_RELATIVE_EFFICIENCY on top of it)."""
     return op.fp8 and fp8_attention_efficiency(gpu, op.backward_pass) is not None
+
+
+def _measured_flash2(op: Op, gpu: GpuSpec) -> bool:
+    """A FlashAttention-2 kernel on a GPU where its own rate applies (simcore/cost/compute/flash2.py)."""
+    return op.flash2 and flash2_efficiency(gpu, op.backward_pass) is not None
 
 
 def gemm_dtype(op: Op) -> str:

@@ -69,17 +69,19 @@ class Op:
     # by a frozen weight (LoRA, simcore/cost/compute/lora.py): its backward is the input gradient only
     frozen: bool = False
     backward_pass: bool = False  # a backward kernel (what `backward()` returns)
+    flash2: bool = False  # a fused attention kernel run by FlashAttention-2 (simcore/cost/compute/flash2.py)
 
     def backward(self) -> Op:
         if self.frozen:  # dX = dY W^T alone: the forward's FLOPs, one product of its own shape, no weight gradient
             shape = gradient_products(self.shape)[0] if self.shape is not None else None
             return Op(self.name + "_bwd", self.kind, self.flops, self.bytes, fp8=self.fp8, fp4=self.fp4,
                       host_s=self.host_s, shape=shape, group=self.group, fused_host=self.fused_host, frozen=True,
-                      backward_pass=True)
+                      backward_pass=True, flash2=self.flash2)
         factor = FLASH_BACKWARD_FACTOR if self.kind is OpKind.FLASH else 2.0
         return Op(self.name + "_bwd", self.kind, self.flops * factor, self.bytes * self.backward_bytes,
                   fp8=self.fp8, fp4=self.fp4, host_s=self.host_s, shape=self.shape, gradient=self.shape is not None,
-                  weight=self.weight, group=self.group, fused_host=self.fused_host, backward_pass=True)
+                  weight=self.weight, group=self.group, fused_host=self.fused_host, backward_pass=True,
+                  flash2=self.flash2)
 
 
 # Backward traffic over forward traffic of the memory-bound kernels, from what each kernel reads and writes:
