@@ -1,6 +1,6 @@
 """The sharded data-parallel reference (reference/sharded-dp.json): PyTorch FSDP rows on the FSDP path, DeepSpeed
-ZeRO-3 rows on DeepSpeed's, ZeRO++'s rows and fms-fsdp's block-level selective checkpointing skipped with their
-reasons, and the published throughputs converted to step times (simcore/calibration/sharded_rows.py)."""
+ZeRO-3 rows on DeepSpeed's, ZeRO++'s rows on its three options, fms-fsdp's block-level selective checkpointing
+skipped with its reason, and the published throughputs converted to step times (simcore/calibration/sharded_rows.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 from simcore.calibration import sharded_rows
 from simcore.calibration.validate import load_reference, measured_time, run_validation, scenario_for
-from simcore.domain.layout import ElementwiseKernels, Precision, Recompute, ZeroImplementation
+from simcore.domain.layout import AttentionBackend, ElementwiseKernels, Precision, Recompute, ZeroImplementation
 from simcore.simulate import simulate
 
 SHIPPED = Path(sharded_rows.__file__).resolve().parent / "reference" / sharded_rows.REFERENCE
@@ -37,6 +37,7 @@ def test_an_fsdp_row_runs_pytorch_fsdp_on_the_rows_network() -> None:
     assert lay.zero_stage == 3 and lay.zero_implementation is ZeroImplementation.FSDP
     assert lay.recompute is Recompute.FULL and lay.precision is Precision.BF16
     assert lay.elementwise_kernels is ElementwiseKernels.EAGER  # no torch.compile in the blog's runs
+    assert lay.attention_backend is AttentionBackend.FLASH2  # "SDPA FlashAttention v2"
     assert cluster.num_gpus == 128 and cluster.gpus_per_node == 8
     # 400 Gbit/s per node over the DGX A100's 8 NICs
     assert cluster.nics_per_node * cluster.nic_bandwidth_bytes_per_s == pytest.approx(400 * GBIT)
