@@ -5,7 +5,8 @@ last that reads TOML files); defaults where a key is absent are that JobConfig's
 "selective", pipeline_parallel_schedule "1F1B", data_parallel_shard_degree -1: the GPUs left over). What maps:
 - [model] name/flavor -> a model preset (llama3 8B/70B/405B); [training] seq_len overrides its sequence length;
 - [parallelism]: data_parallel_shard_degree > 1 is FSDP full shard (`zero_stage: 3`, `zero_implementation: fsdp`),
-  data_parallel_replicate_degree alone is DDP; both > 1 (HSDP) is an error; tensor_parallel_degree (always with
+  data_parallel_replicate_degree alone is DDP; both > 1 is HSDP, FSDP over the shard degree (`zero_shard_size`,
+  the mesh's dp_shard inside dp_replicate: consecutive data-parallel ranks); tensor_parallel_degree (always with
   sequence parallelism in torchtitan), pipeline_parallel_degree and _schedule (1F1B, Interleaved1F1B with
   pipeline_parallel_layers_per_stage, GPipe, ZBVZeroBubble), context_parallel_degree, expert_parallel_degree;
 - [training] local_batch_size and global_batch_size (default local x DP); with PP the microbatch is
@@ -94,9 +95,6 @@ def request_from_torchtitan(text: str, *, cluster_preset: str, gpus: int | None,
             raise error("parallelism.data_parallel_shard_degree", "-1 (the GPUs left over) needs the cluster size: "
                         "give --nodes")
         shard = gpus // (replicate * tp * pp * cp)
-    if replicate > 1 and shard > 1:
-        raise error("parallelism.data_parallel_replicate_degree", "HSDP (replicate and shard both > 1) is not "
-                    "simulated")
     dp = replicate * shard
     local = get("training.local_batch_size", 8)
     global_batch = get("training.global_batch_size", -1)
@@ -118,6 +116,8 @@ def request_from_torchtitan(text: str, *, cluster_preset: str, gpus: int | None,
     }
     if ep > 1:
         layout["ep"] = ep
+    if replicate > 1 and shard > 1:  # HSDP: FSDP over the shard degree, replicated (simcore/domain/hybrid_shard.py)
+        layout["zero_shard_size"] = shard
     per_stage = get("parallelism.pipeline_parallel_layers_per_stage", None)
     first_less = get("parallelism.pipeline_parallel_first_stage_less_layers", 1)
     last_less = get("parallelism.pipeline_parallel_last_stage_less_layers", 1)
@@ -192,13 +192,14 @@ def torchtitan_toml(request: SimulationRequest) -> str:
         raise RequestError.for_field("layout.zero_implementation", f"torchtitan's ZeRO 3 is FSDP, not "
                                      f"{lay.zero_implementation}'s (set zero_implementation: fsdp)")
     fsdp = lay.zero_stage == 3
+    shard = lay.zero_shard_size or lay.dp  # HSDP: replicated shard groups
     sections: dict[str, dict[str, Any]] = {
         "model": {"name": preset[0], "flavor": preset[1]},
         "training": {"local_batch_size": lay.global_batch_size // lay.dp if lay.pp > 1 else lay.microbatch_size,
                      "global_batch_size": lay.global_batch_size,
                      "seq_len": model.seq_length or {"llama3": 8192}[preset[0]]},
-        "parallelism": {"data_parallel_replicate_degree": 1 if fsdp else lay.dp,
-                        "data_parallel_shard_degree": lay.dp if fsdp else 1,
+        "parallelism": {"data_parallel_replicate_degree": lay.dp // shard if fsdp else lay.dp,
+                        "data_parallel_shard_degree": shard if fsdp else 1,
                         "tensor_parallel_degree": lay.tp, "pipeline_parallel_degree": lay.pp,
                         "context_parallel_degree": lay.cp},
         "activation_checkpoint": {"mode": lay.recompute},

@@ -142,7 +142,7 @@ def to_scenario(request: SimulationRequest, free_communication: bool = False) ->
         fp8_weight_cache=lay.fp8_weight_cache,
         bf16_layers=(lay.bf16_layers.first, lay.bf16_layers.last) if lay.bf16_layers else (0, 0),
         zero_quantized_weights=lay.zero_quantized_weights, zero_hpz_partition_size=lay.zero_hpz_partition_size,
-        zero_quantized_gradients=lay.zero_quantized_gradients,
+        zero_quantized_gradients=lay.zero_quantized_gradients, zero_shard_size=lay.zero_shard_size,
     )
     opts = request.options
     return Scenario(
@@ -390,4 +390,5 @@ def layout_json(layout: Layout) -> dict[str, Any]:
         **({"zero_quantized_weights": True} if layout.zero_quantized_weights else {}),
         **({"zero_hpz_partition_size": layout.zero_hpz_partition_size} if layout.zero_hpz_partition_size > 1 else {}),
         **({"zero_quantized_gradients": True} if layout.zero_quantized_gradients else {}),
+        **({"zero_shard_size": layout.zero_shard_size} if layout.zero_shard_size is not None else {}),
     }

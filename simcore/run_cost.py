@@ -52,6 +52,7 @@ from simcore.cost.moe import expert_reduce_ratio
 from simcore.cost.per_gpu import rank_gpus, replicas_differ
 from simcore.cost.sharding import Unit
 from simcore.cost.sharding import policy as sharding_policy
+from simcore.domain.hybrid_shard import hybrid
 from simcore.domain.layout import CpComm, Fidelity, Layout, Recompute
 from simcore.domain.placement import place
 from simcore.simulate import Scenario
@@ -185,6 +186,7 @@ def _collectives_per_rank(scenario: Scenario) -> tuple[int, int]:
         # only the first pipeline rank's first chunk is bucketed (grad_buckets.py): a rank's mean, rounded up
         buckets = [-(-(first + layout.pp - 1) // layout.pp)] + [1] * (v - 1)
     reductions = m * sum(buckets) if layout.zero_stage >= 2 else sum(buckets)
+    reductions *= 2 if hybrid(layout) else 1  # HSDP: each reduce-scatter's all-reduce across the shard groups
     if layout.zero_stage == 3 and _per_submodule(layout):
         return _submodule_collectives(scenario, m * v, layers_per_chunk, chunk_parameters)
     if layout.zero_stage == 3:

@@ -10,7 +10,11 @@ scenarios for `validate`. Nothing is fitted on these rows: every one is judged.
   Activation checkpointing "No" is `none` and "Yes" (34B, 70B) `full`, each block checkpointed. The 13B rows'
   "Selective" is fms-fsdp's block-level selective checkpointing (fms_fsdp/policies/ac_handler.py: every n-th
   block checkpointed), which `layout.recompute` cannot express (its `selective` is Megatron's attention-core
-  recomputation): those rows are skipped with that reason. The blog's tokens/s per GPU gives the step time:
+  recomputation): those rows are skipped with that reason. The 7B rows ran HSDP: fms-fsdp's README of the blog's
+  date (@7746dac9, 2024-03-13, "Training throughput benchmarks") gives the sharding strategy per model size, HSDP
+  for 7B and FSDP for the larger models; its `hsdp` is FSDP1's HYBRID_SHARD (fms_fsdp/utils/train_utils.py),
+  which shards within a node (torch.cuda.device_count() GPUs) and replicates across nodes: `zero_shard_size` is
+  the node's GPUs (simcore/domain/hybrid_shard.py). The blog's tokens/s per GPU gives the step time:
   microbatch x sequence / (tokens/s per GPU). The network is the row's bandwidth per node, spread over the DGX
   preset's NICs (the blog gives the node's total only).
 - DeepSpeed ZeRO-3 against ZeRO++ on 384 V100s (`zeropp-blog-*`; DeepSpeed blogs/zeropp, figures eval1-eval3,
@@ -56,6 +60,8 @@ GBIT = 1e9 / 8  # bytes/s in a Gbit/s
 FSDP_PREFIX, ZEROPP_PREFIX = "ibm-fsdp-", "zeropp-blog-"
 NODE_BY_GPU = {"A100-SXM4-80GB": "dgx-a100", "H100-SXM5-80GB": "dgx-h100", "V100": "dgx-2-v100"}
 FSDP_RECOMPUTE = {"none": Recompute.NONE, "full": Recompute.FULL}
+# fms-fsdp's sharding strategy per model (its README's benchmark table, the module docstring); the others: fsdp.
+FMS_FSDP_SHARDING = {"Llama-2 7B architecture": "hsdp"}
 # Narayanan'21 Table 1's GPT models up to ZeRO++'s sizes: parameters (billions) -> layers.
 MEGATRON_LAYERS = ((18.4, 40), (39.1, 48), (76.1, 60), (145.6, 80))
 ZEROPP_VOCAB = 50304  # GPT-2's 50,257 tokens padded to a multiple of 128 (Megatron's make-vocab-size-divisible-by)
@@ -127,7 +133,10 @@ def _fsdp_scenario(case: dict[str, Any]) -> Scenario:
                     recompute=FSDP_RECOMPUTE[recompute], zero_stage=3, overlap_grad_reduce=True,
                     precision=Precision.BF16, zero_implementation=ZeroImplementation.FSDP,
                     elementwise_kernels=ElementwiseKernels.EAGER, attention_backend=AttentionBackend.FLASH2)
-    return Scenario(model, cluster_for(case["hardware"]), layout)
+    cluster = cluster_for(case["hardware"])
+    if FMS_FSDP_SHARDING.get(str(m.get("name"))) == "hsdp":  # HYBRID_SHARD: a node's GPUs shard
+        layout = replace(layout, zero_shard_size=cluster.gpus_per_node)
+    return Scenario(model, cluster, layout)
 
 
 def _zeropp_scenario(case: dict[str, Any]) -> Scenario:

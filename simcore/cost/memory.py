@@ -32,8 +32,7 @@ For a GPT this is sbh(10 + 24/t + 5as/(ht)), or sbh/t(34 + 5as/h) with sequence 
 selective recomputation too. Full recomputation keeps only each layer's input (2sbh, /t with sequence
 parallelism) plus one layer's full activations while it is recomputed.
 
-Microbatches in flight come from the schedule itself: the most forward passes a rank has run whose backward has
-not run yet (per chunk, weighted by the chunk's layers).
+Microbatches in flight: the most forward passes a rank has run whose backward has not (per chunk, by its layers).
 
 `stage_memory` runs in three steps, each a function of fewer inputs than the last, so that a layout search
 (simcore.planning.prune) can share them between the layouts that agree on those inputs: `memory_shape` (what
@@ -54,6 +53,7 @@ from simcore.cost.moe import mla_attention_activation_elements, moe_activation_b
 from simcore.cost.workload import ChunkCost, Workload
 from simcore.cost.zeropp import secondary_shard_bytes
 from simcore.domain.grad_reduce import GRAD_REDUCE_DTYPE_BYTES
+from simcore.domain.hybrid_shard import shard_ranks
 from simcore.domain.layout import Layout, Recompute, Schedule, ZeroImplementation
 from simcore.domain.model import AttentionKind, LayerType, ModelShape
 from simcore.domain.schedules import (
@@ -353,9 +353,9 @@ def _top_k(model: ModelShape) -> int:
 
 
 def sharded(holdings: tuple[RankHolding, ...], layout: Layout) -> tuple[StageMemory, ...]:
-    """Each rank's memory once ZeRO shards its model states: dense states over the layout's dp x cp data-parallel
-    ranks, expert states over the expert data-parallel group (parallel folding: tp*cp*dp / (ep*expert_tp))."""
-    dp, zero = layout.dp_cp, layout.zero_stage
+    """Each rank's memory once ZeRO shards its model states: dense states over its dp x cp ranks (HSDP: its shard
+    group), expert states over the expert data-parallel group (parallel folding: tp*cp*dp / (ep*expert_tp))."""
+    dp, zero = shard_ranks(layout), layout.zero_stage
     edp = layout.expert_dp
     grad_bytes = gradient_bytes(layout)
     # Megatron-Core's fp8_param_gather, LoRA's fp8_params: the FP8 GEMM weights are the parameters (no 16-bit copy).

@@ -27,7 +27,7 @@ from simcore.domain.model import AttentionKind, ModelShape
 from topology.errors import SpecError
 from topology.hardware import GpuSpec
 
-__all__ = ["AttentionBackend", "FLASH2_GENERATIONS", "validate_attention_backend", "validate_attention_backend_gpu"]
+__all__ = ["AttentionBackend", "FLASH2_GENERATIONS", "validate_attention_backend", "validate_backend_gpu"]
 
 FIELD = "layout.attention_backend"
 FLASH2_GENERATIONS = ("ampere", "ada", "hopper")
@@ -58,7 +58,7 @@ def validate_attention_backend(layout: _Layout, model: ModelShape) -> None:
         raise SpecError(FIELD, "flash2 takes one head dim for queries, keys and values, and MLA's differ (use fused)")
 
 
-def validate_attention_backend_gpu(layout: _Layout, gpu: GpuSpec) -> None:
+def validate_backend_gpu(layout: _Layout, gpu: GpuSpec) -> None:
     """Raise SpecError naming layout.attention_backend when flash2 has no kernel rate on the GPU."""
     if layout.attention_backend is AttentionBackend.FLASH2 and gpu.generation not in FLASH2_GENERATIONS:
         raise SpecError(FIELD, f"flash2 runs on Ampere, Ada and Hopper GPUs (FlashAttention-2's kernels; no "

@@ -5,11 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from simcore.domain.attention_backend import (
-    AttentionBackend,
-    validate_attention_backend,
-    validate_attention_backend_gpu,
-)
+from simcore.domain.attention_backend import AttentionBackend, validate_attention_backend, validate_backend_gpu
 from simcore.domain.bf16_layers import validate_model_precision
 from simcore.domain.context_parallel import CpComm, validate_context_parallel
 from simcore.domain.fp8_params import validate_fp8_param_gather
@@ -20,6 +16,7 @@ from simcore.domain.grad_reduce import (
     GradReduce,
     default_grad_reduce,
 )
+from simcore.domain.hybrid_shard import validate_hybrid_shard
 from simcore.domain.model import ModelShape
 from simcore.domain.moe import validate_expert_layout
 from simcore.domain.pipeline_shape import PipelineShape, ShapeKind
@@ -136,6 +133,7 @@ class Layout:
     zero_quantized_weights: bool = False
     zero_hpz_partition_size: int = 1
     zero_quantized_gradients: bool = False
+    zero_shard_size: int | None = None  # HSDP: ZeRO 3 shards over this many ranks (simcore/domain/hybrid_shard.py)
 
     @property
     def shape(self) -> PipelineShape:
@@ -275,6 +273,7 @@ def validate_layout(layout: Layout, model: ModelShape, num_gpus: int) -> None:
                         f"{layout.zero_implementation} is modelled for zero_stage 3 (sharded parameters) only; "
                         f"use megatron for zero_stage {layout.zero_stage}")
     validate_zeropp(layout)
+    validate_hybrid_shard(layout)
 
 
 def gpu_product(layout: Layout) -> str:
@@ -285,7 +284,7 @@ def gpu_product(layout: Layout) -> str:
 
 def validate_precision(layout: Layout, gpu: GpuSpec) -> None:
     """Raise SpecError when the layout's precision, FP8 recipe or attention kernel does not suit the GPU."""
-    validate_attention_backend_gpu(layout, gpu)
+    validate_backend_gpu(layout, gpu)
     if layout.fp8_recipe is not None and layout.precision is not Precision.FP8:
         raise SpecError("layout.fp8_recipe", f"applies to precision fp8 only (this layout is {layout.precision})")
     validate_fp8_param_gather(layout.fp8_param_gather, layout.precision, layout.fp8_recipe, layout.zero_stage,

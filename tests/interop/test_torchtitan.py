@@ -1,6 +1,6 @@
 """torchtitan's job TOML in and out: its own Llama 3 70B TOML (tests/interop/data/llama3_70b.toml, from the
-commit named there) imports to an FSDP layout, export then import is the identity, every emitted key is
-torchtitan's, and bad input names the line or key."""
+commit named there) imports to an FSDP layout, HSDP to FSDP over its shard degree, export then import is the
+identity, every emitted key is torchtitan's, and bad input names the line or key."""
 
 from __future__ import annotations
 
@@ -34,9 +34,19 @@ def test_shard_minus_one_takes_the_gpus_left_over() -> None:
     assert result.request["layout"]["dp"] == 4  # 32 GPUs / TP 8
 
 
+def test_hsdp_imports_to_fsdp_over_the_shard_degree() -> None:
+    text = "[model]\nname = \"llama3\"\nflavor = \"8B\"\n[parallelism]\ndata_parallel_replicate_degree = 2\n" \
+           "data_parallel_shard_degree = 4\n"
+    layout = import_config("torchtitan", text, "t.toml", nodes=1).request["layout"]
+    assert (layout["dp"], layout["zero_stage"], layout["zero_implementation"], layout["zero_shard_size"]) == (
+        8, 3, "fsdp", 4)
+
+
 @pytest.mark.parametrize("layout", [
     {"dp": 8, "tp": 8, "pp": 1, "microbatch_size": 2, "global_batch_size": 64, "zero_stage": 3,
      "zero_implementation": "fsdp", "recompute": "full", "sequence_parallel": True},
+    {"dp": 8, "tp": 8, "pp": 1, "microbatch_size": 2, "global_batch_size": 64, "zero_stage": 3,
+     "zero_implementation": "fsdp", "zero_shard_size": 2, "recompute": "full", "sequence_parallel": True},
     {"dp": 2, "tp": 4, "pp": 8, "microbatch_size": 1, "global_batch_size": 64, "schedule": "interleaved_1f1b",
      "virtual_stages": 2, "sequence_parallel": True, "recompute": "selective", "precision": "fp8"},
     {"dp": 16, "tp": 2, "pp": 2, "microbatch_size": 1, "global_batch_size": 64, "schedule": "gpipe",
@@ -64,8 +74,6 @@ def _keys(table: dict, prefix: str = "") -> list[str]:
     ("[training]\nlocal_batch_size = \n", "t.toml:2", "is not TOML"),
     ("[parallelism]\ntensor_parallel = 8\n", "t.toml.parallelism.tensor_parallel", "not a torchtitan job config"),
     ("[model]\nname = \"llama4\"\nflavor = \"17bx16e\"\n", "t.toml.model.flavor", "not a model with a preset"),
-    ("[model]\nname = \"llama3\"\nflavor = \"8B\"\n[parallelism]\ndata_parallel_replicate_degree = 2\n"
-     "data_parallel_shard_degree = 4\n", "t.toml.parallelism.data_parallel_replicate_degree", "HSDP"),
 ])
 def test_bad_toml_names_the_line_or_key(text: str, field: str, rule: str) -> None:
     with pytest.raises(RequestError) as err:

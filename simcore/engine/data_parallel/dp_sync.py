@@ -49,11 +49,13 @@ from simcore.cost.compute.fp8 import parameter_gather_bytes
 from simcore.cost.sharding import policy as sharding_policy
 from simcore.cost.workload import Workload
 from simcore.domain.grad_reduce import GRAD_REDUCE_DTYPE_BYTES
+from simcore.domain.hybrid_shard import hybrid, shard_ranks
 from simcore.domain.layout import Layout
 from simcore.domain.schedules import BACKWARD_WEIGHT, FORWARD, Pass, produces_weight_gradients
 from simcore.engine.clock import Clock, Event
 from simcore.engine.compute import ComputeStream
 from simcore.engine.data_parallel.dp_collectives import DataParallelCollectives
+from simcore.engine.data_parallel.hybrid import REPLICATE, SHARD, HybridStreams
 from simcore.engine.data_parallel.streams import PENDING, READY, Job, Rendezvous, Stream, release_all
 from simcore.engine.recorder import RankRecord, Recorder
 
@@ -89,6 +91,9 @@ class GradientSync:
         self._buckets: dict[tuple[int, int], list[int]] = {}
         # Each simulated GPU's compute stream, where interference is modelled: its collectives slow its passes.
         self.gpus: dict[tuple[int, int], ComputeStream] = {}
+        # HSDP: the gathers and reduce-scatters within shard groups, the all-reduces across them (hybrid.py)
+        self.hybrid = HybridStreams(clock, collectives, shard_ranks(layout), self.dp, replicas, recorder) \
+            if hybrid(layout) else None
 
     @property
     def active(self) -> bool:
@@ -151,6 +156,8 @@ class GradientSync:
         return self._stream(replica, rank, name, record)
 
     def _stream(self, replica: int, rank: int, name: str, record: RankRecord) -> Stream:
+        if self.hybrid is not None and name in (SHARD, REPLICATE):
+            return self.hybrid.stream(replica, rank, name, record, self.gpus.get((replica, rank)))
         key = (replica, rank, name)
         stream = self._streams.get(key)
         if stream is None:
@@ -216,7 +223,19 @@ class GradientSync:
         done = Event(self.clock)
         job = Job(Collective.REDUCE_SCATTER, "grad", parameters * self.grad_reduce_bytes, READY, done)
         self._stream(replica, rank, "gather", record).put(job)
-        return done
+        if self.hybrid is None:
+            return done
+        # HSDP: the reduce-scatter's output shard all-reduced across the replicas once it is there
+        shard = parameters / self.hybrid.shard * self.grad_reduce_bytes
+        average = Job(Collective.ALL_REDUCE, "grad", shard, PENDING, Event(self.clock))
+        replicate = self._stream(replica, rank, REPLICATE, record)
+        replicate.put(average)
+        done.callbacks.append(lambda _ended: self._release(replicate, average))
+        return average.done
+
+    def _release(self, stream: Stream, job: Job) -> None:
+        stream.release(job)
+        self.clock.events += 1
 
     # -- what the rank's passes call -------------------------------------------------------------------------
     def pass_gates(self, replica: int, rank: int, ps: Pass, layers: int, parameters: int,
