@@ -50,6 +50,7 @@ STEPS: list[list[str]] = [
     ["examples/long-context/report.py", "--render"],  # from best/ (searching again: without --render)
     ["examples/zero-scaling/compare.py", "--write"],
     ["examples/no-pipeline-limits/report.py"],
+    ["examples/hsdp/report.py"],
     ["examples/moe/report.py"],
     ["examples/pipeline-schedules/report.py"],
     ["examples/heterogeneous/report.py"],

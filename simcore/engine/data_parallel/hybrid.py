@@ -74,6 +74,11 @@ class HybridStreams:
                                                  collectives.sm_share)
         return found
 
+    def label(self, rank: int, kind: str, collective: Collective, nbytes: float) -> str:
+        """NCCL's choice for a collective on the rank's groups of `kind`, as the trace names it; empty unless auto."""
+        choice = self.collectives.model.choice(collective, self.groups(rank, kind), nbytes)
+        return "" if choice is None else choice.label
+
     def stream(self, replica: int, rank: int, kind: str, record: RankRecord,
                gpu: ComputeStream | None = None) -> Stream:
         key = (replica, rank, kind)
@@ -96,7 +101,8 @@ class HybridStreams:
 
             track = f"stage {rank} {'gather' if kind == SHARD else 'replicate'}" + (f"{replica}" if many else "")
             found = self._streams[key] = Stream(
-                self.clock, run, lambda _kind: collectives.free, rendezvous, size, record, self.rec, track, None, gpu,
+                self.clock, run, lambda _kind: collectives.free, rendezvous, size, record, self.rec, track,
+                lambda collective, nbytes: self.label(rank, kind, collective, nbytes), gpu,
                 lambda collective, nbytes: self.load(rank, kind, collective, nbytes))
         return found
 
