@@ -308,7 +308,8 @@ class LayoutIn(BaseModel):
         default="fused", description="the fused attention kernel the framework runs: fused, Transformer Engine's "
         "cuDNN attention (Megatron-Core, NeMo); flash2, FlashAttention-2's kernels, PyTorch scaled_dot_product_"
         "attention's default on Hopper until cuDNN's backend became its preference (measured at about half cuDNN's "
-        "rate there; on Ampere and Ada the two are priced alike); flash2 needs model.attention flash, no "
+        "rate there; priced 1.3-1.6x the default's time for a large kernel, never faster; on Ampere and Ada the two "
+        "are priced alike); flash2 needs model.attention flash, no "
         "fp8_attention, no MLA, an Ampere, Ada or Hopper GPU"
     )
     optimizer_post_validation: StrictBool = Field(

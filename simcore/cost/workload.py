@@ -46,6 +46,7 @@ from simcore.cost.mtp import NO_MTP, mtp_cost
 from simcore.cost.parameters import FITTED, CostParameters
 from simcore.cost.partition import layer_partition
 from simcore.cost.tp_async import column_weight_gradients, hidden_backward_s
+from simcore.domain.hybrid_shard import shard_ranks
 from simcore.domain.layout import Layout, Precision, Recompute
 from simcore.domain.model import LayerType, ModelShape
 from simcore.domain.placement import Placement
@@ -362,8 +363,8 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
         previous = runs[-1][0]
     chunks = with_gradient_buckets(lora_chunks(chunks, model, t), model, layout)  # (grad_buckets.py)
     params_per_rank = [sum(c.reduced_parameters for c in chunks if c.rank == r) for r in range(p)]
-    # ZeRO 1: each rank updates 1/(dp*cp) of the dense parameters and 1/edp of its experts'
-    shards = layout.dp_cp if layout.zero_stage >= 1 else 1
+    # ZeRO 1: each rank updates 1/(dp*cp) of the dense parameters (HSDP: 1/zero_shard_size) and 1/edp of its experts'
+    shards = shard_ranks(layout) if layout.zero_stage >= 1 else 1
     expert_shards = layout.expert_dp if layout.zero_stage >= 1 else 1
     updated = [sum((c.parameters - c.expert_parameters - c.frozen_parameters) / shards
                    + c.expert_parameters / expert_shards for c in chunks if c.rank == r) for r in range(p)]

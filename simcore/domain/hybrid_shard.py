@@ -14,8 +14,9 @@ The groups are consecutive data-parallel ranks (the mesh's shard dimension inner
 and tp = 1, a node's GPUs.
 
 Rules: zero_stage 3 with zero_implementation fsdp (DeepSpeed's MiCS and Megatron's partial distributed optimizer
-are other mechanisms, not modelled); zero_shard_size >= 1 divides dp; cp = 1 and no expert parallelism (their
-sharding meshes, dp_shard x cp and the experts' own, are not modelled). zero_shard_size = dp is full shard.
+are other mechanisms, not modelled); zero_shard_size >= 1 divides dp; below dp it needs cp = 1 and no expert
+parallelism (their sharding meshes, dp_shard x cp and the experts' own, are not modelled). zero_shard_size = dp is
+full shard (over dp x cp with context parallelism).
 """
 
 from __future__ import annotations
@@ -48,14 +49,14 @@ class Layout(Protocol):
     def zero_shard_size(self) -> int | None: ...
 
 
-def shard_ranks(layout: Layout) -> int:
-    """The data-parallel ranks ZeRO shards over: zero_shard_size, or every data-parallel (x context-parallel) rank."""
-    return layout.zero_shard_size if layout.zero_shard_size is not None else layout.dp_cp
-
-
 def hybrid(layout: Layout) -> bool:
-    """Does the layout shard over fewer ranks than it reduces gradients over (HSDP)?"""
-    return shard_ranks(layout) < layout.dp_cp
+    """Does the layout shard over fewer data-parallel ranks than it has (HSDP)? zero_shard_size = dp is full shard."""
+    return layout.zero_shard_size is not None and layout.zero_shard_size < layout.dp
+
+
+def shard_ranks(layout: Layout) -> int:
+    """The ranks ZeRO shards over: HSDP's zero_shard_size, or every data-parallel (x context-parallel) rank."""
+    return layout.zero_shard_size if hybrid(layout) and layout.zero_shard_size is not None else layout.dp_cp
 
 
 def validate_hybrid_shard(layout: Layout) -> None:

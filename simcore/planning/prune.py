@@ -47,7 +47,7 @@ class MemoryModel:
         return self._entry(layout)[1]
 
     def _entry(self, layout: Layout) -> tuple[tuple[StageMemory, ...], tuple[int, StageMemory]]:
-        key = (layout.dp_cp, layout.zero_stage, *self._holding_key(layout))
+        key = (layout.dp_cp, layout.zero_stage, layout.zero_shard_size, *self._holding_key(layout))
         found = self._entries.get(key)
         if found is None:
             stages = sharded(self._holding(layout), layout)

@@ -1,6 +1,6 @@
 """examples/hsdp: hybrid sharding against full sharding as the GPU count grows. Its README carries the current
-figures; at 128 GPUs the two are within 2% of each other; at 8,192 GPUs full sharding's ring gathers over every GPU
-make the GPUs wait and HSDP is at least 1.5x faster; HSDP holds more model states per GPU."""
+figures; at 128 GPUs HSDP is slower by its optimizer step's larger shard alone; at 8,192 GPUs full sharding's ring
+gathers over every GPU make the GPUs wait and HSDP is at least 1.5x faster; HSDP holds more model states per GPU."""
 
 from __future__ import annotations
 
@@ -31,9 +31,12 @@ def test_the_readme_carries_the_current_figures(report: ModuleType, results: dic
 
 
 def test_the_two_agree_on_128_gpus_and_hsdp_wins_on_8192(results: dict) -> None:
-    small = results[("fsdp", 128)]["iteration_time_s"] / results[("hsdp", 128)]["iteration_time_s"]
+    fsdp, hsdp = results[("fsdp", 128)], results[("hsdp", 128)]
+    # on 128 GPUs HSDP's iteration is longer by its optimizer step's larger shard, and little else
+    extra = hsdp["time_breakdown_s"]["optimizer"] - fsdp["time_breakdown_s"]["optimizer"]
+    assert hsdp["iteration_time_s"] - fsdp["iteration_time_s"] == pytest.approx(extra, abs=0.005)
     large = results[("fsdp", 8192)]["iteration_time_s"] / results[("hsdp", 8192)]["iteration_time_s"]
-    assert small == pytest.approx(1.0, abs=0.02) and large > 1.5
+    assert large > 1.5
     assert results[("fsdp", 8192)]["time_breakdown_s"]["dp_comm"] > 0.5 > results[("hsdp", 8192)][
         "time_breakdown_s"]["dp_comm"]
 

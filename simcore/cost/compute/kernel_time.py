@@ -67,6 +67,8 @@ def _model_op_time(op: Op, gpu: GpuSpec, params: CostParameters) -> float:
     peak, peak_efficiency, generation = _gemm_peak(op, gpu, params)
     ramps = stream_ramps(op.group)
     half_flops = ramps * peak * peak_efficiency * params.gemm_half_time_s(generation)
+    if op.kind is OpKind.FLASH and _measured_flash2(op, gpu):
+        half_flops /= FLASH_RELATIVE_EFFICIENCY  # the fused kernel's fixed time (its ramp over 0.7, below) is its own
     efficiency = peak_efficiency * op.flops / (op.flops + half_flops)
     if op.kind is OpKind.FLASH and not _measured_fp8_attention(op, gpu) and not _measured_flash2(op, gpu):
         efficiency *= FLASH_RELATIVE_EFFICIENCY

@@ -14,6 +14,7 @@ meets the simulated members of that group before each collective, as hpZ's strea
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 from simcore.cost.comm.collectives import Collective
 from simcore.cost.comm.interference import CommLoad, comm_load
@@ -101,7 +102,7 @@ class HybridStreams:
 
             track = f"stage {rank} {'gather' if kind == SHARD else 'replicate'}" + (f"{replica}" if many else "")
             found = self._streams[key] = Stream(
-                self.clock, run, lambda _kind: collectives.free, rendezvous, size, record, self.rec, track,
+                self.clock, run, partial(collectives.instant, rank), rendezvous, size, record, self.rec, track,
                 lambda collective, nbytes: self.label(rank, kind, collective, nbytes), gpu,
                 lambda collective, nbytes: self.load(rank, kind, collective, nbytes))
         return found

@@ -40,6 +40,22 @@ def test_a_shard_group_of_dp_is_full_sharding() -> None:
     assert run(doc(16)).metrics == run(doc()).metrics
 
 
+def test_a_shard_group_of_dp_with_context_parallelism_is_full_sharding_over_dp_x_cp() -> None:
+    base = copy.deepcopy(BASE)
+    base["layout"].update(dp=8, cp=2, global_batch_size=16)
+    sharded = copy.deepcopy(base)
+    sharded["layout"]["zero_shard_size"] = 8
+    assert run(sharded).metrics == run(base).metrics
+
+
+def test_the_optimizer_step_updates_the_shard_groups_share() -> None:
+    """Each rank steps 1/s of the parameters: the step's memory-bound part (beyond its fixed kernel launches) grows
+    by n/8 - n/16 from full sharding over 16 to HSDP over 8, and by twice that from 8 to 4 (within the multi-tensor
+    kernels' launch count, which steps by chunks)."""
+    steps = [run(doc(shard)).metrics.time_breakdown_s["optimizer"] for shard in (None, 8, 4)]
+    assert steps[2] - steps[1] == pytest.approx(2 * (steps[1] - steps[0]), rel=0.01) and steps[1] > steps[0]
+
+
 def test_the_model_states_divide_by_the_shard_group() -> None:
     full, hybrid = run(doc()).metrics.stages[0].memory, run(doc(4)).metrics.stages[0].memory
     for name in ("weights", "gradients", "optimizer_states"):
