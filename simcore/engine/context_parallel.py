@@ -162,11 +162,14 @@ class ContextRing:
             self.rec.span(track, label, Category.COMPUTE, busy_from, clock.now)
 
     def run_gated(self, gates: list[Callable[[], Event]], plan: CpPass, totals: CpTotals, replica: int, rank: int,
-                  t: dict[str, float], track: str, label: str) -> Process:
+                  t: dict[str, float], track: str, label: str,
+                  reduce: Callable[[], Event | None] | None = None) -> Process:
         """A context-parallel pass behind its gates (each returns its parameter gather's event): gate k opens
         before the k-th of len(gates) equal runs of its layers (ZeRO 3: one gate a layer), the next gate's gather
-        issued when a run starts."""
+        issued when a run starts. `reduce` (FSDP's backward): called after each run, it reduce-scatters that run's
+        gradients; the pass ends when every reduction has (FSDP's end of backward)."""
         clock, n, layers = self.clock, len(gates), plan.layers
+        reductions: list[Event] = []
         pending = gates[0]()
         for k in range(n):
             current = pending
@@ -179,3 +182,13 @@ class ContextRing:
                 pending = gates[k + 1]()
             yield from self.run(replica, rank, plan, totals, track, label,
                                 range(k * layers // n, (k + 1) * layers // n), extra=k == 0)
+            reduced = reduce() if reduce is not None else None
+            if reduced is not None:
+                reductions.append(reduced)
+        if reductions:
+            waited = clock.now
+            for event in reductions:
+                if not event.processed:
+                    yield event
+            t[Category.DP_COMM] += clock.now - waited
+            self.rec.span(track, "wait gradient reduce-scatter", Category.DP_COMM, waited, clock.now)

@@ -141,10 +141,9 @@ class Engine:
     # -- helpers ---------------------------------------------------------------------------------------
     def _passes_of(self, rank: int) -> list[Pass]:
         """Pipeline rank `rank`'s passes in schedule order."""
-        c = self.c
-        if c.passes is not None:
-            return c.passes[rank]
-        layout = c.layout
+        if self.c.passes is not None:
+            return self.c.passes[rank]
+        layout = self.c.layout
         return POLICIES[layout.schedule].passes(rank, layout.pp, layout.num_microbatches, layout.shape.chunks)
 
     # -- rank processes --------------------------------------------------------------------------------
@@ -228,8 +227,9 @@ class Engine:
                                                          (replica, rank, reduced[vs], record), gpu,
                                                          share, cost.gemm_fraction)
                 else:
+                    reduce = partial(sync.unit_reduced, replica, rank, reduced[vs] / len(gates), record)  # FSDP's
                     yield from self.ring.run_gated(list(gates), plan, cp, replica, rank, t, track,
-                                                   pass_label(ps, self.shape.chunks))
+                                                   pass_label(ps, self.shape.chunks), reduce if grads else None)
                 if grads:
                     self.sync.backward_pass(replica, rank, i, clock.now, clock.now)
             elif plan is not None:

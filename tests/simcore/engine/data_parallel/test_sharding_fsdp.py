@@ -73,3 +73,20 @@ def test_gather_buckets_are_megatron_s_only() -> None:
     with pytest.raises(SpecError) as err:
         validate_layout(layout, MODEL, layout.num_gpus)
     assert err.value.field == "layout.zero3_gather_bucket_elements"
+
+
+def test_with_context_parallelism_each_units_gradient_is_reduce_scattered() -> None:
+    """A context-parallel pass runs behind its gathers on the ring's path; FSDP still reduce-scatters each unit's
+    gradient as its backward ends: the same bytes per microbatch over the same dp x cp group as without cp."""
+    model = model_from_fields({**MODEL_PRESETS["llama2-7b"], "seq_length": 4096, "num_layers": 8,
+                               "attention": "flash"})
+    plain = Layout(dp=16, tp=1, pp=1, microbatch_size=1, global_batch_size=16, zero_stage=3,
+                   zero_implementation=ZeroImplementation.FSDP, overlap_grad_reduce=True)
+    ring = dataclasses.replace(plain, dp=8, cp=2)  # 16 over dp x cp again, two microbatches a rank
+
+    def sent(layout: Layout) -> dict[str, float]:
+        return simulate(Scenario(model, sized(NODE_PRESETS["dgx-h100"], 16), layout)).metrics.communication_bytes
+
+    without, with_cp = sent(plain), sent(ring)
+    assert with_cp["dp"] > 0 and with_cp["dp"] == pytest.approx(2 * without["dp"])
+    assert with_cp["zero"] == pytest.approx(2 * without["zero"])
