@@ -23,9 +23,8 @@ from simcore.cost.comm.grad_buckets import with_gradient_buckets
 from simcore.cost.comm.groups import tensor_parallel_groups
 from simcore.cost.comm.interference import comm_load, slowdown
 from simcore.cost.comm.tp_time import collective_s, tp_collectives_s, tp_ring_bytes
-from simcore.cost.compute.flash2 import flash2_ops
+from simcore.cost.compute.flash2 import attention_as_run
 from simcore.cost.compute.fp8 import WEIGHT_QUANTIZE_BYTES, fp8_gemm_weights
-from simcore.cost.compute.fp8_attention import fp8_attention_ops
 from simcore.cost.compute.kernel_time import ops_time
 from simcore.cost.compute.kernels import (
     ATTENTION_CORE,
@@ -115,8 +114,7 @@ def layer_kernels(model: ModelShape, layer: LayerType, layout: Layout, gpu: GpuS
     block replace the dense ones where the model has them (simcore/cost/compute/moe_kernels.py)."""
     ops = transformer_layer_ops(model, layout.microbatch_size, layout.tp, layout.sequence_parallel, layer,
                                 layout.fp8, layout.ep, layout.expert_tp, layout.eager)
-    ops = fp8_attention_ops(ops, layout)  # the fused attention in FP8 where the layout asks for it
-    ops = flash2_ops(ops, layout)  # and by FlashAttention-2's kernels where it asks for them
+    ops = attention_as_run(ops, layout)
     recast_fwd, recast_bwd = weight_recasts(ops, layout)  # FP8 weights made every microbatch (weight_cache.py)
     gemm_forward = ops_time(tuple(op for op in ops if op.name in PROJECTIONS), gpu, params)
     gemm_backward = ops_time(tuple(op.backward() for op in ops if op.name in PROJECTIONS), gpu, params)
@@ -241,9 +239,9 @@ def build_workload(model: ModelShape, layout: Layout, gpu: GpuSpec, placement: P
     kernels = {layer: layer_kernels(model, layer, run_with[layer], gpu, params) for layer in types}
     rank_costs = [{layer: layer_cost(model, layer, layout, k, collectives, tp_groups(r), free, gpu, params)
                    for layer, k in kernels.items()} for r in range(p)]
-    splits = {layer: dispatch_split(transformer_layer_ops(model, b, t, sp, layer, run_with[layer].fp8, layout.ep,
-                                                          layout.expert_tp, layout.eager), gpu, params)
-              for layer in kernels if layer.moe}
+    splits = {layer: dispatch_split(attention_as_run(transformer_layer_ops(
+        model, b, t, sp, layer, run_with[layer].fp8, layout.ep, layout.expert_tp, layout.eager), run_with[layer]),
+        gpu, params) for layer in kernels if layer.moe}
     for r, costs in enumerate(rank_costs):
         for layer in costs:
             if layer.moe:

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from simcore.cost.compute.fp8_attention import fp8_attention_ops
 from simcore.cost.compute.kernels import Op, OpKind
 from simcore.domain.attention_backend import AttentionBackend
 from simcore.domain.layout import Layout
 from topology.hardware import GPUS, GpuKind, GpuSpec
 
-__all__ = ["FLASH2_HOPPER_FLOPS_PER_S", "MEASURED_AT_TOKENS", "MEASURED_ON", "flash2_efficiency", "flash2_op",
-           "flash2_ops"]
+__all__ = ["FLASH2_HOPPER_FLOPS_PER_S", "MEASURED_AT_TOKENS", "MEASURED_ON", "attention_as_run", "flash2_efficiency",
+           "flash2_op", "flash2_ops"]
 
 MEASURED_ON = GpuKind.H200_141GB
 MEASURED_AT_TOKENS = 8192
@@ -51,3 +52,9 @@ def flash2_ops(ops: tuple[Op, ...], layout: Layout) -> tuple[Op, ...]:
     if layout.attention_backend is not AttentionBackend.FLASH2:
         return ops
     return tuple(flash2_op(op, layout) for op in ops)
+
+
+def attention_as_run(ops: tuple[Op, ...], layout: Layout) -> tuple[Op, ...]:
+    """A layer's kernels with its fused attention as the layout runs it: in FP8 (`fp8_attention`,
+    simcore/cost/compute/fp8_attention.py), by FlashAttention-2's kernels (`attention_backend: flash2`)."""
+    return flash2_ops(fp8_attention_ops(ops, layout), layout)
