@@ -250,11 +250,12 @@ class LayoutIn(BaseModel):
         "multiple of the GPUs per node): 2-D gradients averaged by int4 all-to-alls inside each node, then across "
         "nodes")
     zero_shard_size: Size | None = Field(
-        default=None, description="hybrid sharding (HSDP; zero_stage 3, zero_implementation fsdp, cp = 1, ep = 1): "
-        "shard parameters, gradients and optimizer states over groups of this many consecutive data-parallel ranks "
-        "(a node's GPUs with tp 1) and all-reduce each unit's gradient shard across the dp / zero_shard_size "
-        "groups (PyTorch FSDP's HYBRID_SHARD, torchtitan's data_parallel_shard_degree); must divide dp; default dp: "
-        "full shard")
+        default=None, description="hybrid sharding over groups of this many consecutive data-parallel ranks (a "
+        "node's GPUs with tp 1), the dp / zero_shard_size groups replicas that all-reduce their gradient shards: "
+        "with zero_stage 3 and fsdp, HSDP (PyTorch FSDP's HYBRID_SHARD, torchtitan's data_parallel_shard_degree); "
+        "with zero_stage 1 and megatron, Megatron-Core's partial distributed optimizer "
+        "(--num-distributed-optimizer-instances dp / zero_shard_size); must divide dp; below dp needs cp = ep = 1; "
+        "default dp: full sharding")
     precision: Literal["bf16", "fp16", "fp8", "mxfp8", "nvfp4"] = Field(
         default="bf16", description="16-bit format; fp16 gradients are reduced in fp16, bf16's in fp32 (Megatron); "
         "fp8: the transformer layers' GEMMs in FP8 (Transformer Engine), the rest bf16; mxfp8: fp8 with the mxfp8 "

@@ -114,6 +114,8 @@ def _layout_flags(request: SimulationRequest) -> list[str]:
         flags.append("--recompute-granularity selective")
     if lay.zero_stage == 1:
         flags.append("--use-distributed-optimizer")
+        if lay.zero_shard_size and lay.zero_shard_size < lay.dp:  # Megatron-Core's partial distributed optimizer
+            flags.append(f"--num-distributed-optimizer-instances {lay.dp // lay.zero_shard_size}")
     if lay.overlap_grad_reduce:
         flags.append("--overlap-grad-reduce")
     if lay.tp_comm_overlap:

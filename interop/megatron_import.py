@@ -4,7 +4,9 @@ Names are Megatron-LM's argparse destinations (megatron/training/arguments.py an
 turns into flags, at the commit interop/data/megatron_flags.txt names); defaults where an argument is absent are
 Megatron's (ffn 4 x hidden, or 8/3 x hidden rounded down to a multiple of 64 with --swiglu; kv channels hidden /
 heads; query groups = heads without --group-query-attention). What each maps to:
-- --use-distributed-optimizer is ZeRO 1 (the optimizer states sharded over data-parallel ranks);
+- --use-distributed-optimizer is ZeRO 1 (the optimizer states sharded over data-parallel ranks); with
+  --num-distributed-optimizer-instances N > 1 over dp / N of them (`zero_shard_size`, Megatron-Core's partial
+  distributed optimizer: docs/contract-hsdp.md);
 - --recompute-granularity full with --recompute-method uniform and --recompute-num-layers 1 (or block with all of
   a stage's layers) is `recompute: full`; selective (or --recompute-activations) is `selective`;
 - --fp8-format (hybrid or e4m3) is `precision: fp8`, --fp8-recipe delayed or tensorwise is `tensorwise`;
@@ -231,6 +233,12 @@ def request_from_megatron(args: MegatronArgs, *, cluster_preset: str, gpus_per_n
         "async_tensor_model_parallel_allreduce": True,
         "precision": "fp16" if a.flag("fp16") else "bf16",
     }
+    instances = a.need("num_distributed_optimizer_instances", 1)
+    if instances > 1:
+        if not a.flag("use_distributed_optimizer") or dp % instances:
+            raise a.error("num_distributed_optimizer_instances", f"needs --use-distributed-optimizer and must divide "
+                          f"the data-parallel size ({dp})")
+        layout["zero_shard_size"] = dp // instances
     if not model.get("num_experts"):
         layout.pop("ep"), layout.pop("expert_tp")
     comm = a.text("cp_comm_type")

@@ -2,7 +2,7 @@
 and its optimizer states over a group of `zero_shard_size` consecutive data-parallel ranks instead of all of them,
 the dp / zero_shard_size groups holding the same shards (replicas) averaging their gradients with an all-reduce.
 
-As PyTorch runs it (`zero_implementation: fsdp`):
+As PyTorch runs it (`zero_implementation: fsdp`, zero_stage 3):
 - FSDP1's ShardingStrategy.HYBRID_SHARD (torch/distributed/fsdp/_runtime_utils.py, PyTorch 2.2, what fms-fsdp's
   `sharding_strategy: hsdp` selects): the shard group is the node, the all-gathers and each unit's reduce-scatter
   run in it, then `_post_backward_hook`'s reduce of the unit's gradient all-reduces the reduce-scatter's output
@@ -10,11 +10,17 @@ As PyTorch runs it (`zero_implementation: fsdp`):
   backward waits for with the reduce-scatter stream (`_post_backward_final_callback`).
 - FSDP2's fully_shard over a 2-D (replicate, shard) device mesh (torchtitan's data_parallel_replicate_degree x
   data_parallel_shard_degree): the same collectives, the all-reduce again on a stream of its own.
-The groups are consecutive data-parallel ranks (the mesh's shard dimension innermost): with the default placement
-and tp = 1, a node's GPUs.
+As Megatron-Core runs it (`zero_implementation: megatron`, zero_stage 1: its distributed optimizer with
+`--num-distributed-optimizer-instances` = dp / zero_shard_size; megatron/core/distributed/param_and_grad_buffer.py
+start_grad_sync): each gradient bucket is reduce-scattered within the instance (the intra-instance group) and its
+shard then all-reduced across the instances (the inter-instance group), both on one communication stream; the
+optimizer states are sharded within the instance and the updated parameters all-gathered within it. Megatron-Core
+asserts the distributed optimizer and no expert parallelism.
+The groups are consecutive data-parallel ranks (the mesh's shard dimension innermost; Megatron's intra-instance
+groups likewise): with the default placement and tp = 1, a node's GPUs.
 
-Rules: zero_stage 3 with zero_implementation fsdp (DeepSpeed's MiCS and Megatron's partial distributed optimizer
-are other mechanisms, not modelled); zero_shard_size >= 1 divides dp; below dp it needs cp = 1 and no expert
+Rules: zero_stage 3 with zero_implementation fsdp, or zero_stage 1 with megatron (DeepSpeed's MiCS is not
+modelled); zero_shard_size >= 1 divides dp; below dp it needs cp = 1 and no expert
 parallelism (their sharding meshes, dp_shard x cp and the experts' own, are not modelled). zero_shard_size = dp is
 full shard (over dp x cp with context parallelism).
 """
@@ -66,9 +72,12 @@ def validate_hybrid_shard(layout: Layout) -> None:
         return
     if size < 1:
         raise SpecError(FIELD, "must be >= 1")
-    if layout.zero_stage != 3 or layout.zero_implementation != "fsdp":
+    fsdp = layout.zero_stage == 3 and layout.zero_implementation == "fsdp"
+    megatron = layout.zero_stage == 1 and layout.zero_implementation == "megatron"
+    if not (fsdp or megatron):
         raise SpecError(FIELD, f"applies to zero_stage 3 with zero_implementation fsdp (PyTorch FSDP's hybrid "
-                        f"sharding); this layout has zero_stage {layout.zero_stage}, {layout.zero_implementation}")
+                        f"sharding) or zero_stage 1 with megatron (Megatron-Core's partial distributed optimizer); "
+                        f"this layout has zero_stage {layout.zero_stage}, {layout.zero_implementation}")
     if layout.dp % size:
         raise SpecError(FIELD, f"must divide dp ({layout.dp}): the replicas are dp / zero_shard_size groups")
     if size < layout.dp and layout.cp > 1:

@@ -139,6 +139,10 @@ class GradientSync:
                 job = Job(kind, "grad", float(n * self.grad_reduce_bytes), PENDING, None)
                 jobs.append(job)
                 grads.put(job)
+                if self.hybrid is not None:  # the shard's all-reduce across the instances, after its reduce-scatter
+                    job = Job(Collective.ALL_REDUCE, "grad", float(n * self.grad_reduce_bytes) / self.hybrid.shard,
+                              READY, None, ranks=self.dp // self.hybrid.shard)
+                    grads.put(job)
             self._pass_ready[(replica, rank, i)] = jobs
         if job is not None:  # only the last reduction is waited for
             job.done = Event(self.clock)
@@ -158,6 +162,8 @@ class GradientSync:
     def _stream(self, replica: int, rank: int, name: str, record: RankRecord) -> Stream:
         if self.hybrid is not None and name in (SHARD, REPLICATE):
             return self.hybrid.stream(replica, rank, name, record, self.gpus.get((replica, rank)))
+        if self.hybrid is not None and name == "grad":  # Megatron's partial distributed optimizer
+            return self.hybrid.grad_stream(replica, rank, record, self.gpus.get((replica, rank)))
         key = (replica, rank, name)
         stream = self._streams.get(key)
         if stream is None:
@@ -173,6 +179,12 @@ class GradientSync:
                 rendezvous, self.dp, record, self.rec, track, partial(self.collectives.label, rank),
                 self.gpus.get((replica, rank)), partial(self.collectives.load, rank))
         return stream
+
+    def _grads(self, replica: int, rank: int) -> Stream:
+        """The rank's gradient stream, made by `start`."""
+        if self.hybrid is not None:
+            return self.hybrid.made(replica, rank, "grad")
+        return self._streams[(replica, rank, "grad")]
 
     def gather_bytes(self, rank: int, chunk: int | None = None) -> float:
         """Bytes per parameter of the rank's parameter gathers: of one chunk's, or on average over its chunks."""
@@ -261,7 +273,7 @@ class GradientSync:
             # here for them would (a process starts from an urgent event).
             now = self.clock.now
             delays = [(job, when - now) for job, when in times]
-            self.clock.call_urgently(release_all, self._streams[(replica, rank, "grad")], delays)
+            self.clock.call_urgently(release_all, self._grads(replica, rank), delays)
             self.clock.events += len(times)
 
     def release_times(self, replica: int, rank: int, index: int, start: float,
@@ -282,7 +294,7 @@ class GradientSync:
 
     def release(self, replica: int, rank: int, job: Job) -> None:
         """Make a gradient job ready now (a milestone of the pass that made it, run under interference)."""
-        self._streams[(replica, rank, "grad")].release(job)
+        self._grads(replica, rank).release(job)
         self.clock.events += 1
 
     def gather_after_step(self, replica: int, rank: int, record: RankRecord) -> Event | None:

@@ -3,7 +3,8 @@ PyTorch runs it): for pipeline rank `rank`, each tensor rank's data-parallel gro
 `shard` consecutive data-parallel ranks, which run the parameters' all-gathers and the gradients' reduce-scatters
 (the rank's "gather" stream, as with full sharding), and replicate groups (the ranks at the same place in every shard
 group), which all-reduce each reduce-scatter's output shard on a stream of their own ("replicate": FSDP's
-`_all_reduce_stream` on its inter-node process group).
+`_all_reduce_stream` on its inter-node process group). Megatron-Core's partial distributed optimizer runs both on one
+stream instead (`grad_stream`).
 
 Simulating replica 0 alone (representative fidelity), a stream's collective runs every group of its kind at once,
 as the other replicas do the same at the same time. In full fidelity each simulated replica runs its own group and
@@ -105,6 +106,35 @@ class HybridStreams:
                 self.clock, run, partial(collectives.instant, rank), rendezvous, size, record, self.rec, track,
                 lambda collective, nbytes: self.label(rank, kind, collective, nbytes), gpu,
                 lambda collective, nbytes: self.load(rank, kind, collective, nbytes))
+        return found
+
+    def made(self, replica: int, rank: int, kind: str) -> Stream:
+        """A stream already made (`stream`, `grad_stream`)."""
+        return self._streams[(replica, rank, kind)]
+
+    def grad_stream(self, replica: int, rank: int, record: RankRecord, gpu: ComputeStream | None = None) -> Stream:
+        """Megatron-Core's partial distributed optimizer (zero_stage 1): one stream (its `communication_stream`)
+        runs each gradient bucket's reduce-scatter over the shard groups and then its shard's all-reduce over the
+        replicate groups (param_and_grad_buffer.py start_grad_sync). Every simulated replica meets before each
+        collective, which then runs every group of its kind."""
+        key = (replica, rank, "grad")
+        found = self._streams.get(key)
+        if found is None:
+            collectives = self.collectives
+
+            def kind_of(collective: Collective) -> str:
+                return SHARD if collective is Collective.REDUCE_SCATTER else REPLICATE
+
+            def run(collective: Collective, nbytes: float, done: Callable[[], None]) -> None:
+                collectives.run_groups(self.groups(rank, kind_of(collective)), collective, nbytes, done)
+
+            many = len(self.replicas) > 1
+            rendezvous = self._meeting(rank, "grad", 0, len(self.replicas)) if many else None
+            track = f"stage {rank} dp" + (f"{replica}" if many else "")
+            found = self._streams[key] = Stream(
+                self.clock, run, partial(collectives.instant, rank), rendezvous, self.shard, record, self.rec,
+                track, lambda collective, nbytes: self.label(rank, kind_of(collective), collective, nbytes), gpu,
+                lambda collective, nbytes: self.load(rank, kind_of(collective), collective, nbytes))
         return found
 
     def _meeting(self, rank: int, kind: str, index: int, members: int) -> Rendezvous:

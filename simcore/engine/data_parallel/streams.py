@@ -34,11 +34,12 @@ class Job:
     readiness, and the event of its end (None when nobody waits for it: an event nobody waits for changes
     nothing)."""
 
-    __slots__ = ("kind", "what", "size", "ready", "taken", "done", "copies_s")
+    __slots__ = ("kind", "what", "size", "ready", "taken", "done", "copies_s", "ranks")
 
     def __init__(self, kind: Collective, what: str, size: float, ready: int, done: Event | None,
-                 copies_s: float = 0.0) -> None:
+                 copies_s: float = 0.0, ranks: int = 0) -> None:
         self.kind, self.what, self.size, self.ready = kind, what, size, ready
+        self.ranks = ranks  # the group it runs over, for the bytes each rank sends; 0: the stream's group
         self.taken = False  # the stream has got it
         self.done = done
         # Copy kernels the stream runs with the collective (a list-based collective's one copy per rank), s
@@ -149,8 +150,9 @@ class Stream:
             self._run()
 
     def _run(self) -> None:
-        job, n = self.job, self.dp
+        job = self.job
         assert job is not None
+        n = job.ranks or self.dp
         self.start = self.clock.now
         self.comm = comm = "dp" if job.what == "grad" else "zero"
         # bytes each rank sends: ring all-reduce 2(n-1)/n of the buffer, reduce-scatter and all-gather (n-1)/n

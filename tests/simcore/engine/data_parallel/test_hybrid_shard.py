@@ -1,4 +1,5 @@
-"""Hybrid sharding (HSDP, `layout.zero_shard_size`, simcore/domain/hybrid_shard.py): a shard group as large as dp is
+"""Hybrid sharding (HSDP, `layout.zero_shard_size`, simcore/domain/hybrid_shard.py; FSDP, and Megatron-Core's partial
+distributed optimizer at the end): a shard group as large as dp is
 full sharding to the bit; the model states divide by the shard group; the gathers and reduce-scatters stay inside
 the shard groups and each unit's gradient shard is all-reduced across them (the bytes each rank sends, in closed
 form); on a slow network between nodes HSDP beats full sharding; full fidelity agrees with one replica (bad input:
@@ -83,3 +84,23 @@ def test_full_fidelity_agrees_with_one_replica() -> None:
     one, every = run(doc(8)).metrics, run(doc(8, "full")).metrics
     assert every.iteration_time_s == pytest.approx(one.iteration_time_s, rel=1e-6)
     assert every.communication_bytes == pytest.approx(one.communication_bytes)
+
+
+def megatron(shard: int | None = None, fidelity: str = "representative") -> dict[str, Any]:
+    """Megatron-Core's distributed optimizer (ZeRO 1), partial with zero_shard_size < dp."""
+    out = doc(shard, fidelity)
+    out["layout"].update(zero_stage=1, zero_implementation="megatron", global_batch_size=64)
+    return out
+
+
+def test_megatrons_partial_distributed_optimizer_sends_what_its_groups_make_it_send() -> None:
+    """Each gradient bucket: a reduce-scatter within the instance (7/8 of it over 8), then its shard's all-reduce
+    across the 2 instances (2 (2 - 1) / 2 of an eighth); the updated parameters gathered within the instance."""
+    full, partial = run(megatron()).metrics, run(megatron(8)).metrics
+    assert run(megatron(16)).metrics == full
+    assert partial.communication_bytes["dp"] == pytest.approx(full.communication_bytes["dp"] / (15 / 16))
+    assert partial.communication_bytes["zero"] == pytest.approx(full.communication_bytes["zero"] / (15 / 16) * 7 / 8)
+    assert partial.stages[0].memory.optimizer_states == pytest.approx(2 * full.stages[0].memory.optimizer_states)
+    assert partial.stages[0].memory.gradients == full.stages[0].memory.gradients  # ZeRO 1 keeps whole gradients
+    every = run(megatron(8, "full")).metrics
+    assert every.iteration_time_s == pytest.approx(partial.iteration_time_s, rel=1e-6)
