@@ -21,6 +21,7 @@ from simcore.cost.moe import all_to_all_pattern
 from simcore.domain.placement import Placement
 from simcore.engine.clock import Clock, Event, Process, Signal
 from simcore.engine.flows import FlowNetwork
+from simcore.engine.pass_spans import wait_reductions
 from simcore.engine.recorder import Category, RankRecord, Recorder
 
 
@@ -186,9 +187,4 @@ class ContextRing:
             if reduced is not None:
                 reductions.append(reduced)
         if reductions:
-            waited = clock.now
-            for event in reductions:
-                if not event.processed:
-                    yield event
-            t[Category.DP_COMM] += clock.now - waited
-            self.rec.span(track, "wait gradient reduce-scatter", Category.DP_COMM, waited, clock.now)
+            yield from wait_reductions(clock, self.rec, t, track, reductions)

@@ -1,11 +1,13 @@
 """A pass as the trace shows it: consecutive named spans of recomputation, compute, tensor-parallel collectives
 and a mixture of experts' all-to-alls on its rank's compute track (the engine's timing is the pass's single
-event; these spans only divide it for the trace and the pictures), and a pass's wait for its input."""
+event; these spans only divide it for the trace and the pictures), a pass's wait for its input, and FSDP's end of
+backward waiting for its gradient reductions."""
 
 from __future__ import annotations
 
 from simcore.cost.workload import ChunkCost
 from simcore.domain.schedules import OVERLAPPED, Pass
+from simcore.engine.clock import Clock, Event, Process
 from simcore.engine.pass_work import LABELS, pass_parts
 from simcore.engine.recorder import Category, Recorder
 
@@ -49,3 +51,13 @@ def account_wait(rec: Recorder, t: dict[str, float], track: str, waited: float, 
     if rec.keep_spans:
         rec.span(track, f"idle: wait {ps.direction}{ps.microbatch}", Category.BUBBLE, waited, bubble_end)
         rec.span(track, f"recv {ps.direction}{ps.microbatch}", Category.PP_COMM, bubble_end, now)
+
+
+def wait_reductions(clock: Clock, rec: Recorder, t: dict[str, float], track: str, reductions: list[Event]) -> Process:
+    """FSDP's end of backward: the compute stream waits for the pass's gradient reductions (dp_comm)."""
+    waited = clock.now
+    for event in reductions:
+        if not event.processed:
+            yield event
+    t[Category.DP_COMM] += clock.now - waited
+    rec.span(track, "wait gradient reduce-scatter", Category.DP_COMM, waited, clock.now)

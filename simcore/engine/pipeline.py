@@ -38,7 +38,7 @@ from simcore.engine.data_parallel.dp_sync import Gate, GradientSync
 from simcore.engine.data_parallel.embedding_sync import EmbeddingSync
 from simcore.engine.data_parallel.sharded import ShardedPasses
 from simcore.engine.flows import FlowNetwork
-from simcore.engine.pass_spans import account_wait, pass_label, record_pass_spans
+from simcore.engine.pass_spans import account_wait, pass_label, record_pass_spans, wait_reductions
 from simcore.engine.pass_work import PassTotals, PassWork, pass_work
 from simcore.engine.recorder import Category, RankRecord, Recorder
 from simcore.engine.tp_links import TensorParallelLinks
@@ -321,12 +321,7 @@ class Engine:
                 if reduced is not None:
                     reductions.append(reduced)
         if reductions:  # FSDP's end of backward: the compute stream waits for the reduce-scatters
-            waited = clock.now
-            for event in reductions:
-                if not event.processed:
-                    yield event
-            t[Category.DP_COMM] += clock.now - waited
-            self.rec.span(track, "wait gradient reduce-scatter", Category.DP_COMM, waited, clock.now)
+            yield from wait_reductions(clock, self.rec, t, track, reductions)
         return slowed
 
     def _step(self, replica: int, rank: int, record: RankRecord, track: str, dp_done: Event,
