@@ -67,10 +67,11 @@ def _model_op_time(op: Op, gpu: GpuSpec, params: CostParameters) -> float:
     peak, peak_efficiency, generation = _gemm_peak(op, gpu, params)
     ramps = stream_ramps(op.group)
     half_flops = ramps * peak * peak_efficiency * params.gemm_half_time_s(generation)
-    if op.kind is OpKind.FLASH and _measured_flash2(op, gpu):
+    flash2 = op.kind is OpKind.FLASH and _measured_flash2(op, gpu)
+    if flash2:
         half_flops /= FLASH_RELATIVE_EFFICIENCY  # the fused kernel's fixed time (its ramp over 0.7, below) is its own
     efficiency = peak_efficiency * op.flops / (op.flops + half_flops)
-    if op.kind is OpKind.FLASH and not _measured_fp8_attention(op, gpu) and not _measured_flash2(op, gpu):
+    if op.kind is OpKind.FLASH and not flash2 and not _measured_fp8_attention(op, gpu):
         efficiency *= FLASH_RELATIVE_EFFICIENCY
     compute_s = op.flops / (peak * efficiency) if op.flops > 0 else 0.0
     return max(compute_s, memory_s) + ramps * KERNEL_OVERHEAD_S

@@ -56,7 +56,7 @@ from simcore.engine.clock import Clock, Event
 from simcore.engine.compute import ComputeStream
 from simcore.engine.data_parallel.dp_collectives import DataParallelCollectives
 from simcore.engine.data_parallel.hybrid import REPLICATE, SHARD, HybridStreams
-from simcore.engine.data_parallel.streams import PENDING, READY, Job, Rendezvous, Stream, release_all
+from simcore.engine.data_parallel.streams import PENDING, READY, Job, Rendezvous, Stream, meeting, release_all
 from simcore.engine.recorder import RankRecord, Recorder
 
 Gate = Callable[[], Event]  # asking for a gate issues its gather (if any) and returns its event
@@ -84,7 +84,7 @@ class GradientSync:
             (c.rank, c.chunk): parameter_gather_bytes(layout, c.parameters, c.fp8_parameters)
                               for c in workload.chunks}
         self._streams: dict[tuple[int, int, str], Stream] = {}
-        self._rendezvous: dict[tuple[int, str], Rendezvous] = {}  # full fidelity's
+        self._rendezvous: dict[tuple[object, ...], Rendezvous] = {}  # full fidelity's
         self._pass_ready: dict[tuple[int, int, int], list[Job]] = {}  # each backward pass's gradient jobs
         self._first_forward: dict[tuple[int, int, int], list[Event]] = {}
         self._last_backward: dict[tuple[int, int], int] = {}
@@ -168,11 +168,7 @@ class GradientSync:
         stream = self._streams.get(key)
         if stream is None:
             many = len(self.replicas) > 1
-            rendezvous = None
-            if many:
-                rendezvous = self._rendezvous.get((rank, name))
-                if rendezvous is None:
-                    rendezvous = self._rendezvous[(rank, name)] = Rendezvous(self.clock, len(self.replicas))
+            rendezvous = meeting(self._rendezvous, self.clock, (rank, name), len(self.replicas)) if many else None
             track = f"stage {rank} {'dp' if name == 'grad' else 'gather'}" + (f"{replica}" if many else "")
             stream = self._streams[key] = Stream(
                 self.clock, partial(self.collectives.run, rank), partial(self.collectives.instant, rank),

@@ -22,7 +22,7 @@ from simcore.cost.comm.interference import CommLoad, comm_load
 from simcore.engine.clock import Clock
 from simcore.engine.compute import ComputeStream
 from simcore.engine.data_parallel.dp_collectives import DataParallelCollectives
-from simcore.engine.data_parallel.streams import Rendezvous, Stream
+from simcore.engine.data_parallel.streams import Rendezvous, Stream, meeting
 from simcore.engine.recorder import RankRecord, Recorder
 
 __all__ = ["HybridStreams"]
@@ -38,7 +38,7 @@ class HybridStreams:
         self.clock, self.collectives, self.rec = clock, collectives, recorder
         self.shard, self.dp, self.replicas = shard, dp, replicas
         self._streams: dict[tuple[int, int, str], Stream] = {}
-        self._rendezvous: dict[tuple[int, str, int], Rendezvous] = {}
+        self._rendezvous: dict[tuple[object, ...], Rendezvous] = {}
         self._groups: dict[tuple[int, str], list[tuple[int, ...]]] = {}
         self._loads: dict[tuple[int, str, Collective, float], CommLoad] = {}
 
@@ -138,8 +138,4 @@ class HybridStreams:
         return found
 
     def _meeting(self, rank: int, kind: str, index: int, members: int) -> Rendezvous:
-        key = (rank, kind, index)
-        found = self._rendezvous.get(key)
-        if found is None:
-            found = self._rendezvous[key] = Rendezvous(self.clock, members)
-        return found
+        return meeting(self._rendezvous, self.clock, (rank, kind, index), members)

@@ -67,6 +67,15 @@ class Rendezvous:
         return end, False
 
 
+
+def meeting(table: dict[tuple[object, ...], Rendezvous], clock: Clock, key: tuple[object, ...],
+            members: int) -> Rendezvous:
+    """The rendezvous of `key` in `table`, made on first use for `members` replicas."""
+    found = table.get(key)
+    if found is None:
+        found = table[key] = Rendezvous(clock, members)
+    return found
+
 class Stream:
     """One rank's communication stream ("grad" or "gather"). It stands for a process that gets jobs from a
     simpy.Store, waits for each job's `ready` event and runs its collective; the events of that process and

@@ -29,7 +29,7 @@ from simcore.cost.moe import all_to_all_pattern
 from simcore.cost.zeropp import ZeroppCosts
 from simcore.engine.clock import Clock
 from simcore.engine.data_parallel.dp_collectives import DataParallelCollectives
-from simcore.engine.data_parallel.streams import Rendezvous, Stream
+from simcore.engine.data_parallel.streams import Rendezvous, Stream, meeting
 from simcore.engine.recorder import RankRecord, Recorder
 
 
@@ -41,7 +41,7 @@ class ZeroppStreams:
         self.clock, self.collectives, self.costs, self.rec = clock, collectives, costs, recorder
         self.replicas = replicas
         self._streams: dict[tuple[int, int, str], Stream] = {}
-        self._rendezvous: dict[tuple[int, str, int], Rendezvous] = {}
+        self._rendezvous: dict[tuple[object, ...], Rendezvous] = {}
         self._qgz: dict[int, tuple[FlowPattern, FlowPattern]] = {}
 
     def _dp_gpus(self, rank: int) -> tuple[int, ...]:
@@ -102,11 +102,7 @@ class ZeroppStreams:
         return found
 
     def _meeting(self, rank: int, name: str, index: int, members: int) -> Rendezvous:
-        key = (rank, name, index)
-        found = self._rendezvous.get(key)
-        if found is None:
-            found = self._rendezvous[key] = Rendezvous(self.clock, members)
-        return found
+        return meeting(self._rendezvous, self.clock, (rank, name, index), members)
 
     def _stream(self, replica: int, rank: int, name: str, record: RankRecord, group: int,
                 run: Callable[[Collective, float, Callable[[], None]], None],
