@@ -104,3 +104,27 @@ def test_validate_prints_the_mlperf_table_and_the_docs_carry_it() -> None:
     assert report["time_to_train"]["max_abs_error_pct"] == pytest.approx(max(errors))
     assert current_section(ACCURACY.read_text(encoding="utf-8")) == render_markdown(report), \
         "stale MLPerf table: run python bench/mlperf_table.py"
+
+
+def _range(errors: list[float]) -> str:
+    """'+a% to +b%': a range of step errors (%), rounded, as the accuracy notes write it."""
+    low, high = round(min(errors)), round(max(errors))
+    return f"{low:+d}% to {high:+d}%"
+
+
+def test_the_accuracy_notes_quote_the_current_mlperf_figures() -> None:
+    """The figures of docs/accuracy.md's reading of the MLPerf table (the notes after it) are the current code's:
+    the 512-GPU Llama 3.1 8B rows' step errors, the LoRA CP 8 rows' on 72 and on 512 GB200/GB300 GPUs, and their
+    peak memory."""
+    report = run_mlperf_validation()
+    cases = report["cases"]
+    notes = ACCURACY.read_text(encoding="utf-8").split("What the MLPerf table shows", 1)[1]
+    fast = [-c["step_error_pct"] for c in cases if c["benchmark"] == "llama31_8b" and c["gpus"] == 512]
+    assert f"comes out {round(min(fast))}-{round(max(fast))}% fast" in notes
+    lora = {gpus: [c["step_error_pct"] for c in cases if c["benchmark"] == "llama2_70b_lora"
+                   and c["version"] == "5.1" and c["gpus"] == gpus] for gpus in (72, 512)}
+    assert f"(v5.1: {_range(lora[72])} step time; {_range(lora[512])} on 512)".replace(
+        " ", "") in notes.replace("\n", "").replace(" ", "")
+    run = next(r for r in runs() if r["id"] == "v5.1-llama2_70b_lora-theia_ngpu72")
+    body = convert.to_response(simulate(convert.to_scenario(SimulationRequest.model_validate(request_for(run)))))
+    assert f"about {round(body['memory']['peak_gib_per_gpu'])} GiB a GPU" in notes
