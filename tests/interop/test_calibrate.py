@@ -6,6 +6,7 @@ HTTP) and changes nothing when absent; bad input is exit 2 / HTTP 422 naming the
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import replace
 from pathlib import Path
 
@@ -15,22 +16,32 @@ from fastapi.testclient import TestClient
 
 import clustersim
 from api_schemas import SimulationRequest
+from interop.nccl_tests import parse_nccl_tests
 from service import convert
 from service.cli.main import main
 from service.http.app import create_app
 from service.settings import Settings
 from simcore import build_network
+from simcore.cost.comm.collectives import CollectiveModel
 from simcore.cost.comm.nccl_tuning import Collective
 from simcore.cost.compute.gemm_ceilings import CEILING_FLOPS_PER_S
 from simcore.cost.compute.kernel_time import op_time
 from simcore.cost.compute.kernels import OpKind, layer_forward_ops
 from simcore.cost.compute.measured_gemm import measured_parameters
 from simcore.cost.parameters import FITTED, KERNEL_OVERHEAD_S
+from simcore.domain.layout import CollectiveAlgorithm
+from topology import NODE_PRESETS, Router, build_cluster, sized
 
 DATA = Path(__file__).parent / "data" / "nccl-tests"
 REAL = DATA / "oci-a100-1x8-all_reduce.txt"  # 8 ranks on one host: its header is the table's scope
+INTEROP = Path(__file__).resolve().parents[2] / "docs" / "interop.md"
 DP8 = {"model": {"preset": "gpt3-1.3b"}, "cluster": {"preset": "dgx-h100", "num_nodes": 1},
        "layout": {"dp": 8, "tp": 1, "pp": 1, "microbatch_size": 4, "global_batch_size": 32}}
+
+
+def _quoted(text: str) -> None:
+    """docs/interop.md (`clustersim calibrate`) says `text` (line breaks read as spaces)."""
+    assert text in " ".join(INTEROP.read_text(encoding="utf-8").split()), f"docs/interop.md should say: {text}"
 
 
 def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -75,6 +86,7 @@ def test_half_the_bus_bandwidth_slows_the_dp8_all_reduce_about_2x(tmp_path: Path
     plain, slow = results
     ratio = slow["communication_s"]["dp"] / plain["communication_s"]["dp"]
     assert 1.8 <= ratio <= 2.2, ratio
+    _quoted(f"makes a DP-8 gpt3-1.3b run's data-parallel all-reduce {ratio:.2f}x slower")
     assert slow["iteration_time_s"] > plain["iteration_time_s"]
     assert slow["time_breakdown_s"]["compute"] == pytest.approx(plain["time_breakdown_s"]["compute"])
 
@@ -111,7 +123,33 @@ def test_a_gemm_sweep_at_70_percent_of_the_ceiling_runs_the_gemms_at_that_rate(t
     # the model runs these GEMMs at about 600 TFLOP/s (FITTED hopper efficiency 0.62 of 989); measured 556
     slowdown = slow["time_breakdown_s"]["compute"] / plain["time_breakdown_s"]["compute"]
     assert 1.03 < slowdown < 600 / 556
+    _quoted(f"a sweep at 70% of H100's measured GEMM ceiling ({rate / 1e12:.0f} TFLOP/s, the model runs these GEMMs "
+            f"at about 600) makes its compute {slowdown:.2f}x slower")
     assert slow["communication_s"]["dp"] == pytest.approx(plain["communication_s"]["dp"])
+
+
+def _measured_over_model(name: str, preset: str) -> dict[int, float]:
+    """Per message size of a stored all-reduce table (tests/interop/data/nccl-tests): its out-of-place time over
+    the model's for the same ranks on the preset."""
+    table = parse_nccl_tests((DATA / name).read_text(), name)
+    cluster = build_cluster(sized(NODE_PRESETS[preset], table["ranks"]))
+    model = CollectiveModel(cluster, Router(cluster), CollectiveAlgorithm.AUTO)
+    group = [list(range(table["ranks"]))]
+    return {p["size_bytes"]: p["time_us"] * 1e-6 / model.isolated_time(Collective.ALL_REDUCE, group, p["size_bytes"])
+            for p in table["points"]}
+
+
+def test_the_docs_quote_the_stored_tables_against_the_presets() -> None:
+    """docs/interop.md: OCI's 10 GiB A100 all-reduces against the dgx-a100-40gb preset (within the whole percent
+    written), A3 Mega's 16 H100 against dgx-h100 at 8 GiB and the range below 128 MiB, rounded as written."""
+    oci = [r for name in ("oci-a100-1x8-all_reduce.txt", "oci-a100-2x8-all_reduce.txt")
+           for r in _measured_over_model(name, "dgx-a100-40gb").values()]
+    within = math.ceil(100 * max(abs(r - 1) for r in oci))
+    _quoted(f"OCI's 8 and 16 A100-40GB all-reduces at 10 GiB are within {within}% of the dgx-a100-40gb preset")
+    a3 = _measured_over_model("a3mega-h100-2x8-all_reduce.txt", "dgx-h100")
+    small = [r for size, r in a3.items() if size < 128 * 2**20]
+    _quoted(f"Google Cloud A3 Mega's 16 H100 over two hosts take {a3[8 * 2**30]:.1f}x the dgx-h100 preset's time at "
+            f"8 GiB and {min(small):.1f}-{max(small):.1f}x below 128 MiB")
 
 
 def test_the_overlay_changes_nothing_where_it_measures_nothing() -> None:

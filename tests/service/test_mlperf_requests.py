@@ -15,6 +15,7 @@ from api_schemas import SimulationRequest
 from service import convert
 from simcore.simulate import simulate
 
+CONTRACT = Path(__file__).resolve().parents[2] / "docs" / "contract-mlperf.md"
 # NVIDIA's MLPerf Training v5.1 closed Llama 3.1 8B runs on 8 GPUs (mlcommons/training_results_v5.1 @441d65f,
 # NVIDIA/results/<system>/llama31_8b/result_0..9.txt; layout from NVIDIA/benchmarks/llama31_8b/implementations/nemo/
 # config_<GPU>_2x4x2xtp1pp1cp1_8b_fp4.sh: NVFP4, TP 1, PP 1, CP 1, microbatch 2, global batch 16). The score is the
@@ -50,6 +51,17 @@ def test_a_published_mlperf_result_against_its_prediction(preset: str) -> None:
           f"{ml['step_time_s']:.3f} s, {ml['evaluations']} evaluations of {ml['eval_time_s']:.2f} s), published "
           f"{PUBLISHED_MIN[preset]:.1f} min: {100 * error:+.1f}%")
     assert abs(error) < 0.30
+    # docs/contract-mlperf.md ("A published result against its prediction") carries these figures as printed here
+    text = CONTRACT.read_text(encoding="utf-8")
+    row = next(line for line in text.splitlines() if line.startswith("| 8 x ") and f"(`{preset}`," in line)
+    assert row.split(" | ", 1)[1] == (
+        f"{ml['time_to_train_min']:.1f} min ({ml['steps']:,} steps of {ml['step_time_s']:.3f} s, "
+        f"{ml['evaluations']} evaluations of {ml['eval_time_s']:.2f} s) | {PUBLISHED_MIN[preset]:.1f} min | "
+        f"{100 * error:+.1f}% |"), f"docs/contract-mlperf.md's {preset} row is stale"
+    if preset == "gb200-nvl72":  # the prose after the table quotes the GB200 step and evaluation
+        prose = " ".join(text.split())
+        assert f"on GB200 ({ml['step_time_s']:.3f} s predicted;" in prose, "stale GB200 step in the prose"
+        assert f"evaluations 8.2 s ({ml['eval_time_s']:.2f} s predicted)" in prose, "stale GB200 evaluation"
 
 
 def test_mlperf_sets_the_training_sections_tokens_and_iterations() -> None:

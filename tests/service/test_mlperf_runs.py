@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,6 +17,12 @@ from simcore.calibration.mlperf_runs import request_for, runs
 from simcore.simulate import simulate
 
 ACCURACY = Path(__file__).resolve().parents[2] / "docs" / "accuracy.md"
+
+
+@pytest.fixture(scope="module")
+def report() -> dict[str, Any]:
+    """validate's MLPerf section (every run simulated once), shared by the tests that read it."""
+    return run_mlperf_validation()
 
 
 def test_the_reference_spans_the_four_benchmarks_and_the_gpus_with_sources() -> None:
@@ -95,8 +102,7 @@ def test_config_conditions_and_the_fp8_weight_cache_as_the_runs_had_them() -> No
                                                                                                           "4.1")}
 
 
-def test_validate_prints_the_mlperf_table_and_the_docs_carry_it() -> None:
-    report = run_mlperf_validation()
+def test_validate_prints_the_mlperf_table_and_the_docs_carry_it(report: dict[str, Any]) -> None:
     assert report["refused"] == [] and len(report["cases"]) == len(runs())
     text = render_mlperf_table(report)
     assert "MLPerf runs (not fitted): time-to-train over" in text and "mean |error|" in text
@@ -112,11 +118,12 @@ def _range(errors: list[float]) -> str:
     return f"{low:+d}% to {high:+d}%"
 
 
-def test_the_accuracy_notes_quote_the_current_mlperf_figures() -> None:
+def test_the_accuracy_notes_quote_the_current_mlperf_figures(report: dict[str, Any]) -> None:
     """The figures of docs/accuracy.md's reading of the MLPerf table (the notes after it) are the current code's:
     the 512-GPU Llama 3.1 8B rows' step errors, the LoRA CP 8 rows' on 72 and on 512 GB200/GB300 GPUs, and their
-    peak memory."""
-    report = run_mlperf_validation()
+    peak memory; the v4.0 and v4.1 LoRA TP 4 x CP 2 rows' step errors on H100; gpt3's time-to-train against step
+    time errors, and that each row's holds as written (v3.1 and v4.1's B200 run both fast, time-to-train the more;
+    v4.1's 256 and 512 H100s both slow, step time the more)."""
     cases = report["cases"]
     notes = ACCURACY.read_text(encoding="utf-8").split("What the MLPerf table shows", 1)[1]
     fast = [-c["step_error_pct"] for c in cases if c["benchmark"] == "llama31_8b" and c["gpus"] == 512]
@@ -128,3 +135,30 @@ def test_the_accuracy_notes_quote_the_current_mlperf_figures() -> None:
     run = next(r for r in runs() if r["id"] == "v5.1-llama2_70b_lora-theia_ngpu72")
     body = convert.to_response(simulate(convert.to_scenario(SimulationRequest.model_validate(request_for(run)))))
     assert f"about {round(body['memory']['peak_gib_per_gpu'])} GiB a GPU" in notes
+    prose = " ".join(notes.split())
+
+    def fast_range(rows: list[dict[str, Any]], key: str = "step_error_pct") -> str:
+        """'a-b': the rows' errors, all fast, as whole percents."""
+        assert rows and all(c[key] < 0 for c in rows), rows
+        return f"{round(min(-c[key] for c in rows))}-{round(max(-c[key] for c in rows))}"
+
+    tp4_cp2 = {version: [c for c in cases if c["benchmark"] == "llama2_70b_lora" and c["version"] == version
+                      and c["gpu"] == "dgx-h100" and c["gpus"] in (64, 1024)] for version in ("4.0", "4.1")}
+    assert [len(rows) for rows in tp4_cp2.values()] == [2, 2]
+    assert f"(v4.0) comes out {fast_range(tp4_cp2['4.0'])}% fast on step time; v4.1's same layouts come out " \
+           f"{fast_range(tp4_cp2['4.1'])}% fast" in prose
+    gpt3 = [c for c in cases if c["benchmark"] == "gpt3" and c["step_error_pct"] is not None]
+    v31 = [c for c in gpt3 if c["version"] == "3.1"]
+    b200 = [c for c in gpt3 if c["version"] == "4.1" and c["gpu"] == "dgx-b200"]
+    h100 = sorted((c for c in gpt3 if c["version"] == "4.1" and c["gpu"] == "dgx-h100"), key=lambda c: c["gpus"])
+    assert len(v31) + len(b200) + len(h100) == len(gpt3) and len(b200) == 1
+    assert all(c["ttt_error_pct"] < c["step_error_pct"] < 0 for c in v31 + b200), v31 + b200
+    assert all(c["step_error_pct"] > c["ttt_error_pct"] > 0 for c in h100), h100
+    one = b200[0]
+    assert f"gpt3** on v3.1 errs more in time-to-train than in step time ({fast_range(v31, 'ttt_error_pct')}% " \
+           f"fast against {fast_range(v31)}%), as v4.1's B200 run does ({round(-one['ttt_error_pct'])}% against " \
+           f"{round(-one['step_error_pct'])}%)" in prose
+    gpus = " and ".join(str(c["gpus"]) for c in h100)
+    step, ttt = (" and ".join(f"{c[key]:+.1f}%" for c in h100) for key in ("step_error_pct", "ttt_error_pct"))
+    assert f"v4.1's runs on {gpus} H100s come out slow in both, more in step time ({step}) than in time-to-train " \
+           f"({ttt})" in prose

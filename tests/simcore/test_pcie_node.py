@@ -4,6 +4,7 @@ host, the bus bandwidth NCCL reaches on it, NCCL's tuning without NVLink, and wh
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +17,7 @@ from topology.errors import SpecError
 from topology.hardware import GB, GpuKind
 from topology.pcie import PcieFabric
 
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 L40S = NODE_PRESETS["l40s-pcie"]
 MIB = 2**20
 
@@ -88,11 +90,14 @@ def _iteration_s(preset: str, tp: int) -> tuple[float, float]:
 
 def test_tp8_on_l40s_is_far_slower_than_on_a_dgx_h100() -> None:
     """TP 8's all-reduces cross PCIe and the host instead of NVSwitch: the iteration takes several times
-    longer than on a DGX H100, most of it tensor-parallel communication (7.1 s against 1.06 s here, 5.4 s of
-    it waiting on TP all-reduces against 0.37 s)."""
+    longer than on a DGX H100, most of it tensor-parallel communication (7.1 s against 1.08 s here, 5.4 s of
+    it waiting on TP all-reduces against 0.37 s; docs/model.md quotes the first two)."""
     l40s, l40s_comm = _iteration_s("l40s-pcie", 8)
     h100, h100_comm = _iteration_s("dgx-h100", 8)
     assert l40s > 4 * h100 and l40s_comm > 10 * h100_comm and l40s_comm > 0.5 * l40s
+    model_md = " ".join((DOCS / "model.md").read_text(encoding="utf-8").split())
+    assert f"TP 8 of Llama-2-7B takes {l40s:.1f} s an iteration against {h100:.2f} s on a DGX H100" in model_md, \
+        "docs/model.md (PCIe-only nodes) quotes stale iteration times"
 
 
 @pytest.mark.parametrize(("change", "field"), [

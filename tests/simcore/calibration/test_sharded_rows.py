@@ -17,6 +17,7 @@ from simcore.simulate import simulate
 
 SHIPPED = Path(sharded_rows.__file__).resolve().parent / "reference" / sharded_rows.REFERENCE
 PROJECT_COPY = Path(__file__).resolve().parents[4] / "shared" / "reference" / sharded_rows.REFERENCE
+ACCURACY = Path(__file__).resolve().parents[3] / "docs" / "accuracy.md"
 GBIT = 1e9 / 8
 
 
@@ -28,6 +29,27 @@ def test_the_shipped_copy_is_the_projects_reference() -> None:
     if not PROJECT_COPY.exists():
         pytest.skip("the project's shared reference is not beside this checkout")
     assert json.loads(SHIPPED.read_text(encoding="utf-8")) == json.loads(PROJECT_COPY.read_text(encoding="utf-8"))
+
+
+def test_the_docs_quote_what_flash_attention_v2_moves_the_fsdp_rows_by() -> None:
+    """docs/accuracy.md: the blog's FlashAttention-2 against the default (fused) kernel moves each FSDP row's error by
+    (its step time's difference over the measured one) some points on H100 and none on A100, rounded as written."""
+    moved: dict[str, list[float]] = {"h100": [], "a100": []}
+    for name, case in rows().items():
+        if not name.startswith("ibm-fsdp-") or name.startswith("ibm-fsdp-llama2-13b-"):  # 13B: skipped
+            continue
+        scenario = scenario_for(case)
+        fused = dataclasses.replace(scenario, layout=dataclasses.replace(scenario.layout,
+                                                                         attention_backend=AttentionBackend.FUSED))
+        points = 100 * (simulate(scenario).metrics.iteration_time_s - simulate(fused).metrics.iteration_time_s) \
+            / measured_time(case)
+        moved["h100" if name.endswith("h100") else "a100"].append(points)
+    assert len(moved["h100"]) == len(moved["a100"]) == 3
+    assert all(f"{p:.1f}" in ("0.0", "-0.0") for p in moved["a100"]), moved  # "the A100 rows not at all"
+    h100 = moved["h100"]
+    text = " ".join(ACCURACY.read_text(encoding="utf-8").split())
+    assert f"the H100 rows moved {min(h100):.1f}-{max(h100):.1f} points slower with it, the A100 rows not at all" \
+        in text, f"docs/accuracy.md's FSDP FlashAttention-2 figures are stale: {moved}"
 
 
 def test_an_fsdp_row_runs_pytorch_fsdp_on_the_rows_network() -> None:

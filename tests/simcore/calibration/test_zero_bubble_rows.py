@@ -4,6 +4,7 @@ in their target ranges (bench/zero_bubble.py)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -15,6 +16,8 @@ from simcore.cost.compute.kernel_time import op_time
 from simcore.cost.compute.kernels import PROJECTIONS, layer_forward_ops
 from simcore.cost.parameters import FITTED
 from topology.hardware import GPUS, GpuKind
+
+ACCURACY = Path(__file__).resolve().parents[3] / "docs" / "accuracy.md"
 
 pytestmark = pytest.mark.slow  # minutes under load: outside the fast lane (pytest -m "not slow")
 
@@ -59,6 +62,20 @@ def test_forward_and_input_gradient_times_within_15_percent(figures: ModuleType)
         measured, simulated = row["measured_ms"], row["simulated_ms"]
         beyond = (measured["T_F"] - measured["T_W"]) / (simulated["T_F"] - simulated["T_W"])
         assert 1.7 < beyond < 2.3, row
+
+
+def test_the_docs_quote_the_pass_time_errors(figures: ModuleType) -> None:
+    """docs/accuracy.md (weight-gradient passes) quotes the simulated passes' errors against the profiled ones over
+    the twelve rows, rounded to whole percents: W's range, F's worst (on the 1.5B model) and B's range."""
+    rows = figures.pass_times()
+    error = {k: [row["error_pct"][k] for row in rows] for k in ("T_F", "T_B", "T_W")}
+    worst_f = min(rows, key=lambda row: row["error_pct"]["T_F"])
+    assert worst_f["id"].startswith("zb-t9-1.5b-"), worst_f["id"]
+    text = " ".join(ACCURACY.read_text(encoding="utf-8").split())
+    expected = (f"the simulated W pass is {round(min(error['T_W']))}-{round(max(error['T_W']))}% long, the forward "
+                f"pass up to {round(-min(error['T_F']))}% short (1.5B) and the input-gradient pass "
+                f"{round(min(error['T_B']))}-{round(max(error['T_B']))}% long")
+    assert expected in text, f"docs/accuracy.md should say: {expected}"
 
 
 def test_the_papers_projection_gemm_rates_by_pass() -> None:

@@ -5,6 +5,7 @@ that refuse it."""
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -27,6 +28,7 @@ from simcore.simulate import Scenario, simulate
 from topology.cluster_spec import NODE_PRESETS, sized
 from topology.hardware import GPUS, GpuKind
 
+DOCS = Path(__file__).resolve().parents[4] / "docs"
 LLAMA = model_from_fields(MODEL_PRESETS["llama3-8b"])
 BLACKWELL = [GpuKind.B200_180GB, GpuKind.GB200_186GB, GpuKind.B300_288GB, GpuKind.GB300_288GB]
 
@@ -92,6 +94,9 @@ def test_a_large_fp4_gemm_runs_near_its_derived_ceiling() -> None:
     big = replace(gemm_op("g", 16384, 16384, 16384), fp4=True)
     rate = big.flops / op_time(big, b200, FITTED)
     print(f"16384^3 NVFP4 GEMM on B200: {rate / 1e12:.0f} TFLOP/s")
+    contract = " ".join((DOCS / "contract-mlperf.md").read_text(encoding="utf-8").split())
+    assert f"a 16384^3 NVFP4 GEMM on B200 runs at {rate / 1e12:,.0f} TFLOP/s in the model" in contract, \
+        "docs/contract-mlperf.md (layout.precision: nvfp4, Rate) quotes a stale NVFP4 GEMM rate"
     assert 0.4 * b200.peak_fp4_flops_per_s < rate <= b200.peak_fp4_flops_per_s * fp4_ceiling_fraction(b200)
     fp8 = replace(gemm_op("g", 16384, 16384, 16384), fp8=True)
     assert 1.5 < rate / (fp8.flops / op_time(fp8, b200, FITTED)) < 2.0
