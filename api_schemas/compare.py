@@ -143,6 +143,8 @@ class ComparisonLayout(_Out):
     recompute: str
     precision: str = Field(default="bf16", description="shown when not bf16")
     fp8_recipe: str | None = Field(default=None, description="shown for fp8")
+    fp8_scaling: str | None = Field(default=None, description="shown for fp8 when set",
+                                    exclude_if=lambda value: value is None)
     cp: int | None = Field(default=None, description="context parallelism, shown when cp > 1",
                            exclude_if=lambda value: value is None)
     ep: int | None = Field(default=None, description="expert parallelism, shown when ep > 1",

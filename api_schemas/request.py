@@ -265,6 +265,12 @@ class LayoutIn(BaseModel):
     fp8_recipe: Literal["tensorwise", "rowwise", "mxfp8", "blockwise"] | None = Field(
         default=None, description="precision fp8 only: how FP8 tensors are scaled; default tensorwise"
     )
+    fp8_scaling: Literal["delayed", "current"] | None = Field(
+        default=None, description="fp8_recipe tensorwise only: where each tensor's scale comes from: delayed (the "
+        "default; Transformer Engine's DelayedScaling, from earlier iterations' amax history) or current "
+        "(Float8CurrentScaling, Megatron-Core's --fp8-recipe tensorwise, torchao's float8: from the tensor's own "
+        "amax, one more pass over most tensors)"
+    )
     grad_reduce_dtype: Literal["fp32", "bf16", "fp16"] | None = Field(
         default=None, description="the dtype data-parallel gradients are reduced in: fp32 or the parameters' "
         "16-bit type (bf16 for bf16 and fp8 training, fp16 for fp16); default fp32 for bf16 and fp8 (Megatron-LM's "

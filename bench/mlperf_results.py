@@ -17,7 +17,8 @@ Per run (a system directory NVIDIA/results/<system>/<benchmark>/):
   global batch is the logged one;
 - the system's GPU, nodes and GPUs per node from NVIDIA/systems/<system>.json, and on NVL72 systems the GPUs of
   the run in one rack's NVLink domain (the run's GPUs over the racks the system's name counts);
-- the parameter all-gather in FP8 (FP8_PARAM_GATHER / FP8_PARAMS through the Hydra configs), attention in FP8
+- the FP8 scaling (the Hydra fp8_recipe, FP8_RECIPE: tensorwise is current scaling, else delayed),
+  the parameter all-gather in FP8 (FP8_PARAM_GATHER / FP8_PARAMS through the Hydra configs), attention in FP8
   (fp8_dot_product_attention: FP8_DPA, unless NVTE_DPA_FP8_RECIPE="F16", or, with context parallelism, unless the
   implementation's Dockerfile builds a Transformer Engine before v1.10, which runs CP attention in 16 bits), the
   context-parallel exchange (cp_comm_type, CP_COMM_TYPE; Megatron-Core's p2p where unset), the GEMM weights built
@@ -63,7 +64,7 @@ YAML_KEYS = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "cont
              "virtual_pipeline_model_parallel_size", "micro_batch_size", "sequence_parallel",
              "activations_checkpoint_granularity", "activations_checkpoint_num_layers", "fp8", "fp4",
              "fp8_params", "fp8_param_gather", "fp8_dot_product_attention", "cp_comm_type",
-             "disable_parameter_transpose_cache", "bucket_size")
+             "disable_parameter_transpose_cache", "bucket_size", "fp8_recipe")
 # "(8x NVIDIA GB200 NVL72)" in a system's name: the NVLink racks the system has (systems/*.json system_name)
 RACKS = re.compile(r"(\d+)x NVIDIA GB\d+ NVL72")
 STEP_KEYS = ("train_step_time", "train_step_timing", "train_step_timing in s")
@@ -262,6 +263,10 @@ def run_row(repo: Repo, version: str, bench: str, system: str) -> dict[str, Any]
                    # attention in FP8: fp8_dot_product_attention (FP8_DPA), unless NVTE_DPA_FP8_RECIPE sends it to F16
                    # or the Dockerfile's Transformer Engine runs CP attention in 16 bits (TE_FP8_CONTEXT_PARALLEL)
                    "fp8_attention": fp8_dpa,
+                   # where the tensorwise FP8 scales come from: the Hydra fp8_recipe (FP8_RECIPE) tensorwise is
+                   # Megatron-Core's Float8CurrentScaling, delayed (the default, and NeMo 1's only one) DelayedScaling
+                   "fp8_scaling": None if precision != "FP8" else (
+                       "current" if hydra.get("fp8_recipe", "").strip("'\"") == "tensorwise" else "delayed"),
                    # context parallelism's exchange: the config's cp_comm_type (Megatron-Core's default p2p)
                    "cp_comm": CP_COMM.get(cp_comm, cp_comm) if cp > 1 and cp_comm not in ("", "null") else
                    ("p2p" if cp > 1 else None),

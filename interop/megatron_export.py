@@ -127,7 +127,9 @@ def _layout_flags(request: SimulationRequest) -> list[str]:
     elif reduce == "fp32" and lay.precision == "fp16":
         flags.append("--accumulate-allreduce-grads-in-fp32")
     if lay.precision == "fp8":
-        flags += ["--fp8-format hybrid", f"--fp8-recipe {_RECIPES[lay.fp8_recipe or 'tensorwise']}"]
+        recipe = lay.fp8_recipe or "tensorwise"  # Megatron-Core's tensorwise is current scaling, delayed delayed
+        flags += ["--fp8-format hybrid", "--fp8-recipe " + (
+            "delayed" if recipe == "tensorwise" and lay.fp8_scaling != "current" else _RECIPES[recipe])]
     if lay.fp8_param_gather:
         flags.append("--fp8-param-gather")
     return flags

@@ -9,7 +9,8 @@ heads; query groups = heads without --group-query-attention). What each maps to:
   distributed optimizer: docs/contract-hsdp.md);
 - --recompute-granularity full with --recompute-method uniform and --recompute-num-layers 1 (or block with all of
   a stage's layers) is `recompute: full`; selective (or --recompute-activations) is `selective`;
-- --fp8-format (hybrid or e4m3) is `precision: fp8`, --fp8-recipe delayed or tensorwise is `tensorwise`;
+- --fp8-format (hybrid or e4m3) is `precision: fp8`, --fp8-recipe delayed (the default) is `tensorwise`, and
+  tensorwise (Transformer Engine's Float8CurrentScaling) `tensorwise` with `fp8_scaling: current`;
   --fp8-param-gather is `fp8_param_gather: true` (FP8 parameters, gathered in FP8; it needs --fp8-format and
   --use-distributed-optimizer, as Megatron-LM does: an error naming it otherwise);
 - Megatron-Core always hides the input-gradient all-reduce under the weight-gradient GEMM:
@@ -258,6 +259,8 @@ def request_from_megatron(args: MegatronArgs, *, cluster_preset: str, gpus_per_n
         if recipe not in _FP8_RECIPES:
             raise a.error("fp8_recipe", f"must be one of {', '.join(_FP8_RECIPES)} (given {recipe!r})")
         layout.update(precision="fp8", fp8_recipe=_FP8_RECIPES[recipe])
+        if recipe == "tensorwise":
+            layout["fp8_scaling"] = "current"
     if a.flag("fp8_param_gather"):  # rules of arguments.py validate_args and TransformerConfig (fp8_param)
         if fmt is None:
             raise a.error("fp8_param_gather", "needs --fp8-format (Megatron-Core: fp8_param must be used together "

@@ -11,8 +11,11 @@ last that reads TOML files); defaults where a key is absent are that JobConfig's
   pipeline_parallel_layers_per_stage, GPipe, ZBVZeroBubble), context_parallel_degree, expert_parallel_degree;
 - [training] local_batch_size and global_batch_size (default local x DP); with PP the microbatch is
   pipeline_parallel_microbatch_size;
-- [activation_checkpoint] mode full / selective / none; float8 in [model] converters -> `precision: fp8`, and
-  with FSDP [quantize.linear.float8] enable_fsdp_float8_all_gather -> `fp8_param_gather`.
+- [activation_checkpoint] mode full / selective / none; float8 in [model] converters -> `precision: fp8` with
+  torchao's dynamic scaling (every tensor scaled from its own amax): tensorwise (no [quantize.linear.float8]
+  recipe_name) `fp8_scaling: current`, recipe_name "rowwise" `fp8_recipe: rowwise`; and with FSDP
+  [quantize.linear.float8] enable_fsdp_float8_all_gather -> `fp8_param_gather`. Export refuses FP8 that torchao's
+  float8 does not run (delayed scaling, mxfp8, blockwise), naming the field.
 Every key not read is returned in `ignored`; an unknown key is an error naming it.
 """
 
@@ -144,6 +147,13 @@ def request_from_torchtitan(text: str, *, cluster_preset: str, gpus: int | None,
                     f"JobConfig takes (given {reduce!r})")
     if any(c in _FLOAT8 for c in get("model.converters", [])):
         layout["precision"] = "fp8"
+        recipe = flat.get(f"{_FLOAT8[1]}.recipe_name")  # (torchao's float8 recipes scale dynamically)
+        if recipe in (None, "tensorwise", "rowwise"):  # (another recipe stays in `ignored`)
+            get(f"{_FLOAT8[1]}.recipe_name", None)
+            if recipe == "rowwise":
+                layout["fp8_recipe"] = "rowwise"
+            else:
+                layout["fp8_scaling"] = "current"
         # torchao's float8 all-gather under FSDP (torchtitan/components/quantization/float8.py passes it only
         # without a recipe_name and with data_parallel_shard_degree > 1: elsewhere it stays in `ignored`)
         if shard > 1 and flat.get(f"{_FLOAT8[1]}.recipe_name") is None and get(
@@ -191,6 +201,13 @@ def torchtitan_toml(request: SimulationRequest) -> str:
     if lay.zero_stage == 3 and lay.zero_implementation != "fsdp":
         raise RequestError.for_field("layout.zero_implementation", f"torchtitan's ZeRO 3 is FSDP, not "
                                      f"{lay.zero_implementation}'s (set zero_implementation: fsdp)")
+    if lay.precision == "fp8" and lay.fp8_recipe not in (None, "tensorwise", "rowwise"):
+        raise RequestError.for_field("layout.fp8_recipe", f"torchtitan's float8 (torchao) runs tensorwise and "
+                                     f"rowwise scaling, not {lay.fp8_recipe}; Megatron-LM can")
+    if lay.precision == "fp8" and lay.fp8_recipe in (None, "tensorwise") and lay.fp8_scaling != "current":
+        raise RequestError.for_field("layout.fp8_scaling", "torchtitan's float8 (torchao) scales every tensor from "
+                                     "its own amax: set fp8_scaling: current (delayed scaling: Megatron-LM can, "
+                                     "--fp8-recipe delayed)")
     fsdp = lay.zero_stage == 3
     shard = lay.zero_shard_size or lay.dp  # HSDP: replicated shard groups
     sections: dict[str, dict[str, Any]] = {
@@ -216,8 +233,13 @@ def torchtitan_toml(request: SimulationRequest) -> str:
         sections["parallelism"]["expert_parallel_degree"] = lay.ep
     if lay.precision == "fp8":
         sections["model"]["converters"] = ["quantize.linear.float8"]
+        float8 = sections.setdefault("quantize.linear.float8", {})
+        if lay.fp8_recipe == "rowwise":
+            float8["recipe_name"] = "rowwise"
         if lay.fp8_param_gather:
-            sections["quantize.linear.float8"] = {"enable_fsdp_float8_all_gather": True}
+            float8["enable_fsdp_float8_all_gather"] = True
+        if not float8:
+            del sections["quantize.linear.float8"]
     lines: list[str] = []
     for section, values in sections.items():
         lines.append(f"[{section}]")

@@ -66,7 +66,8 @@ def _precision(request: SimulationRequest) -> dict[str, Any]:
     if layout.precision == "bf16":
         return {}
     if layout.precision == "fp8":
-        return {"precision": "fp8", "fp8_recipe": layout.fp8_recipe or "tensorwise"}
+        return {"precision": "fp8", "fp8_recipe": layout.fp8_recipe or "tensorwise",
+                **({"fp8_scaling": layout.fp8_scaling} if layout.fp8_scaling else {})}
     return {"precision": layout.precision}
 
 

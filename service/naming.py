@@ -57,10 +57,13 @@ def gpu_name(cluster: ClusterIn) -> str:
     return " + ".join(names) or default or "GPU"
 
 
-def precision_name(precision: str | None = None, fp8_recipe: str | None = None) -> str:
-    """'bf16' (the default), 'fp16', 'fp8 (tensorwise)', ...: FP8 names its recipe (default tensorwise)."""
+def precision_name(precision: str | None = None, fp8_recipe: str | None = None, fp8_scaling: str | None = None) -> str:
+    """'bf16' (the default), 'fp16', 'fp8 (tensorwise)', 'fp8 (tensorwise, current)', ...: FP8 names its recipe
+    (default tensorwise) and current scaling."""
     precision = str(precision or "bf16")
-    return f"{precision} ({fp8_recipe or 'tensorwise'})" if precision == "fp8" else precision
+    if precision != "fp8":
+        return precision
+    return f"fp8 ({fp8_recipe or 'tensorwise'}{', current' if fp8_scaling == 'current' else ''})"
 
 
 def layout_line(layout: Mapping[str, Any], gpu: str | None = None) -> str:
@@ -68,7 +71,8 @@ def layout_line(layout: Mapping[str, Any], gpu: str | None = None) -> str:
     a comparison row's: missing cp, ep and precision are their defaults) and the GPU's name."""
     dims = parallel_dimensions(int(layout["dp"]), int(layout["tp"]), int(layout["pp"]), int(layout.get("cp") or 1),
                                int(layout.get("ep") or 1))
-    parts = [dims, *([gpu] if gpu else []), precision_name(layout.get("precision"), layout.get("fp8_recipe"))]
+    parts = [dims, *([gpu] if gpu else []), precision_name(layout.get("precision"), layout.get("fp8_recipe"),
+                                                                layout.get("fp8_scaling"))]
     return ", ".join(parts)
 
 

@@ -14,6 +14,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from service.cli.rendering import console
+from service.naming import precision_name
 
 if TYPE_CHECKING:
     from simcore import Scenario
@@ -94,8 +95,8 @@ def _batch(layout: dict[str, Any]) -> str:
 
 def _settings(layout: dict[str, Any]) -> str:
     precision = str(layout.get("precision", "bf16"))
-    if precision == "fp8" and layout.get("fp8_recipe"):
-        precision += f" ({layout['fp8_recipe']})"
+    if precision == "fp8" and (layout.get("fp8_recipe") or layout.get("fp8_scaling")):
+        precision = precision_name(precision, layout.get("fp8_recipe"), layout.get("fp8_scaling"))
     return f"ZeRO {layout['zero_stage']}, recompute {layout['recompute']}, {precision}"
 
 

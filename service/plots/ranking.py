@@ -33,7 +33,7 @@ def _named(entry: Mapping[str, Any]) -> str:
     """A ranked layout's summary (every parallel dimension: simcore's describe) and its precision, which the
     summary names only for the low-precision formats (fp8, mxfp8, nvfp4)."""
     layout = entry.get("layout") or {}
-    precision = precision_name(layout.get("precision"), layout.get("fp8_recipe"))
+    precision = precision_name(layout.get("precision"), layout.get("fp8_recipe"), layout.get("fp8_scaling"))
     summary = str(entry["summary"])
     named = any(word in summary for word in ("fp8", "nvfp4"))
     return summary if named else f"{summary}, {precision}"

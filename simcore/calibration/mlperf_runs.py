@@ -18,10 +18,12 @@ what every run of that kind shares, the same way for every run:
 - context parallelism's exchange as the config's cp_comm_type gives it (`cp_comm`): the LoRA implementations of
   v4.1's B200 preview and v5.0/v5.1 default it to a2a (megatron_gpt_peft_tuning_config.yaml `cp_comm_type:
   ${oc.decode:${oc.env:CP_COMM_TYPE,'a2a'}}`), every other run leaves Megatron-Core's p2p.
-- FP8 as Transformer Engine's per-tensor scaling (`tensorwise`: delayed scaling in v3.1-v5.0, current scaling in
-  v5.1); NVFP4 as `nvfp4`. Attention in FP8 (`fp8_attention`) where the row says the run had it
-  (fp8_dot_product_attention from FP8_DPA, not overridden by NVTE_DPA_FP8_RECIPE="F16", and not under context
-  parallelism on a Transformer Engine before v1.10: v4.0's Dockerfile builds v1.6rc2, whose CP attention is 16-bit).
+- FP8 as Transformer Engine's per-tensor scaling (`tensorwise`), its scales as the row's fp8_scaling gives them
+  (the config's FP8_RECIPE: delayed by default and in v3.1-v5.0, `fp8_scaling: current` for v5.1's Llama 3.1 8B,
+  whose config_common.sh sets FP8_RECIPE="tensorwise"); NVFP4 as `nvfp4`. Attention in FP8 (`fp8_attention`)
+  where the row says the run had it (fp8_dot_product_attention from FP8_DPA, not overridden by
+  NVTE_DPA_FP8_RECIPE="F16", and not under context parallelism on a Transformer Engine before v1.10: v4.0's
+  Dockerfile builds v1.6rc2, whose CP attention is 16-bit).
 - LoRA's frozen base as FP8 weights (`fp8_params`) where the FP8 row says the implementation builds the model so
   (NeMo 1's fp8_params; v5.0/v5.1 custom_llama.py te.fp8_model_init); NVFP4 runs keep a 16-bit base.
 - no FP8 weight cache (`fp8_weight_cache: false`) where the implementation's Hydra config sets Megatron-Core's
@@ -131,6 +133,8 @@ def request_for(run: dict[str, Any]) -> dict[str, Any]:
             layout["grad_bucket_elements"] = int(lay["grad_bucket_elements"])
     if int(lay["cp"]) > 1 and lay.get("cp_comm"):  # the config's cp_comm_type (simcore/cost/context_parallel.py)
         layout["cp_comm"] = lay["cp_comm"]
+    if lay.get("fp8_scaling") == "current" and layout["precision"] == "fp8":  # FP8_RECIPE tensorwise
+        layout["fp8_scaling"] = "current"
     if lay.get("fp8_attention"):  # the configs' FP8_DPA (simcore/cost/compute/fp8_attention.py)
         layout["fp8_attention"] = True
     if lora and lay.get("fp8_params") and layout["precision"] == "fp8":  # the frozen base built in FP8

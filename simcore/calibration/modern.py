@@ -17,22 +17,22 @@ What each source leaves unstated is filled the same way for every row of that so
   Transformer Engine's fused (flash) attention, no recomputation, sequence parallelism with TP and the TP
   collectives overlapped with the GEMMs (tp_comm_overlap), the distributed optimizer (ZeRO 1) with the gradient
   reduction overlapped; FP8 rows with TE's delayed per-tensor scaling (NeMo's default recipe then; the rows mark
-  the recipe unverified): `tensorwise`.
+  the recipe unverified): `tensorwise`, delayed.
 - Megatron-Bridge 25.09 / 25.11 (DGX H100, DGX B200, GB200 NVL72): the same settings; the page's precision names
-  the recipe: per-tensor current scaling ("FP8-CS") as `tensorwise` (its extra amax pass is not modelled), "MXFP8"
-  / "FP8-MX" as `mxfp8`; a row with `fsdp` > 0 runs Megatron-FSDP, sharding parameters, gradients and optimizer
-  states over data parallelism: ZeRO 3. GB200 rows run on the `gb200-nvl72` preset (their 8 GPUs share the
-  rack's NVLink domain).
+  the recipe: per-tensor current scaling ("FP8-CS"; 25.09's "per-tensor current scaling") as `tensorwise` with
+  `fp8_scaling: current`, "MXFP8" / "FP8-MX" as `mxfp8`; a row with `fsdp` > 0 runs Megatron-FSDP, sharding
+  parameters, gradients and optimizer states over data parallelism: ZeRO 3. GB200 rows run on the `gb200-nvl72`
+  preset (their 8 GPUs share the rack's NVLink domain).
 - torchtitan (2024-12, H100 96 GB HBM2e at 500 W, 2.4 TB/s): FSDP2 (ZeRO 3, `zero_implementation: fsdp`), its
   selective activation checkpointing (the toml default) as `selective`, PyTorch SDPA's default flash backend,
   FlashAttention-2 (`attention_backend: flash2`, simcore/domain/attention_backend.py: the runs' torch of 2024-12
   kept cuDNN's backend opt-in and torchtitan asked for it only from its pull request #1000, 2025-03), float8
-  dynamic tensorwise scaling as `tensorwise`. The GPU is not in the catalog: a user-defined GPU with the file's
-  96 GiB and 2,400 GB/s; the file says the peak of this variant, capped at 500 W, is unknown: assumed H100 SXM's peaks
-  scaled by the power limit (500 of its 700 W), dense GEMMs being power-bound at the cap [assumption].
-  A row without torch.compile (`torch_compile: false`) runs its norms, rotary embedding and SwiGLU as PyTorch eager
-  kernels (`elementwise_kernels: eager`, simcore/cost/compute/eager.py, from torchtitan's model code at the benchmark's
-  commit); a compiled row's are fused, as the other sources' Transformer Engine kernels.
+  dynamic tensorwise scaling as `tensorwise` with `fp8_scaling: current`. The GPU is not in the catalog: a
+  user-defined GPU with the file's 96 GiB and 2,400 GB/s; the file says the peak of this variant, capped at 500 W, is
+  unknown: assumed H100 SXM's peaks scaled by the power limit (500 of its 700 W), dense GEMMs being power-bound at
+  the cap [assumption]. A row without torch.compile (`torch_compile: false`) runs its norms, rotary embedding and
+  SwiGLU as PyTorch eager kernels (`elementwise_kernels: eager`, simcore/cost/compute/eager.py, from torchtitan's
+  model code at the benchmark's commit); a compiled row's are fused, as the other sources' Transformer Engine kernels.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ from simcore.domain.layout import (
     AttentionBackend,
     ElementwiseKernels,
     Fp8Recipe,
+    Fp8Scaling,
     Layout,
     Precision,
     Recompute,
@@ -100,15 +101,18 @@ def is_calibration(case: dict[str, Any]) -> bool:
     return case_id.startswith(CALIBRATION_PREFIX) or case_id in MOE_CALIBRATION_ROWS
 
 
-def precision_of(layout: dict[str, Any]) -> tuple[Precision, Fp8Recipe | None]:
-    """The row's precision and FP8 recipe, from the published precision text."""
+def precision_of(layout: dict[str, Any]) -> tuple[Precision, Fp8Recipe | None, Fp8Scaling | None]:
+    """The row's precision, FP8 recipe and tensorwise scaling, from the published precision text: per-tensor current
+    scaling where the text names it ("FP8-CS", "current scaling") or torchao's dynamic scaling, else Transformer
+    Engine's default delayed scaling."""
     text = str(layout.get("precision", "BF16")).upper()
     if "MX" in text:
-        return Precision.FP8, Fp8Recipe.MXFP8
+        return Precision.FP8, Fp8Recipe.MXFP8, None
     if "FP8" in text:
-        return Precision.FP8, Fp8Recipe.TENSORWISE
+        current = any(word in text for word in ("-CS", "CURRENT", "DYNAMIC"))
+        return Precision.FP8, Fp8Recipe.TENSORWISE, Fp8Scaling.CURRENT if current else None
     if "BF16" in text:
-        return Precision.BF16, None
+        return Precision.BF16, None, None
     raise ValueError(f"precision {layout.get('precision')!r} has no rule")
 
 
@@ -156,13 +160,13 @@ def scenario_for(case: dict[str, Any]) -> Scenario:
     recompute, zero = SOURCES[source]
     if int(lay.get("fsdp") or 0) > 0:
         zero = 3
-    precision, recipe = precision_of(lay)
+    precision, recipe, scaling = precision_of(lay)
     tp = int(lay["tp"])
     eager = source in EAGER_UNLESS_COMPILED and not lay.get("torch_compile", False)
     layout = Layout(dp=int(lay["dp"]), tp=tp, pp=int(lay["pp"]), microbatch_size=int(microbatch),
                     global_batch_size=int(lay["global_batch"]), recompute=Recompute(recompute),
                     sequence_parallel=tp > 1, tp_comm_overlap=tp > 1, overlap_grad_reduce=True, zero_stage=zero,
-                    precision=precision, fp8_recipe=recipe, cp=int(lay.get("cp") or 1),
+                    precision=precision, fp8_recipe=recipe, fp8_scaling=scaling, cp=int(lay.get("cp") or 1),
                     zero_implementation=IMPLEMENTATIONS.get(source, ZeroImplementation.MEGATRON),
                     ep=int(lay.get("ep") or 1), expert_tp=int(lay.get("expert_tp") or 1),
                     elementwise_kernels=ElementwiseKernels.EAGER if eager else None, virtual_stages=chunks,

@@ -36,7 +36,7 @@ from topology.errors import SpecError
 __all__ = ["FP8_PARAM_GATHER_BYTES", "validate_fp8_options", "validate_fp8_param_gather"]
 
 # Bytes each FP8 GEMM weight moves in the parameter all-gather, per recipe (rowwise: not gathered as FP8).
-FP8_PARAM_GATHER_BYTES = {"tensorwise": 1.0, "blockwise": 1.0, "mxfp8": 2.0}
+FP8_PARAM_GATHER_BYTES = {"tensorwise": 1.0, "tensorwise_current": 1.0, "blockwise": 1.0, "mxfp8": 2.0}
 
 
 def validate_fp8_param_gather(enabled: bool, precision: str, recipe: str | None, zero_stage: int,

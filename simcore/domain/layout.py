@@ -20,7 +20,7 @@ from simcore.domain.hybrid_shard import validate_hybrid_shard
 from simcore.domain.model import ModelShape
 from simcore.domain.moe import validate_expert_layout
 from simcore.domain.pipeline_shape import PipelineShape, ShapeKind
-from simcore.domain.precision import Fp8Recipe, Precision
+from simcore.domain.precision import Fp8Recipe, Fp8Scaling, Precision, projection_recipe, validate_fp8_scaling
 from simcore.domain.zeropp import validate_zeropp
 from topology.errors import SpecError
 from topology.hardware import GpuSpec
@@ -109,6 +109,7 @@ class Layout:
     # default (simcore/cost/comm/grad_buckets.py)
     grad_bucket_elements: int | None = None
     fp8_recipe: Fp8Recipe | None = None  # precision fp8 only; None: tensorwise
+    fp8_scaling: Fp8Scaling | None = None  # tensorwise's scales (simcore/domain/precision.py); None: delayed
     cp: int = 1  # context parallelism: each sample's sequence split over cp ranks (Megatron-Core's CP)
     cp_comm: CpComm = CpComm.P2P
     zero_implementation: ZeroImplementation = ZeroImplementation.MEGATRON
@@ -143,15 +144,8 @@ class Layout:
 
     @property
     def fp8(self) -> Fp8Recipe | None:
-        """The low-precision recipe the projections' GEMMs run with (precision mxfp8 is fp8's mxfp8 recipe, nvfp4
-        its own), or None when they run in 16 bits."""
-        if self.precision is Precision.MXFP8:
-            return Fp8Recipe.MXFP8
-        if self.precision is Precision.NVFP4:
-            return Fp8Recipe.NVFP4
-        if self.precision is not Precision.FP8:
-            return None
-        return self.fp8_recipe or Fp8Recipe.TENSORWISE
+        """The low-precision recipe the projections' GEMMs run with (simcore/domain/precision.py), or None."""
+        return projection_recipe(self.precision, self.fp8_recipe, self.fp8_scaling)
 
     @property
     def eager(self) -> bool:
@@ -289,8 +283,10 @@ def validate_precision(layout: Layout, gpu: GpuSpec) -> None:
         raise SpecError("layout.fp8_recipe", f"applies to precision fp8 only (this layout is {layout.precision})")
     validate_fp8_param_gather(layout.fp8_param_gather, layout.precision, layout.fp8_recipe, layout.zero_stage,
                               layout.zero_implementation)
-    if layout.fp8_recipe is Fp8Recipe.NVFP4:
-        raise SpecError("layout.fp8_recipe", "nvfp4 is not an FP8 recipe: use precision nvfp4")
+    if layout.fp8_recipe in (Fp8Recipe.NVFP4, Fp8Recipe.TENSORWISE_CURRENT):
+        raise SpecError("layout.fp8_recipe", f"{layout.fp8_recipe} is not a user's FP8 recipe: use precision nvfp4, "
+                        "or tensorwise with fp8_scaling current")
+    validate_fp8_scaling(layout.fp8_scaling, layout.precision, layout.fp8_recipe)
     if layout.precision is Precision.NVFP4:
         if not gpu.has_fp4:
             raise SpecError("layout.precision", f"nvfp4 needs a GPU with FP4 tensor cores (Blackwell: B200, GB200, "

@@ -85,7 +85,9 @@ def describe(layout: Layout) -> str:
     if layout.async_tensor_model_parallel_allreduce and layout.tp > 1 and not layout.tp_comm_overlap:
         parts.append("async TP")
     if layout.fp8 is not None:
-        parts.append(f"fp8 {layout.fp8}" if layout.precision == "fp8" else str(layout.precision))
+        scaling = ", current scaling" if layout.fp8_scaling == "current" else ""
+        parts.append(f"fp8 {layout.fp8_recipe or 'tensorwise'}{scaling}" if layout.precision == "fp8"
+                     else str(layout.precision))
     if layout.cp > 1 and layout.cp_comm != "p2p":
         parts.append(f"CP {layout.cp_comm}")
     if layout.placement not in ("tp,dp,pp", "tp,cp,dp,pp"):

@@ -48,7 +48,10 @@ def test_hsdp_imports_to_fsdp_over_the_shard_degree() -> None:
     {"dp": 8, "tp": 8, "pp": 1, "microbatch_size": 2, "global_batch_size": 64, "zero_stage": 3,
      "zero_implementation": "fsdp", "zero_shard_size": 2, "recompute": "full", "sequence_parallel": True},
     {"dp": 2, "tp": 4, "pp": 8, "microbatch_size": 1, "global_batch_size": 64, "schedule": "interleaved_1f1b",
-     "virtual_stages": 2, "sequence_parallel": True, "recompute": "selective", "precision": "fp8"},
+     "virtual_stages": 2, "sequence_parallel": True, "recompute": "selective", "precision": "fp8",
+     "fp8_scaling": "current"},
+    {"dp": 8, "tp": 8, "pp": 1, "microbatch_size": 2, "global_batch_size": 64, "zero_stage": 3,
+     "zero_implementation": "fsdp", "precision": "fp8", "fp8_recipe": "rowwise", "sequence_parallel": True},
     {"dp": 16, "tp": 2, "pp": 2, "microbatch_size": 1, "global_batch_size": 64, "schedule": "gpipe",
      "sequence_parallel": True, "zero_stage": 3, "zero_implementation": "fsdp"},
 ])

@@ -18,14 +18,25 @@ The speed-up comes only out of kernels:
   the microbatches of a step): costed with the optimizer step (WEIGHT_QUANTIZE_BYTES), and kept in memory
   (FP8_WEIGHT_COPY_BYTES);
 - delayed per-tensor scaling updates every FP8 tensor's amax history and scale once per layer per pass
-  (`fp8_scale_update`, one small kernel).
+  (`fp8_scale_update`, one small kernel); current scaling computes each tensor's scale beside its quantization.
 
 Bytes per element of each recipe's quantization (read the 16-bit tensor, write what the GEMMs need), from what
 the kernels read and write:
 - tensorwise: TE's fused cast-transpose with amax: read 2 bytes, write the FP8 copy (1) and its transpose (1),
-  which the weight-gradient GEMM needs (Hopper's FP8 tensor cores take only TN layouts): 4. The amax comes out of
-  the same kernel (delayed scaling); current scaling would read the tensor once more first (not modelled: the
-  recipe field does not tell the two apart);
+  which the weight-gradient GEMM needs (Hopper's FP8 tensor cores take only TN layouts): 4. Where the scale comes
+  from changes what runs around it (`layout.fp8_scaling`, kernels.fp8_ops), as Transformer Engine 2.x runs it
+  (transformer_engine/pytorch/csrc/extensions/normalization.cpp, layernorm_fwd / rmsnorm_fwd; quantizer.cpp,
+  Float8CurrentScalingQuantizer::quantize_impl):
+  - delayed (the default; the scale from earlier iterations' amax history): the amax comes out of the cast, and a
+    GEMM fed by its own LayerNormLinear's norm (Megatron-Core's TELayerNormColumnParallelLinear: qkv, mlp_up;
+    MLA's q_up and kv_up) gets its FP8 input from the norm kernel itself (Impl::FULLY_FUSED: the norm writes 1
+    byte an element instead of 2), then only the transpose (read 1, write 1);
+  - current (Float8CurrentScaling, Megatron-Core's --fp8-recipe tensorwise, torchao's float8): the scale needs the
+    tensor's amax first. A norm-fed input gets it from the norm (Impl::FUSED_NORM_AMAX_FP8: the norm writes its
+    16-bit output and the amax, then the cast-transpose: 4, as above); every other tensor (the other projections'
+    inputs, every output gradient: Megatron-Core computes activations and their gradients outside Transformer
+    Engine) is read once more by an amax kernel (AMAX_BYTES), and each quantized tensor's scale is computed by a
+    one-thread kernel of its own; no amax history is kept;
 - rowwise (torchao float8 rowwise): an amax pass over rows and columns (read 2), then a row-scaled copy and a
   column-scaled copy (read 2, write 1, twice): 8, plus one fp32 scale per row (negligible);
 - mxfp8: one read, a row-wise and a column-wise quantized copy, each with one 8-bit scale per 32 elements
@@ -45,7 +56,7 @@ from simcore.domain.model import LayerType, ModelShape
 # on the current code; every other FP8 and Blackwell row of the modern reference judges it): the large-GEMM
 # efficiency of an FP8 GEMM, as a fraction of its FP8 peak, over the 16-bit GEMM efficiency of the same generation
 # as a fraction of the 16-bit peak.
-FP8_GEMM_EFFICIENCY_RATIO = 0.880
+FP8_GEMM_EFFICIENCY_RATIO = 0.865
 
 # Bytes moved per element of a 16-bit tensor quantized for FP8 GEMMs (module docstring).
 QUANTIZE_BYTES: dict[Fp8Recipe, float] = {
@@ -54,7 +65,11 @@ QUANTIZE_BYTES: dict[Fp8Recipe, float] = {
     Fp8Recipe.MXFP8: 2 + 2 * (1 + 1 / 32),
     Fp8Recipe.BLOCKWISE: 2 + 2 * (1 + 4 / 128),
     Fp8Recipe.NVFP4: NVFP4_QUANTIZE_BYTES,  # simcore/cost/compute/nvfp4.py
+    Fp8Recipe.TENSORWISE_CURRENT: 2 + 1 + 1,  # the cast-transpose; its amax pass where unfused: AMAX_BYTES
 }
+AMAX_BYTES = 2  # current scaling's separate amax kernel: one read of the 16-bit tensor
+TRANSPOSE_BYTES = 1 + 1  # delayed scaling after a fused norm-and-cast: read the FP8 copy, write its transpose
+FUSED_NORM_SAVING_BYTES = 2 - 1  # ... whose norm writes the 1-byte FP8 element instead of the 16-bit one
 # The weights: the same kernels, once per iteration (128x128 weight blocks for blockwise: fp32 scales per 16,384).
 WEIGHT_QUANTIZE_BYTES: dict[Fp8Recipe, float] = {
     Fp8Recipe.TENSORWISE: 2 + 1 + 1,
@@ -62,11 +77,13 @@ WEIGHT_QUANTIZE_BYTES: dict[Fp8Recipe, float] = {
     Fp8Recipe.MXFP8: 2 + 2 * (1 + 1 / 32),
     Fp8Recipe.BLOCKWISE: 2 + 2 * (1 + 4 / 128**2),
     Fp8Recipe.NVFP4: NVFP4_QUANTIZE_BYTES,
+    Fp8Recipe.TENSORWISE_CURRENT: AMAX_BYTES + 2 + 1 + 1,  # the weight's own amax pass first
 }
 # What the quantized weights occupy between the first microbatch and the optimizer step, per weight.
 FP8_WEIGHT_COPY_BYTES: dict[Fp8Recipe, float] = {recipe: b - 2 for recipe, b in WEIGHT_QUANTIZE_BYTES.items()}
 FP8_WEIGHT_COPY_BYTES[Fp8Recipe.ROWWISE] = 2 * 1  # the two scaled copies (the amax pass writes nothing)
 FP8_WEIGHT_COPY_BYTES[Fp8Recipe.NVFP4] = NVFP4_WEIGHT_COPY_BYTES  # likewise: its amax pass reads only
+FP8_WEIGHT_COPY_BYTES[Fp8Recipe.TENSORWISE_CURRENT] = 1 + 1  # likewise
 # Bytes per element of a quantized GEMM operand: one for the FP8 recipes (their scales are in the quantize bytes),
 # half a byte and a sixteenth of a scale for NVFP4.
 OPERAND_BYTES: dict[Fp8Recipe, float] = {recipe: 1.0 for recipe in Fp8Recipe}

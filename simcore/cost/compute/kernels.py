@@ -16,7 +16,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from simcore.cost.compute.fp8 import OPERAND_BYTES, QUANTIZE_BYTES, scale_update_bytes
+from simcore.cost.compute.fp8 import (
+    AMAX_BYTES,
+    FUSED_NORM_SAVING_BYTES,
+    OPERAND_BYTES,
+    QUANTIZE_BYTES,
+    TRANSPOSE_BYTES,
+    scale_update_bytes,
+)
 from simcore.cost.compute.gemm_shape import Product, gradient_products
 from simcore.cost.parameters import (
     FLASH_BACKWARD_FACTOR,
@@ -35,6 +42,11 @@ PROJECTIONS = ("qkv", "attention_output", "mlp_up", "mlp_down", "cross_q", "cros
 # Multi-head latent attention's projections and the experts' (simcore/cost/compute/moe_kernels.py): FP8 GEMMs too.
 LATENT_AND_EXPERT_PROJECTIONS = ("q_down", "q_up", "kv_down", "kv_up", "expert_fc1", "expert_fc2", "shared_fc1",
                                  "shared_fc2")
+# The projections whose norm Transformer Engine runs inside them, and that norm (Megatron-Core's
+# TELayerNormColumnParallelLinear: the layer's input norm with QKV, the pre-MLP norm with the MLP's first GEMM, MLA's
+# q/kv norms with q_up/kv_up): it hands the GEMM its quantized input (simcore/cost/compute/fp8.py).
+NORM_FED = {"qkv": "layernorm", "mlp_up": "layernorm", "cross_q": "cross_layernorm", "q_up": "q_norm",
+            "kv_up": "kv_norm"}
 
 
 # Blackwell takes Hopper's fitted half time, and its 16-bit GEMM efficiency read against the measured GEMM
@@ -145,17 +157,29 @@ def layer_forward_ops(model: ModelShape, b: int, t: int, sequence_parallel: bool
 def fp8_ops(ops: tuple[Op, ...], recipe: Fp8Recipe) -> tuple[Op, ...]:
     """A layer's forward kernels with its projections in FP8 (simcore/cost/compute/fp8.py): each projection GEMM runs on
     the FP8 tensor cores with one-byte operands and is preceded by the quantization of its input, whose backward
-    kernel quantizes the GEMM's output gradient for the two backward GEMMs. Delayed per-tensor scaling ends the
-    layer with its amax and scale update."""
+    kernel quantizes the GEMM's output gradient for the two backward GEMMs. Tensorwise scaling as fp8.py's docstring
+    gives it: delayed, a norm-fed input comes FP8 out of its norm (then transposed) and the layer ends with its amax
+    and scale update; current, every tensor but a norm-fed input gets an amax pass first (`fp8_amax_*`, with the
+    scale's one-thread kernel, costed as one kernel)."""
     out: list[Op] = []
     gemms = 0
-    for op in ops:
+    for i, op in enumerate(ops):
         if op.name not in PROJECTIONS and op.name not in LATENT_AND_EXPERT_PROJECTIONS:
             out.append(op)
             continue
         gemms += op.group
         quantize_in = QUANTIZE_BYTES[recipe] * op.elements_in
         quantize_grad = QUANTIZE_BYTES[recipe] * op.elements_out
+        fed_by_norm = i > 0 and NORM_FED.get(op.name) == ops[i - 1].name and out[-1] is ops[i - 1]
+        if recipe is Fp8Recipe.TENSORWISE and fed_by_norm:
+            norm = out.pop()  # writes the FP8 input itself (its backward unchanged)
+            fused = norm.bytes - FUSED_NORM_SAVING_BYTES * norm.bytes / (2 * BYTES)  # it reads and writes BYTES
+            out.append(replace(norm, bytes=fused, backward_bytes=norm.bytes * norm.backward_bytes / fused))
+            quantize_in = TRANSPOSE_BYTES * op.elements_in
+        if recipe is Fp8Recipe.TENSORWISE_CURRENT:
+            amax_in = (0.0 if fed_by_norm else AMAX_BYTES * op.elements_in) + 4 * op.group  # (+ the fp32 scales)
+            amax_grad = AMAX_BYTES * op.elements_out + 4 * op.group
+            out.append(replace(_mem("fp8_amax_" + op.name, amax_in, amax_grad / amax_in), fused_host=True))
         # A grouped GEMM quantizes all its groups' inputs in one multi-tensor kernel issued by the same framework
         # call (GroupedLinear: tex.split_quantize / fp8_multi_cast_transpose_fused), so it has no host time of its
         # own; the backward quantizes the output gradients the same way.

@@ -54,7 +54,7 @@ def weight_recasts(ops: tuple[Op, ...], layout: Layout) -> tuple[tuple[Op, ...],
         if not primary:
             forward.append(Op("fp8_weight_quantize_" + op.name, OpKind.MEMORY, 0.0,
                               WEIGHT_QUANTIZE_BYTES[recipe] * weights))
-        elif recipe is Fp8Recipe.TENSORWISE:
+        elif recipe in (Fp8Recipe.TENSORWISE, Fp8Recipe.TENSORWISE_CURRENT):
             backward.append(Op("fp8_weight_transpose_" + op.name, OpKind.MEMORY, 0.0, TRANSPOSE_BYTES * weights,
                                backward_pass=True))
     return tuple(forward), tuple(backward)

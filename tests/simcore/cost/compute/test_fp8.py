@@ -33,7 +33,7 @@ LLAMA = model_from_fields(MODEL_PRESETS["llama3-8b"])
 
 # The FP8 recipes a user sets in layout.fp8_recipe (NVFP4 is precision nvfp4's own:
 # tests/simcore/cost/compute/test_nvfp4.py).
-FP8_RECIPES = [recipe for recipe in Fp8Recipe if recipe is not Fp8Recipe.NVFP4]
+FP8_RECIPES = [recipe for recipe in Fp8Recipe if recipe not in (Fp8Recipe.NVFP4, Fp8Recipe.TENSORWISE_CURRENT)]
 
 
 def scenario(precision: Precision, recipe: Fp8Recipe | None = None, preset: str = "dgx-h100") -> Scenario:
@@ -49,10 +49,14 @@ def test_only_the_projections_run_in_fp8_each_after_its_quantize_kernel() -> Non
     for i, op in enumerate(ops):
         if op.fp8:
             assert ops[i - 1].name == "fp8_quantize_" + op.name and ops[i - 1].kind is OpKind.MEMORY
-    # attention, norms, dropouts and the activation stay 16-bit and unchanged
+    # attention, norms, dropouts and the activation stay 16-bit and unchanged, but that the norms before QKV and the
+    # MLP write their (FP8) output in one byte under delayed scaling (test_fp8_scaling.py): same backward traffic
     plain = layer_forward_ops(LLAMA, 1, 4, True)
-    assert [op for op in ops if not op.fp8 and not op.name.startswith("fp8_")] == [
-        op for op in plain if op.name not in PROJECTIONS]
+    kept = [op for op in ops if not op.fp8 and not op.name.startswith("fp8_")]
+    assert [op.name for op in kept] == [op.name for op in plain if op.name not in PROJECTIONS]
+    for op, before in zip(kept, [op for op in plain if op.name not in PROJECTIONS], strict=True):
+        assert op == before or (op.name == "layernorm" and op.bytes < before.bytes and op.backward().bytes
+                                == pytest.approx(before.backward().bytes))
 
 
 def test_quantize_kernel_moves_the_recipe_bytes_forward_and_the_output_gradient_backward() -> None:
@@ -94,8 +98,9 @@ def test_fp8_speeds_up_the_step_and_leaves_communication_alone() -> None:
 
 def test_recipes_differ_only_by_their_kernels() -> None:
     times = {r: simulate(scenario(Precision.FP8, r, "dgx-b200")).metrics.iteration_time_s for r in FP8_RECIPES}
-    # rowwise moves the most bytes per quantized element, mxfp8 and blockwise the fewest
-    assert times[Fp8Recipe.ROWWISE] > times[Fp8Recipe.TENSORWISE] > times[Fp8Recipe.MXFP8]
+    # rowwise moves the most bytes per quantized element; delayed tensorwise the fewest, its norm-fed inputs coming
+    # FP8 out of their norm (mxfp8's norm writes 16 bits unless cuDNN's norm runs: TE normalization.cpp)
+    assert times[Fp8Recipe.ROWWISE] > times[Fp8Recipe.MXFP8] > times[Fp8Recipe.TENSORWISE]
 
 
 def test_memory_adds_the_fp8_weight_copies() -> None:
