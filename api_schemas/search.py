@@ -121,6 +121,9 @@ class SearchSpaceIn(BaseModel):
         "and nvfp4 Blackwell's")
     fp8_recipe: list[Literal["tensorwise", "rowwise", "mxfp8", "blockwise"]] = Field(
         default=["tensorwise"], min_length=1, description="the FP8 recipes tried where precision is fp8")
+    fp8_scaling: list[Literal["delayed", "current"]] = Field(
+        default=["delayed"], min_length=1, description="the scalings tried where the FP8 recipe is tensorwise "
+        "(docs/contract-fp8-scaling.md)")
     max_microbatch_size: Annotated[StrictInt, Field(ge=1, le=1024)] = 8
     max_virtual_stages: Annotated[StrictInt, Field(ge=1, le=64)] = 8
     min_free_memory_gib: NonNegativeFloat = Field(

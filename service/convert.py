@@ -352,6 +352,7 @@ def to_space(space: SearchSpaceIn) -> Space:
         async_tensor_model_parallel_allreduce=tuple(space.async_tensor_model_parallel_allreduce),
         precision=tuple(Precision(p) for p in space.precision),
         fp8_recipe=tuple(Fp8Recipe(r) for r in space.fp8_recipe),
+        fp8_scaling=tuple(Fp8Scaling(s) for s in space.fp8_scaling),
         max_microbatch_size=space.max_microbatch_size, max_virtual_stages=space.max_virtual_stages,
         min_free_memory_bytes=space.min_free_memory_gib * GIB,
         ep=ints(space.ep), expert_tp=ints(space.expert_tp),

@@ -14,7 +14,7 @@ Generated from the request (every list can be narrowed or widened by the request
 - ZeRO 0-3 when dp > 1 (ZeRO with dp 1 shards nothing), recomputation none / selective / full, sequence
   parallelism off and on when tp > 1, and every order of the placement that maps ranks to different GPUs;
 - overlap_grad_reduce on, tp_comm_overlap off, async_tensor_model_parallel_allreduce off (tried only where tp > 1),
-  bf16 (the request's space can list others);
+  bf16, and for fp8 the tensorwise recipe with delayed scaling (the request's space can list others);
 - for a mixture-of-experts model, ep: every divisor of tp * cp * dp that divides num_experts, and expert_tp 1 (the
   request's space can list others; a listed value that breaks a rule is reported with it); dense models: 1.
 
@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import product
 
-from simcore.domain.layout import CpComm, Fp8Recipe, Layout, Precision, Recompute, Schedule
+from simcore.domain.layout import CpComm, Fp8Recipe, Fp8Scaling, Layout, Precision, Recompute, Schedule
 from simcore.domain.model import AttentionKind, ModelShape
 
 PLACEMENTS = ("tp,dp,pp", "tp,pp,dp", "dp,tp,pp", "dp,pp,tp", "pp,tp,dp", "pp,dp,tp")
@@ -53,6 +53,7 @@ class Space:
     async_tensor_model_parallel_allreduce: tuple[bool, ...] = (False,)  # tried where tp > 1
     precision: tuple[Precision, ...] = (Precision.BF16,)
     fp8_recipe: tuple[Fp8Recipe, ...] = (Fp8Recipe.TENSORWISE,)  # tried where precision is fp8
+    fp8_scaling: tuple[Fp8Scaling, ...] = (Fp8Scaling.DELAYED,)  # tried where the fp8 recipe is tensorwise
     cp: tuple[int, ...] | None = None
     cp_comm: tuple[CpComm, ...] = (CpComm.P2P,)  # tried where cp > 1
     max_microbatch_size: int = 8
@@ -181,10 +182,12 @@ def enumerate_layouts(model: ModelShape, num_gpus: int, gpus_per_node: int, glob
                 yield from _family_members(model, dp, tp, pp, batch, space, cp)
 
 
-def _precisions(space: Space) -> list[tuple[Precision, Fp8Recipe | None]]:
-    """The (precision, FP8 recipe) pairs of the space: every recipe for fp8, none for the 16-bit formats."""
-    return [(precision, recipe) for precision in space.precision
-            for recipe in (space.fp8_recipe if precision is Precision.FP8 else (None,))]
+def _precisions(space: Space) -> list[tuple[Precision, Fp8Recipe | None, Fp8Scaling | None]]:
+    """The (precision, FP8 recipe, scaling) of the space: every recipe for fp8, and every scaling for its tensorwise
+    recipe (delayed, the default, as None); none for the 16-bit formats."""
+    return [(precision, recipe, None if scaling is Fp8Scaling.DELAYED else scaling) for precision in space.precision
+            for recipe in (space.fp8_recipe if precision is Precision.FP8 else (None,))
+            for scaling in (space.fp8_scaling if recipe is Fp8Recipe.TENSORWISE else (Fp8Scaling.DELAYED,))]
 
 
 def _experts(model: ModelShape, dp: int, tp: int, cp: int, space: Space) -> list[tuple[int, int]]:
@@ -232,7 +235,7 @@ def _family_members(model: ModelShape, dp: int, tp: int, pp: int, batch: int, sp
                         for placement in placements:
                             for grad_overlap in space.overlap_grad_reduce:
                                 for tp_overlap, tp_async in overlaps_async:
-                                    for precision, recipe in _precisions(space):
+                                    for precision, recipe, scaling in _precisions(space):
                                         for cp_comm, (ep, etp) in parallel:
                                             yield Layout(
                                                 dp=dp, tp=tp, pp=pp, microbatch_size=mb, global_batch_size=batch,
@@ -240,5 +243,6 @@ def _family_members(model: ModelShape, dp: int, tp: int, pp: int, batch: int, sp
                                                 zero_stage=zero, recompute=recompute,
                                                 overlap_grad_reduce=grad_overlap, placement=placement,
                                                 tp_comm_overlap=tp_overlap, precision=precision, fp8_recipe=recipe,
+                                                fp8_scaling=scaling,
                                                 async_tensor_model_parallel_allreduce=tp_async,
                                                 cp=cp, cp_comm=cp_comm, ep=ep, expert_tp=etp)

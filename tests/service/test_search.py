@@ -242,3 +242,22 @@ def test_search_tries_fp8_where_the_gpu_has_it_and_discards_it_where_not() -> No
     a100 = run_search({**SMALL, "space": space, "bounds": {"top_k": 3}}, workers=1)
     assert [e["layout"]["precision"] for e in a100["top"]] == ["bf16"]
     assert a100["search"]["discarded"]["invalid"] == 2  # the two FP8 layouts: A100 has no FP8 tensor cores
+
+
+def test_search_tries_each_fp8_scaling_of_the_tensorwise_recipe_and_delayed_wins() -> None:
+    """space.fp8_scaling (docs/contract-fp8-scaling.md): tried where the recipe is tensorwise only; current scaling's
+    amax passes make it the slower of the two, and a layout found runs as simulated on its own."""
+    space = {"dp": [2], "tp": [8], "pp": [1], "microbatch_size": [4], "zero_stage": [1], "recompute": ["none"],
+             "sequence_parallel": [True], "placement": ["tp,dp,pp"], "precision": ["fp8"],
+             "fp8_recipe": ["tensorwise", "blockwise"], "fp8_scaling": ["delayed", "current"]}
+    r = run_search({**SMALL, "cluster": {"preset": "dgx-h100", "num_nodes": 2}, "space": space,
+                    "bounds": {"top_k": 4}}, workers=1)
+    ranked = [(e["layout"].get("fp8_recipe"), e["layout"].get("fp8_scaling")) for e in r["top"]]
+    assert sorted(ranked, key=str) == sorted([("tensorwise", None), ("tensorwise", "current"), ("blockwise", None)],
+                                             key=str)
+    assert ranked.index(("tensorwise", None)) < ranked.index(("tensorwise", "current"))
+    current = next(e for e in r["top"] if e["layout"].get("fp8_scaling") == "current")
+    assert "current scaling" in current["summary"]
+    check = SimulationRequest.model_validate({"model": SMALL["model"], "cluster": {"preset": "dgx-h100",
+                                              "num_nodes": 2}, "layout": current["layout"]})
+    assert simulate(adapters.to_scenario(check)).metrics.tokens_per_s == current["tokens_per_s"]
