@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -20,19 +20,13 @@ from api_schemas.loading import load_request_file
 from api_schemas.search import SearchRequest, SweepRequest, load_search_file
 from service import convert
 from service.compare import ComparisonError, compare_requests
-from service.plots import (
-    KINDS,
-    Figure,
-    comparison_figure,
-    result_figure,
-    save,
-    search_figure,
-    spans_from_chrome_trace,
-    sweep_figure,
-)
+from service.plots.kinds import KINDS
 from service.search import run_search
 from simcore import Scenario, SpecError, check
 from simcore import simulate as run_simulation
+
+if TYPE_CHECKING:
+    from service.plots import Figure
 
 __all__ = ["InvalidRequest", "SimulationRequest", "SimulationResult", "Sweep", "compare", "plot", "request_from",
            "search", "simulate", "sweep"]
@@ -182,6 +176,16 @@ def plot(subject: Any, out: str | os.PathLike[str] | None = None, *, kind: str =
 
     `title` replaces the picture's title (by default it names what was simulated, where that is known).
     """
+    # (matplotlib is imported here, when a picture is drawn: `import clustersim` stays without it)
+    from service.plots import (
+        comparison_figure,
+        result_figure,
+        save,
+        search_figure,
+        spans_from_chrome_trace,
+        sweep_figure,
+    )
+
     if kind not in KINDS:
         raise InvalidRequest([FieldError("kind", f"must be one of {', '.join(KINDS)}, not '{kind}'")])
     figure: Figure

@@ -142,3 +142,12 @@ def test_the_package_imports_the_service_layer_only() -> None:
                 for name in names:
                     assert name.split(".")[0] in ("service", "__future__"), f"{path.name} imports {name}"
                     assert not any(part.startswith("_") for part in name.split(".")[1:]), name
+
+
+def test_importing_the_api_leaves_matplotlib_until_a_picture_is_drawn() -> None:
+    """`import clustersim` does not import matplotlib (about half a second); `plot` imports it when it draws."""
+    code = ("import sys, clustersim; assert 'matplotlib' not in sys.modules; "
+            "clustersim.plot({'model': {'preset': 'gpt3-1.3b'}, 'cluster': {'preset': 'dgx-a100', 'num_nodes': 1}, "
+            "'layout': {'dp': 8, 'tp': 1, 'pp': 1, 'global_batch_size': 8}}, kind='breakdown'); "
+            "assert 'matplotlib' in sys.modules")
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).returncode == 0
