@@ -65,6 +65,8 @@ YAML_KEYS = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "cont
              "activations_checkpoint_granularity", "activations_checkpoint_num_layers", "fp8", "fp4",
              "fp8_params", "fp8_param_gather", "fp8_dot_product_attention", "cp_comm_type",
              "disable_parameter_transpose_cache", "bucket_size", "fp8_recipe")
+# The Hydra fp8_recipe of an FP8 run -> its tensorwise scaling (another recipe is a KeyError: not mapped yet)
+FP8_SCALING = {"tensorwise": "current", "delayed": "delayed", "": "delayed", "null": "delayed"}
 # "(8x NVIDIA GB200 NVL72)" in a system's name: the NVLink racks the system has (systems/*.json system_name)
 RACKS = re.compile(r"(\d+)x NVIDIA GB\d+ NVL72")
 STEP_KEYS = ("train_step_time", "train_step_timing", "train_step_timing in s")
@@ -265,8 +267,7 @@ def run_row(repo: Repo, version: str, bench: str, system: str) -> dict[str, Any]
                    "fp8_attention": fp8_dpa,
                    # where the tensorwise FP8 scales come from: the Hydra fp8_recipe (FP8_RECIPE) tensorwise is
                    # Megatron-Core's Float8CurrentScaling, delayed (the default, and NeMo 1's only one) DelayedScaling
-                   "fp8_scaling": None if precision != "FP8" else (
-                       "current" if hydra.get("fp8_recipe", "").strip("'\"") == "tensorwise" else "delayed"),
+                   "fp8_scaling": None if precision != "FP8" else FP8_SCALING[hydra.get("fp8_recipe", "").strip("'\"")],
                    # context parallelism's exchange: the config's cp_comm_type (Megatron-Core's default p2p)
                    "cp_comm": CP_COMM.get(cp_comm, cp_comm) if cp > 1 and cp_comm not in ("", "null") else
                    ("p2p" if cp > 1 else None),

@@ -13,7 +13,7 @@ last that reads TOML files); defaults where a key is absent are that JobConfig's
   pipeline_parallel_microbatch_size;
 - [activation_checkpoint] mode full / selective / none; float8 in [model] converters -> `precision: fp8` with
   torchao's dynamic scaling (every tensor scaled from its own amax): tensorwise (no [quantize.linear.float8]
-  recipe_name) `fp8_scaling: current`, recipe_name "rowwise" `fp8_recipe: rowwise`; and with FSDP
+  recipe_name) `fp8_scaling: current`, recipe_name "rowwise" `fp8_recipe: rowwise` (another is refused); and with FSDP
   [quantize.linear.float8] enable_fsdp_float8_all_gather -> `fp8_param_gather`. Export refuses FP8 that torchao's
   float8 does not run (delayed scaling, mxfp8, blockwise), naming the field.
 Every key not read is returned in `ignored`; an unknown key is an error naming it.
@@ -147,13 +147,13 @@ def request_from_torchtitan(text: str, *, cluster_preset: str, gpus: int | None,
                     f"JobConfig takes (given {reduce!r})")
     if any(c in _FLOAT8 for c in get("model.converters", [])):
         layout["precision"] = "fp8"
-        recipe = flat.get(f"{_FLOAT8[1]}.recipe_name")  # (torchao's float8 recipes scale dynamically)
-        if recipe in (None, "tensorwise", "rowwise"):  # (another recipe stays in `ignored`)
-            get(f"{_FLOAT8[1]}.recipe_name", None)
-            if recipe == "rowwise":
-                layout["fp8_recipe"] = "rowwise"
-            else:
-                layout["fp8_scaling"] = "current"
+        recipe = get(f"{_FLOAT8[1]}.recipe_name", None)  # (torchao's float8 recipes scale dynamically)
+        if recipe not in (None, "tensorwise", "rowwise"):
+            raise error(f"{_FLOAT8[1]}.recipe_name", f"{recipe!r} is not simulated (tensorwise or rowwise)")
+        if recipe == "rowwise":
+            layout["fp8_recipe"] = "rowwise"
+        else:
+            layout["fp8_scaling"] = "current"
         # torchao's float8 all-gather under FSDP (torchtitan/components/quantization/float8.py passes it only
         # without a recipe_name and with data_parallel_shard_degree > 1: elsewhere it stays in `ignored`)
         if shard > 1 and flat.get(f"{_FLOAT8[1]}.recipe_name") is None and get(

@@ -151,8 +151,9 @@ def render_search(result: dict[str, Any]) -> None:
     gpu = gpu_label(str(problem["gpu"]))  # one kind for the whole search
     for entry in result["top"]:
         exposed, layout = entry["exposed_communication_s"], entry["layout"]
+        precision = precision_name(layout.get("precision"), layout.get("fp8_recipe"), layout.get("fp8_scaling"))
         row = [str(entry["rank"]), entry["summary"], str(layout.get("cp") or 1), str(layout.get("ep") or 1),
-               str(entry["num_gpus"]), gpu, precision_name(layout.get("precision"), layout.get("fp8_recipe")),
+               str(entry["num_gpus"]), gpu, precision,
                _fmt_tokens(entry["tokens_per_s"]),
                f"{100 * entry['mfu']:.1f}%", f"{100 * entry['bubble_fraction']:.1f}%",
                f"{exposed['tp']:.2f}/{exposed['pp']:.2f}/{exposed['dp']:.2f}",

@@ -283,9 +283,11 @@ def validate_precision(layout: Layout, gpu: GpuSpec) -> None:
         raise SpecError("layout.fp8_recipe", f"applies to precision fp8 only (this layout is {layout.precision})")
     validate_fp8_param_gather(layout.fp8_param_gather, layout.precision, layout.fp8_recipe, layout.zero_stage,
                               layout.zero_implementation)
-    if layout.fp8_recipe in (Fp8Recipe.NVFP4, Fp8Recipe.TENSORWISE_CURRENT):
-        raise SpecError("layout.fp8_recipe", f"{layout.fp8_recipe} is not a user's FP8 recipe: use precision nvfp4, "
-                        "or tensorwise with fp8_scaling current")
+    if layout.fp8_recipe is Fp8Recipe.NVFP4:
+        raise SpecError("layout.fp8_recipe", "nvfp4 is not an FP8 recipe: use precision nvfp4")
+    if layout.fp8_recipe is Fp8Recipe.TENSORWISE_CURRENT:
+        raise SpecError("layout.fp8_recipe", "tensorwise_current is not a recipe: use tensorwise with fp8_scaling "
+                        "current")
     validate_fp8_scaling(layout.fp8_scaling, layout.precision, layout.fp8_recipe)
     if layout.precision is Precision.NVFP4:
         if not gpu.has_fp4:

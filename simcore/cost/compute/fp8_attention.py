@@ -65,7 +65,7 @@ def fp8_flash(op: Op, layout: Layout) -> Op:
 
 def fp8_attention_ops(ops: tuple[Op, ...], layout: Layout) -> tuple[Op, ...]:
     """A layer's forward kernels with its fused attention in FP8: each kernel preceded by the casts of Q, K, V and
-    O (backward: dO, dQ, dK, dV), and with delayed scaling one scale update of the attention's tensors."""
+    O (backward: dO, dQ, dK, dV), and with per-tensor scaling one scale update of the attention's tensors."""
     if not layout.fp8_attention:
         return ops
     out: list[Op] = []
@@ -76,7 +76,9 @@ def fp8_attention_ops(ops: tuple[Op, ...], layout: Layout) -> tuple[Op, ...]:
             elements = op.bytes / BYTES  # Q, K, V and O
             out.append(memory_op("fp8_attention_cast", CAST_BYTES * elements, 1.0))
         out.append(fp8_flash(op, layout))
-    if kernels and layout.fp8 is Fp8Recipe.TENSORWISE:
+    # (under current scaling Transformer Engine's attention keeps delayed scaling for S and dP by default, its
+    # recipe table and NVTE_DPA_FP8_RECIPE: their amax histories are updated all the same)
+    if kernels and layout.fp8 in (Fp8Recipe.TENSORWISE, Fp8Recipe.TENSORWISE_CURRENT):
         out.append(memory_op("fp8_attention_scale_update", scale_update_bytes(2 * kernels), 1.0))
     return tuple(out)
 

@@ -44,9 +44,9 @@ LATENT_AND_EXPERT_PROJECTIONS = ("q_down", "q_up", "kv_down", "kv_up", "expert_f
                                  "shared_fc2")
 # The projections whose norm Transformer Engine runs inside them, and that norm (Megatron-Core's
 # TELayerNormColumnParallelLinear: the layer's input norm with QKV, the pre-MLP norm with the MLP's first GEMM, MLA's
-# q/kv norms with q_up/kv_up): it hands the GEMM its quantized input (simcore/cost/compute/fp8.py).
-NORM_FED = {"qkv": "layernorm", "mlp_up": "layernorm", "cross_q": "cross_layernorm", "q_up": "q_norm",
-            "kv_up": "kv_norm"}
+# q/kv norms with q_up/kv_up): it hands the GEMM its quantized input (simcore/cost/compute/fp8.py). Not the
+# cross-attention's query: Megatron-Core's encoder-decoder spec runs its norm as a TENorm of its own.
+NORM_FED = {"qkv": "layernorm", "mlp_up": "layernorm", "q_up": "q_norm", "kv_up": "kv_norm"}
 
 
 # Blackwell takes Hopper's fitted half time, and its 16-bit GEMM efficiency read against the measured GEMM
@@ -154,13 +154,14 @@ def layer_forward_ops(model: ModelShape, b: int, t: int, sequence_parallel: bool
     return ops if fp8 is None else fp8_ops(ops, fp8)
 
 
-def fp8_ops(ops: tuple[Op, ...], recipe: Fp8Recipe) -> tuple[Op, ...]:
+def fp8_ops(ops: tuple[Op, ...], recipe: Fp8Recipe, unfused: frozenset[str] = frozenset()) -> tuple[Op, ...]:
     """A layer's forward kernels with its projections in FP8 (simcore/cost/compute/fp8.py): each projection GEMM runs on
     the FP8 tensor cores with one-byte operands and is preceded by the quantization of its input, whose backward
     kernel quantizes the GEMM's output gradient for the two backward GEMMs. Tensorwise scaling as fp8.py's docstring
     gives it: delayed, a norm-fed input comes FP8 out of its norm (then transposed) and the layer ends with its amax
     and scale update; current, every tensor but a norm-fed input gets an amax pass first (`fp8_amax_*`, with the
-    scale's one-thread kernel, costed as one kernel)."""
+    scale's one-thread kernel, costed as one kernel). `unfused`: projections whose norm hands them a 16-bit output
+    whatever the recipe (LoRA's adapted ones)."""
     out: list[Op] = []
     gemms = 0
     for i, op in enumerate(ops):
@@ -170,7 +171,8 @@ def fp8_ops(ops: tuple[Op, ...], recipe: Fp8Recipe) -> tuple[Op, ...]:
         gemms += op.group
         quantize_in = QUANTIZE_BYTES[recipe] * op.elements_in
         quantize_grad = QUANTIZE_BYTES[recipe] * op.elements_out
-        fed_by_norm = i > 0 and NORM_FED.get(op.name) == ops[i - 1].name and out[-1] is ops[i - 1]
+        fed_by_norm = (i > 0 and NORM_FED.get(op.name) == ops[i - 1].name and out[-1] is ops[i - 1]
+                       and op.name not in unfused)
         if recipe is Fp8Recipe.TENSORWISE and fed_by_norm:
             norm = out.pop()  # writes the FP8 input itself (its backward unchanged)
             fused = norm.bytes - FUSED_NORM_SAVING_BYTES * norm.bytes / (2 * BYTES)  # it reads and writes BYTES

@@ -27,7 +27,7 @@ from simcore.cost.compute.kernels import Op, OpKind, gemm_op, memory_op
 from simcore.domain.lora import KERNEL_OF, Lora
 from simcore.domain.model import ModelShape
 
-__all__ = ["ADAPTER_PREFIXES", "frozen_ops", "lora_chunks", "lora_layer_ops", "trained"]
+__all__ = ["ADAPTER_PREFIXES", "adapted_kernels", "frozen_ops", "lora_chunks", "lora_layer_ops", "trained"]
 
 ADAPTER_PREFIXES = ("lora_a_", "lora_b_")
 _DROPOUT_BYTES = 5  # 16-bit in, 16-bit out, a 1-byte mask
@@ -36,6 +36,11 @@ _DROPOUT_BYTES = 5  # 16-bit in, 16-bit out, a 1-byte mask
 def frozen_ops(ops: tuple[Op, ...]) -> tuple[Op, ...]:
     """The kernels with every GEMM by a weight frozen (input gradient only in backward)."""
     return tuple(replace(op, frozen=True) if op.kind is OpKind.GEMM and op.weight else op for op in ops)
+
+
+def adapted_kernels(lora: Lora) -> tuple[str, ...]:
+    """The projection kernels `lora` adapts (kernels.py's names)."""
+    return tuple(KERNEL_OF[target][0] for target in lora.targets)
 
 
 def lora_layer_ops(ops: tuple[Op, ...], lora: Lora, t: int) -> tuple[Op, ...]:

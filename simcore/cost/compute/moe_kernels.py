@@ -30,7 +30,7 @@ from simcore.cost.compute.kernels import (
     layer_forward_ops,
     memory_op,
 )
-from simcore.cost.compute.lora import lora_layer_ops
+from simcore.cost.compute.lora import adapted_kernels, lora_layer_ops
 from simcore.cost.compute.weight_gradients import weight_share
 from simcore.cost.moe import (
     HOST_SYNC_S,
@@ -61,7 +61,10 @@ def transformer_layer_ops(model: ModelShape, b: int, t: int, sequence_parallel: 
     if eager:
         ops = eager_elementwise(ops, model, b, t, layer)
     if model.mla is None and not layer.moe:
-        ops = ops if fp8 is None else fp8_ops(ops, fp8)
+        # (an adapted projection gets its norm's 16-bit output: NeMo's LoRA sets return_layernorm_output, which
+        # turns Transformer Engine's quantized norm off, layernorm_linear.py `with_quantized_norm`)
+        unfused = frozenset(adapted_kernels(model.lora)) if model.lora is not None else frozenset()
+        ops = ops if fp8 is None else fp8_ops(ops, fp8, unfused)
         return ops if model.lora is None else lora_layer_ops(ops, model.lora, t)
     out: list[Op] = []
     attention_done = mlp_done = False

@@ -85,3 +85,23 @@ def test_the_contract_quotes_the_bytes_each_scaling_moves() -> None:
     saved = (plain["layernorm"].bytes - delayed["layernorm"].bytes) / qkv + (
         4 * qkv - delayed["fp8_quantize_qkv"].bytes) / qkv
     assert f"saves delayed scaling {saved:.0f} bytes an element" in text
+
+
+def test_a_lora_adapted_projection_and_the_cross_attention_query_get_an_unfused_norm() -> None:
+    """NeMo's LoRA returns the norm's output to its adapter (return_layernorm_output: Transformer Engine's quantized
+    norm off), and Megatron-Core's encoder-decoder spec runs the cross-attention's norm as a TENorm of its own: their
+    GEMMs quantize a 16-bit input, with a full cast (delayed) and an amax pass (current)."""
+    from simcore.cost.compute.kernels import fp8_ops
+
+    plain = layer_forward_ops(MODEL, B, T, False)
+    delayed = {op.name: op for op in fp8_ops(plain, Fp8Recipe.TENSORWISE, frozenset({"qkv"}))}
+    elements = {op.name: op.elements_in for op in plain if op.name in PROJECTIONS}
+    assert delayed["fp8_quantize_qkv"].bytes == pytest.approx(4 * elements["qkv"])  # not fused
+    assert delayed["fp8_quantize_mlp_up"].bytes == pytest.approx(TRANSPOSE_BYTES * elements["mlp_up"])  # fused
+    current = {op.name: op for op in fp8_ops(plain, Fp8Recipe.TENSORWISE_CURRENT, frozenset({"qkv"}))}
+    assert current["fp8_amax_qkv"].bytes == pytest.approx(AMAX_BYTES * elements["qkv"] + 4)
+    t5 = model_from_fields(MODEL_PRESETS["t5-3b"])
+    decoder = next(layer for layer, _ in t5.layer_stacks() if layer.cross_seq)
+    ops = {op.name: op for op in layer_forward_ops(t5, B, T, False, decoder, Fp8Recipe.TENSORWISE)}
+    cross_q = next(op for op in layer_forward_ops(t5, B, T, False, decoder) if op.name == "cross_q")
+    assert ops["fp8_quantize_cross_q"].bytes == pytest.approx(4 * cross_q.elements_in)
